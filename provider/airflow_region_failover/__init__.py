@@ -1,0 +1,52 @@
+"""airflow-provider-region-failover: Flink-style region failover for PySpark pipelines on Apache Airflow 3.
+
+Importing this package is cheap and pure: the core (``graph``, ``failover``) needs only networkx, so the CLI runs
+without Airflow, boto3 or pyspark. The Airflow-facing names are resolved lazily on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from airflow_region_failover.graph import (
+    Distribution,
+    Edge,
+    Exchange,
+    GraphError,
+    JobGraph,
+    JobGraphBuilder,
+    OptionError,
+    PartitionId,
+    Step,
+    SubtaskId,
+)
+
+# name -> module that defines it; imported on first access (these modules import Airflow / pyspark / boto3).
+_LAZY: dict[str, str] = {}
+
+__all__ = [
+    "Distribution",
+    "Edge",
+    "Exchange",
+    "GraphError",
+    "JobGraph",
+    "JobGraphBuilder",
+    "OptionError",
+    "PartitionId",
+    "Step",
+    "SubtaskId",
+    "__version__",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

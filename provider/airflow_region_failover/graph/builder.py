@@ -1,0 +1,43 @@
+"""A small fluent builder for DAG authors; :meth:`JobGraphBuilder.build` validates everything at once."""
+
+from __future__ import annotations
+
+from airflow_region_failover.graph.model import Distribution, Edge, Exchange, JobGraph, Step
+
+
+class JobGraphBuilder:
+    """Collects steps and edges in declaration order; ``build()`` returns a validated :class:`JobGraph`.
+
+    >>> b = JobGraphBuilder()
+    >>> b.step("extract", parallelism=2).step("load")
+    ... # doctest: +ELLIPSIS
+    <...>
+    >>> b.edge("extract", "load", exchange="BLOCKING").build().subtask_count
+    3
+    """
+
+    def __init__(self) -> None:
+        self._steps: list[Step] = []
+        self._edges: list[Edge] = []
+
+    def step(self, step_id: str, *, parallelism: int = 1, deterministic: bool = False) -> JobGraphBuilder:
+        """Declare a step."""
+        self._steps.append(Step(step_id, parallelism, deterministic))
+        return self
+
+    def edge(
+        self,
+        source: str,
+        target: str,
+        *,
+        exchange: Exchange | str,
+        distribution: Distribution | str = Distribution.ALL_TO_ALL,
+        result: str | None = None,
+    ) -> JobGraphBuilder:
+        """Declare that ``target`` consumes ``source``'s result ``result`` (default ``"<source>-><target>"``)."""
+        self._edges.append(Edge(source, target, exchange, distribution, result or ""))  # type: ignore[arg-type]
+        return self
+
+    def build(self) -> JobGraph:
+        """Validate and return the graph; :class:`~.errors.GraphError` names the first offender."""
+        return JobGraph.of(self._steps, self._edges)

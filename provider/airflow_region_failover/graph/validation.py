@@ -1,0 +1,115 @@
+"""Validation of a job graph: every rule raises a one-line :class:`GraphError` naming the offender and the fix.
+
+Rules: step ids are valid (:mod:`.ids`) and unique; ``parallelism`` is an int >= 1; ``deterministic`` is a bool;
+every edge joins two known, distinct steps; a result name is valid, belongs to one producer and has one exchange;
+a step consumes a result at most once; the steps form no cycle. Steps come back in a deterministic topological
+order (ties broken by declaration order), edges with their result names resolved.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.graph.ids import check_result_id, check_step_id, default_result_id
+from airflow_region_failover.graph.model import Distribution, Edge, Exchange, Step
+
+
+def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[Step, ...], tuple[Edge, ...]]:
+    """Check ``steps`` and ``edges``; return the steps in topological order and the resolved edges."""
+    declared = {_check_step(step): i for i, step in enumerate(steps)}
+    resolved = tuple(_check_edge(edge, declared) for edge in edges)
+    _check_results(resolved)
+    order = _topological_order(steps, resolved, declared)
+    return tuple(steps[declared[s]] for s in order), resolved
+
+
+def _check_step(step: Step) -> str:
+    check_step_id(step.id)
+    where = f"step {step.id!r}"
+    if isinstance(step.parallelism, bool) or not isinstance(step.parallelism, int) or step.parallelism < 1:
+        raise GraphError(f"{where}: parallelism {step.parallelism!r} must be an integer >= 1")
+    if not isinstance(step.deterministic, bool):
+        raise GraphError(f"{where}: deterministic {step.deterministic!r} must be true or false")
+    return step.id
+
+
+def _check_edge(edge: Edge, declared: dict[str, int]) -> Edge:
+    where = f"edge {edge.source!r} -> {edge.target!r}"
+    for end in (edge.source, edge.target):
+        if end not in declared:
+            known = ", ".join(declared) or "none"
+            raise GraphError(f"{where}: unknown step {end!r}; declare it first (known steps: {known})")
+    if edge.source == edge.target:
+        raise GraphError(f"{where}: self-loop on step {edge.source!r}; a step cannot consume its own result")
+    exchange = Exchange.parse(edge.exchange, where=where)
+    distribution = Distribution.parse(edge.distribution, where=where)
+    result = edge.result or default_result_id(edge.source, edge.target)
+    try:
+        check_result_id(result)
+    except GraphError as exc:
+        raise GraphError(f"{where}: {exc}") from None
+    return replace(edge, exchange=exchange, distribution=distribution, result=result)
+
+
+def _check_results(edges: tuple[Edge, ...]) -> None:
+    first: dict[str, Edge] = {}
+    consumed: set[tuple[str, str]] = set()
+    for edge in edges:
+        where = f"edge {edge.source!r} -> {edge.target!r}"
+        seen = first.setdefault(edge.result, edge)
+        if seen.source != edge.source:
+            raise GraphError(
+                f"{where}: result {edge.result!r} is already produced by step {seen.source!r}; "
+                "give this result another name"
+            )
+        if seen.exchange is not edge.exchange:
+            raise GraphError(
+                f"{where}: result {edge.result!r} is {seen.exchange.value} on {seen} but {edge.exchange.value} "
+                "here; one result has one exchange"
+            )
+        if (edge.result, edge.target) in consumed:
+            raise GraphError(f"{where}: duplicate edge; step {edge.target!r} already consumes {edge.result!r}")
+        consumed.add((edge.result, edge.target))
+
+
+def _topological_order(steps: tuple[Step, ...], edges: tuple[Edge, ...], declared: dict[str, int]) -> list[str]:
+    """Kahn's algorithm, smallest declaration index first; a leftover means a cycle, which is named."""
+    successors: dict[str, list[str]] = {s.id: [] for s in steps}
+    indegree = dict.fromkeys(successors, 0)
+    for edge in edges:
+        successors[edge.source].append(edge.target)
+        indegree[edge.target] += 1
+    ready = [declared[s] for s, d in indegree.items() if d == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        step = steps[heapq.heappop(ready)].id
+        order.append(step)
+        for nxt in successors[step]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                heapq.heappush(ready, declared[nxt])
+    if len(order) < len(steps):
+        raise GraphError(f"cycle among steps: {' -> '.join(_find_cycle(successors, indegree))}; remove an edge")
+    return order
+
+
+def _find_cycle(successors: dict[str, list[str]], indegree: dict[str, int]) -> list[str]:
+    """Every step Kahn left over has a left-over predecessor: walk predecessors until one repeats."""
+    left = {s for s, d in indegree.items() if d > 0}
+    predecessors: dict[str, list[str]] = {s: [] for s in left}
+    for source, targets in successors.items():
+        for target in targets:
+            if source in left and target in left:
+                predecessors[target].append(source)
+    step = min(left)
+    path: list[str] = []
+    position: dict[str, int] = {}
+    while step not in position:
+        position[step] = len(path)
+        path.append(step)
+        step = min(predecessors[step])
+    cycle = [*path[position[step]:], step]
+    return cycle[::-1]

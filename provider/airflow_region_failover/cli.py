@@ -37,7 +37,9 @@ def _plan(args: argparse.Namespace) -> int:
     unavailable = [PartitionId.parse(p) for p in args.unavailable]
     for partition in unavailable:
         graph.result(partition.result)
-    decision = plan_restart(FailoverTopology.build(graph), failed, KnownAvailability.except_(unavailable), args.strategy)
+    decision = plan_restart(
+        FailoverTopology.build(graph), failed, KnownAvailability.except_(unavailable), args.strategy
+    )
     _print_json(decision.to_dict())
     return 0
 

@@ -17,12 +17,11 @@ from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions, subtasks
 
-Edge3 = tuple[SubtaskId, SubtaskId, PartitionId]
 
 
 def explicit_edges(graph: JobGraph) -> list[tuple[SubtaskId, SubtaskId, PartitionId, Exchange]]:
     """Every (producer subtask, consumer subtask, partition, exchange), one per partition read."""
-    out = []
+    out: list[tuple[SubtaskId, SubtaskId, PartitionId, Exchange]] = []
     for consumer in subtasks(graph):
         for edge, partitions in consumed_partitions(graph, consumer).items():
             out.extend((SubtaskId(edge.source, p.index), consumer, p, edge.exchange) for p in partitions)
@@ -62,8 +61,10 @@ def reference_restart(
         changed = False
         for producer, consumer, partition, exchange in edges:
             pull: frozenset[SubtaskId] = frozenset()
-            if consumer in restart and exchange is Exchange.BLOCKING and (
-                partition in named or not checker.is_available(partition)
+            if (
+                consumer in restart
+                and exchange is Exchange.BLOCKING
+                and (partition in named or not checker.is_available(partition))
             ):
                 pull = owner[producer]
             if producer in restart:

@@ -88,13 +88,15 @@ class _RegionWalk:
                 continue
             self._seen_consumed.add(k)
             group = self.topology.groups[k]
-            for number, index in zip(group.producers, group.group.producers):
+            for number, index in zip(group.producers, group.group.producers, strict=True):
                 producer = region_index[number]
                 if producer in self.pulled:
                     continue
                 partition = PartitionId(group.group.edge.result, index)
                 if partition in self.named_unavailable or not self.checker.is_available(partition):
-                    self._pull(producer, Reason.PRODUCER_UNAVAILABLE, f"{partition} is unavailable and r{region} needs it")
+                    self._pull(
+                        producer, Reason.PRODUCER_UNAVAILABLE, f"{partition} is unavailable and r{region} needs it"
+                    )
 
     def _downstream(self, region: int) -> None:
         """Rule 2: every consumer region of a partition this region produces restarts."""

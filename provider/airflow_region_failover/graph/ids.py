@@ -4,7 +4,8 @@ Rule: every id that reaches Airflow (task ids, TaskGroup ids) or S3 (key parts) 
 here. Step ids are ASCII letters, digits, ``_`` and ``-`` (not starting with ``-``), at most 100 characters: they
 are legal Airflow task ids, contain no ``.`` (Airflow's group separator) and no ``/`` or ``..`` (S3 key parts).
 Result names may in addition contain ``->`` between id characters, so the default name ``"<from>-><to>"`` is
-valid; :func:`key_part` maps them onto a plain S3-safe form.  A subtask is ``<step>#<i>`` and a result partition ``<result>#<i>``.
+valid; :func:`key_part` maps them onto a plain S3-safe form. A subtask is ``<step>#<i>``, a result partition
+``<result>#<i>``.
 """
 
 from __future__ import annotations

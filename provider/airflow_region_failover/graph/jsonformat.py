@@ -58,8 +58,13 @@ def to_dict(graph: JobGraph) -> dict[str, Any]:
         "version": FORMAT_VERSION,
         "steps": [{"id": s.id, "parallelism": s.parallelism, "deterministic": s.deterministic} for s in graph.steps],
         "edges": [
-            {"from": e.source, "to": e.target, "exchange": e.exchange.value,
-             "distribution": e.distribution.value, "result": e.result}
+            {
+                "from": e.source,
+                "to": e.target,
+                "exchange": e.exchange.value,
+                "distribution": e.distribution.value,
+                "result": e.result,
+            }
             for e in graph.edges
         ],
     }

@@ -121,9 +121,7 @@ class JobGraph:
         by_id: dict[str, list[Edge]] = {}
         for edge in self.edges:
             by_id.setdefault(edge.result, []).append(edge)
-        return tuple(
-            Result(rid, es[0].source, es[0].exchange, tuple(es)) for rid, es in by_id.items()
-        )
+        return tuple(Result(rid, es[0].source, es[0].exchange, tuple(es)) for rid, es in by_id.items())
 
     def result(self, result_id: str) -> Result:
         """The result named ``result_id``; :class:`GraphError` naming it if there is none."""

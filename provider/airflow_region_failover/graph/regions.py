@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.scc import strongly_connected_components
@@ -76,8 +77,12 @@ class Regions:
 
     def number(self, subtask: SubtaskId) -> int:
         """The global number of ``subtask``."""
-        if not 0 <= subtask.index < self.graph.step(subtask.step).parallelism:
-            raise IndexError(f"subtask {subtask} does not exist")
+        parallelism = self.graph.step(subtask.step).parallelism
+        if not 0 <= subtask.index < parallelism:
+            raise GraphError(
+                f"subtask {subtask} does not exist: step {subtask.step!r} has parallelism {parallelism} "
+                f"(indices 0..{parallelism - 1})"
+            )
         return self.offsets[subtask.step] + subtask.index
 
     def region_of(self, subtask: SubtaskId) -> Region:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Distribution, Edge, JobGraph
 
@@ -41,7 +42,9 @@ def partition_groups(edge: Edge, producers: int, consumers: int) -> Iterator[Par
         yield PartitionGroup(edge, range(producers), range(consumers))
     elif producers >= consumers:
         for j in range(consumers):
-            yield PartitionGroup(edge, range(j * producers // consumers, (j + 1) * producers // consumers), range(j, j + 1))
+            yield PartitionGroup(
+                edge, range(j * producers // consumers, (j + 1) * producers // consumers), range(j, j + 1)
+            )
     else:
         for p in range(producers):
             low, high = _ceil_div(p * consumers, producers), _ceil_div((p + 1) * consumers, producers)
@@ -51,7 +54,7 @@ def partition_groups(edge: Edge, producers: int, consumers: int) -> Iterator[Par
 def consumed_range(edge: Edge, producers: int, consumers: int, consumer: int) -> range:
     """The producer partition indices that consumer subtask ``consumer`` reads over ``edge``."""
     if not 0 <= consumer < consumers:
-        raise IndexError(f"subtask {edge.target}#{consumer} does not exist (parallelism {consumers})")
+        raise GraphError(f"subtask {edge.target}#{consumer} does not exist: parallelism is {consumers}")
     if edge.distribution is Distribution.ALL_TO_ALL:
         return range(producers)
     if producers >= consumers:

@@ -18,7 +18,10 @@ from airflow_region_failover.graph.model import Distribution, Edge, Exchange, St
 
 def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[Step, ...], tuple[Edge, ...]]:
     """Check ``steps`` and ``edges``; return the steps in topological order and the resolved edges."""
-    declared = {_check_step(step): i for i, step in enumerate(steps)}
+    declared: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        if declared.setdefault(_check_step(step), i) != i:
+            raise GraphError(f"duplicate step id {step.id!r}; every step needs its own id")
     resolved = tuple(_check_edge(edge, declared) for edge in edges)
     _check_results(resolved)
     order = _topological_order(steps, resolved, declared)
@@ -111,5 +114,5 @@ def _find_cycle(successors: dict[str, list[str]], indegree: dict[str, int]) -> l
         position[step] = len(path)
         path.append(step)
         step = min(predecessors[step])
-    cycle = [*path[position[step]:], step]
+    cycle = [*path[position[step] :], step]
     return cycle[::-1]

@@ -102,3 +102,33 @@ def test_cli_runs_in_an_environment_with_only_networkx(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["failed"] == "join#0"
+
+
+def test_backoff_preview_follows_the_exponential_example_of_the_flink_docs(tmp_path: Path) -> None:
+    """Flink docs: initial 1 s, multiplier 2, max 10 s, no jitter -> 1, 2, 4, 8, 10, 10 s."""
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps([{"t": 0, "op": "check"}] + [{"t": i * 60_000, "op": "failure"} for i in range(1, 7)]))
+    done = _run(
+        "backoff",
+        "--set", "restart-strategy.type=exponential-delay",
+        "--set", "restart-strategy.exponential-delay.initial-backoff=1 s",
+        "--set", "restart-strategy.exponential-delay.backoff-multiplier=2",
+        "--set", "restart-strategy.exponential-delay.max-backoff=10 s",
+        "--set", "restart-strategy.exponential-delay.jitter-factor=0",
+        "--set", "restart-strategy.exponential-delay.reset-backoff-threshold=1 h",
+        "--events", str(events),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert rows[0] == {"t": 0, "op": "check", "new_attempt": None, "can_restart": True, "backoff_ms": None}
+    assert [r["backoff_ms"] for r in rows[1:]] == [1000, 2000, 4000, 8000, 10000, 10000]
+    assert all(r["new_attempt"] for r in rows[1:])
+
+
+def test_backoff_bad_option_names_the_key(tmp_path: Path) -> None:
+    events = tmp_path / "events.json"
+    events.write_text("[]")
+    done = _run("backoff", "--set", "restart-strategy.type=fixed-delay",
+                "--set", "restart-strategy.fixed-delay.delay=10 ss", "--events", str(events))  # fmt: skip
+    assert done.returncode == 2
+    assert "restart-strategy.fixed-delay.delay" in done.stderr and done.stderr.count("\n") == 1

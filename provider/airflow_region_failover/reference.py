@@ -18,7 +18,6 @@ from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions, subtasks
 
 
-
 def explicit_edges(graph: JobGraph) -> list[tuple[SubtaskId, SubtaskId, PartitionId, Exchange]]:
     """Every (producer subtask, consumer subtask, partition, exchange), one per partition read."""
     out: list[tuple[SubtaskId, SubtaskId, PartitionId, Exchange]] = []

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_region_failover.graph.model import Exchange, JobGraph
-from airflow_region_failover.graph.regions import IndexedGroup, Regions, compute_regions
+from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.graph.regions import IndexedGroup, Regions, compute_regions_and_blocking_groups
 
 
 @dataclass(frozen=True)
@@ -29,19 +29,20 @@ class FailoverTopology:
     @classmethod
     def build(cls, graph: JobGraph) -> FailoverTopology:
         """Compute regions and index the BLOCKING groups by region."""
-        regions = compute_regions(graph)
-        groups = tuple(g for g in regions.groups() if g.group.edge.exchange is Exchange.BLOCKING)
-        consumes: list[set[int]] = [set() for _ in regions.regions]
-        produces: list[set[int]] = [set() for _ in regions.regions]
+        regions, blocking = compute_regions_and_blocking_groups(graph)
+        groups = tuple(blocking)
+        # Groups are visited in increasing k, so each region's list comes out sorted; a region already holding k
+        # has it last, which makes the duplicate check O(1) (no sets, no sorting).
+        consumes: list[list[int]] = [[] for _ in regions.regions]
+        produces: list[list[int]] = [[] for _ in regions.regions]
         region_index = regions.region_index
         for k, g in enumerate(groups):
             for number in g.consumers:
-                consumes[region_index[number]].add(k)
+                held = consumes[region_index[number]]
+                if not held or held[-1] != k:
+                    held.append(k)
             for number in g.producers:
-                produces[region_index[number]].add(k)
-        return cls(
-            regions,
-            groups,
-            tuple(tuple(sorted(s)) for s in consumes),
-            tuple(tuple(sorted(s)) for s in produces),
-        )
+                held = produces[region_index[number]]
+                if not held or held[-1] != k:
+                    held.append(k)
+        return cls(regions, groups, tuple(map(tuple, consumes)), tuple(map(tuple, produces)))

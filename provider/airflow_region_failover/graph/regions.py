@@ -24,7 +24,7 @@ from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.scc import strongly_connected_components
-from airflow_region_failover.graph.subtasks import PartitionGroup, partition_groups
+from airflow_region_failover.graph.subtasks import PartitionGroup, group_bounds, partition_groups
 
 
 @dataclass(frozen=True)
@@ -99,16 +99,35 @@ class Regions:
 
 def compute_regions(graph: JobGraph) -> Regions:
     """The failover regions of ``graph`` (see the module docstring for the rule)."""
+    return compute_regions_and_blocking_groups(graph)[0]
+
+
+def compute_regions_and_blocking_groups(graph: JobGraph) -> tuple[Regions, list[IndexedGroup]]:
+    """The failover regions of ``graph`` and its BLOCKING partition groups (in :meth:`Regions.groups` order).
+
+    For the failover topology, which needs both: the groups are expanded once. PIPELINED edges are joined in the
+    union-find straight from their group bounds, without building group objects.
+    """
     offsets, names = _number_subtasks(graph)
-    layout = Regions(graph, (), offsets, ())
-    groups = list(layout.groups())
     pipelined = _UnionFind(len(names))
-    for g in groups:
-        if g.group.edge.exchange is Exchange.PIPELINED:
-            pipelined.union_all(g.producers, g.consumers)
-    roots = [pipelined.find(i) for i in range(len(names))]
-    merged = _merge_blocking_cycles(roots, groups)
-    return _label(graph, offsets, names, merged)
+    blocking: list[IndexedGroup] = []
+    for edge in graph.edges:
+        source, target = graph.step(edge.source).parallelism, graph.step(edge.target).parallelism
+        source_offset, target_offset = offsets[edge.source], offsets[edge.target]
+        if edge.exchange is Exchange.PIPELINED:
+            for producers, consumers in group_bounds(edge, source, target):
+                pipelined.union_all(
+                    range(source_offset + producers.start, source_offset + producers.stop),
+                    range(target_offset + consumers.start, target_offset + consumers.stop),
+                )
+        else:
+            blocking.extend(
+                IndexedGroup(g, source_offset, target_offset) for g in partition_groups(edge, source, target)
+            )
+    find = pipelined.find
+    roots = [find(i) for i in range(len(names))]
+    merged = _merge_blocking_cycles(roots, blocking)
+    return _label(graph, offsets, names, merged), blocking
 
 
 def _number_subtasks(graph: JobGraph) -> tuple[dict[str, int], list[SubtaskId]]:
@@ -144,14 +163,10 @@ def _merge_blocking_cycles(roots: list[int], groups: list[IndexedGroup]) -> list
 def _label(graph: JobGraph, offsets: dict[str, int], names: list[SubtaskId], merged: list[int]) -> Regions:
     """Number regions by their first subtask (global order) and build the values."""
     order: dict[int, int] = {}
-    members: list[list[SubtaskId]] = []
-    region_index: list[int] = []
-    for number, representative in enumerate(merged):
-        index = order.setdefault(representative, len(order))
-        if index == len(members):
-            members.append([])
-        members[index].append(names[number])
-        region_index.append(index)
+    region_index = [order.setdefault(representative, len(order)) for representative in merged]
+    members: list[list[SubtaskId]] = [[] for _ in order]
+    for name, index in zip(names, region_index, strict=True):
+        members[index].append(name)
     regions = tuple(Region(i, tuple(m)) for i, m in enumerate(members))
     return Regions(graph, regions, offsets, tuple(region_index))
 

@@ -38,17 +38,20 @@ def _ceil_div(a: int, b: int) -> int:
 
 def partition_groups(edge: Edge, producers: int, consumers: int) -> Iterator[PartitionGroup]:
     """The groups of ``edge`` for ``producers`` (S) and ``consumers`` (T) subtasks (see the module rule)."""
+    for producer_range, consumer_range in group_bounds(edge, producers, consumers):
+        yield PartitionGroup(edge, producer_range, consumer_range)
+
+
+def group_bounds(edge: Edge, producers: int, consumers: int) -> Iterator[tuple[range, range]]:
+    """The (producers, consumers) ranges of :func:`partition_groups`, without building group objects."""
     if edge.distribution is Distribution.ALL_TO_ALL:
-        yield PartitionGroup(edge, range(producers), range(consumers))
+        yield range(producers), range(consumers)
     elif producers >= consumers:
         for j in range(consumers):
-            yield PartitionGroup(
-                edge, range(j * producers // consumers, (j + 1) * producers // consumers), range(j, j + 1)
-            )
+            yield range(j * producers // consumers, (j + 1) * producers // consumers), range(j, j + 1)
     else:
         for p in range(producers):
-            low, high = _ceil_div(p * consumers, producers), _ceil_div((p + 1) * consumers, producers)
-            yield PartitionGroup(edge, range(p, p + 1), range(low, high))
+            yield range(p, p + 1), range(_ceil_div(p * consumers, producers), _ceil_div((p + 1) * consumers, producers))
 
 
 def consumed_range(edge: Edge, producers: int, consumers: int, consumer: int) -> range:

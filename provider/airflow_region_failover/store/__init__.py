@@ -1,0 +1,66 @@
+"""S3 result store: BLOCKING results committed atomically, checked for availability, read back, cleaned up.
+
+Modules, each answering one question: :mod:`.keys` (where does every key go), :mod:`.manifest` (what a commit
+records), :mod:`.commit` (which attempt is the committed version), :mod:`.availability` (can it be read
+again), :mod:`.spark_io` (how a DataFrame gets in and out), :mod:`.lifecycle` (when is it deleted),
+:mod:`.config` (how S3 is reached), :mod:`.objects` (guarded S3 calls). :class:`ResultStore` is the facade.
+
+Key layout (``R = <prefix>/v1/<dag>/<run>``, ``P = p<index:05d>``, ``A = a<attempt:06d>``)::
+
+    R/<result>/data/P/A-<writer>/part-<k>-t<try>.parquet   data, per run, per attempt, per writer
+    R/<result>/manifests/P/A.json                          commit record (If-None-Match: * create)
+    R/<result>/retired/P/A.json                            retirement marker / fence
+    R/_run.json, R/_holds/<name>.json                      run record, holds against release
+
+Commit / supersede protocol (attempt = Airflow ``try_number``, increasing within a run):
+
+1. a producer attempt first *begins*: it retires every committed lower attempt (markers keep their content
+   checksums) and fences ``attempt - 1``;
+2. it writes its data under its own ``A-<writer>/`` prefix (uploads abort on error: nothing half-visible);
+3. it *commits* by creating ``manifests/P/A.json`` with ``If-None-Match: *`` — one winner per attempt, a second
+   committer gets :class:`AlreadyCommitted`; an attempt at or below the fence, or below a committed newer
+   attempt, gets :class:`Superseded`;
+4. the failover loop may *retire* the current version of a partition it is about to re-produce.
+
+Readers use the committed attempt with the highest number above the fence (never a data listing); so a rerun
+in the same DAG run becomes visible atomically when it commits, and a zombie older attempt can never replace it.
+"""
+
+from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
+from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig
+from airflow_region_failover.store.errors import (
+    AlreadyCommitted,
+    ManifestError,
+    NotAvailable,
+    ReleaseRefused,
+    StoreError,
+    StoreUnreachable,
+    Superseded,
+    UnsafeKeyError,
+)
+from airflow_region_failover.store.facade import ResultStore
+from airflow_region_failover.store.lifecycle import Retention, SweepReport
+from airflow_region_failover.store.manifest import Manifest, ObjectEntry, Retirement
+
+__all__ = [
+    "AlreadyCommitted",
+    "Manifest",
+    "ManifestError",
+    "Mode",
+    "NotAvailable",
+    "ObjectEntry",
+    "Probe",
+    "ReleaseRefused",
+    "ResultStore",
+    "Retention",
+    "Retirement",
+    "S3Access",
+    "S3Credentials",
+    "StoreAvailabilityChecker",
+    "StoreConfig",
+    "StoreError",
+    "StoreUnreachable",
+    "Superseded",
+    "SweepReport",
+    "UnsafeKeyError",
+]

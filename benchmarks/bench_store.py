@@ -1,0 +1,177 @@
+"""Benchmark of the S3 result store against a real SeaweedFS server on loopback (issue 5).
+
+Measures, in one run on one server: persisting a generated DataFrame through the store (both Spark I/O paths)
+vs a raw boto3 multipart upload of the very same Parquet bytes (ratio = raw time / store time, target >= 0.8);
+read-back throughput; availability-check latency (fast, deep by LIST, deep by HEAD) for 1, 100, 1,000
+partitions. Usage: ``python benchmarks/bench_store.py [--size-mb 1024] [--partitions 1,100,1000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.local.seaweedfs import SeaweedFS
+from airflow_region_failover.store import Manifest, ResultStore
+
+MB = 1024 * 1024
+ROW_BYTES = 80  # id (8) + double (8) + 64 hex chars, as Parquet/snappy stores them (approximately)
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def spark_session(cores: int) -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master(f"local[{cores}]").config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", "6g")
+            .config("spark.driver.maxResultSize", "4g").config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
+            .getOrCreate())
+
+
+def generated(spark: Any, size_mb: int, partitions: int) -> Any:
+    rows = size_mb * MB // ROW_BYTES
+    df = spark.range(0, rows, 1, partitions).selectExpr("id", "rand(7) AS v", "sha2(cast(id AS string), 256) AS h")
+    df = df.cache()
+    df.count()
+    return df
+
+
+def raw_upload(store: ResultStore, manifest: Manifest, threads: int) -> tuple[float, int]:
+    """Upload the store's own Parquet bytes again with boto3's managed multipart transfer; returns (s, bytes)."""
+    from boto3.s3.transfer import TransferConfig
+
+    keys = store.run_keys(manifest.dag_id, manifest.run_id)
+    client = store.objects.client
+    bodies = [client.get_object(Bucket=store.layout.bucket, Key=keys.run_prefix + o.key)["Body"].read()
+              for o in manifest.objects]
+    config = TransferConfig(multipart_threshold=store.config.part_size, multipart_chunksize=store.config.part_size,
+                            max_concurrency=store.config.upload_threads)
+
+    def put(pair: tuple[int, bytes]) -> None:
+        client.upload_fileobj(io.BytesIO(pair[1]), store.layout.bucket,
+                              f"{store.layout.root}/raw-bench/obj-{pair[0]:05d}", Config=config)
+
+    seconds, _ = timed(lambda: list(ThreadPoolExecutor(threads).map(put, enumerate(bodies))))
+    return seconds, sum(len(b) for b in bodies)
+
+
+def warm_workers(spark: Any, store: ResultStore, cores: int) -> float:
+    """Start Spark's Python workers and their boto3 clients once (a long-lived cluster has them warm)."""
+    access = store.config.access
+
+    def warm(batches: Any) -> Any:
+        from airflow_region_failover.store.config import client_for
+
+        client_for(access)
+        for _ in batches:
+            pass
+        return iter([])
+
+    seconds, _ = timed(lambda: spark.range(0, cores * 4, 1, cores * 4).mapInArrow(warm, "x long").collect())
+    return seconds
+
+
+def bench_references(spark: Any, df: Any, tmp: str) -> dict[str, float]:
+    """Floors for any Python-side path: Spark -> Arrow alone (no-op mapInArrow), and Spark's own Parquet
+    writer to local disk (the non-portable first half of "write locally, then upload")."""
+
+    def drain(batches: Any) -> Any:
+        for _ in batches:
+            pass
+        return iter([])
+
+    arrow_s, _ = timed(lambda: df.mapInArrow(drain, "x long").collect())
+    local_s, _ = timed(lambda: df.write.mode("overwrite").parquet(tmp))
+    return {"spark_to_arrow_s": arrow_s, "spark_local_parquet_s": local_s}
+
+
+def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: int) -> dict[str, float]:
+    from dataclasses import replace
+
+    s = ResultStore(replace(store.config, spark_io=mode), client=store.objects.client)
+    part = PartitionId("bench", 0)
+    write_s, manifest = timed(lambda: s.write(df, "bench", f"write-{mode}", part, 1))
+    read_s, _ = timed(lambda: s.read(spark, "bench", f"write-{mode}", part).write.format("noop")
+                      .mode("overwrite").save())
+    raw_s, raw_bytes = raw_upload(s, manifest, threads=cores if mode == "executors" else 1)
+    size = manifest.total_bytes / MB
+    return {"mode": mode, "objects": len(manifest.objects), "MB": size, "rows": manifest.row_count,
+            "write_s": write_s, "raw_s": raw_s, "ratio": raw_s / write_s, "read_s": read_s,
+            "write_MBps": size / write_s, "raw_MBps": raw_bytes / MB / raw_s, "read_MBps": size / read_s}
+
+
+def populate(store: ResultStore, count: int) -> None:
+    tiny = pa.table({"x": [1]})
+    run = f"avail-{count}"
+    list(ThreadPoolExecutor(8).map(lambda i: store.write_arrow(tiny, "bench", run, PartitionId("a", i), 1),
+                                   range(count)))
+
+
+def bench_availability(store: ResultStore, count: int) -> dict[str, float]:
+    populate(store, count)
+    run, parts = f"avail-{count}", [PartitionId("a", i) for i in range(count)]
+    out: dict[str, float] = {"partitions": count}
+    for name, mode, probe in (("fast", "fast", "list"), ("deep_list", "deep", "list"), ("deep_head", "deep", "head")):
+        best = min(timed(lambda m=mode, p=probe: _check_all(store.checker("bench", run, m, probe=p), parts))[0]
+                   for _ in range(3))
+        out[name + "_ms"] = best * 1000
+    for mode in ("fast", "deep"):
+        single = min(timed(lambda m=mode: store.is_available("bench", run, parts[-1], m))[0] for _ in range(5))
+        out[f"single_{mode}_ms"] = single * 1000
+    return out
+
+
+def _check_all(checker: Any, parts: list[PartitionId]) -> bool:
+    """One checker (one snapshot, as the failover loop uses it) asked about every partition."""
+    return all([checker.is_available(p) for p in parts])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--spark-partitions", type=int, default=8)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--partitions", default="1,100,1000")
+    parser.add_argument("--modes", default="executors,driver")
+    args = parser.parse_args(argv)
+    with SeaweedFS(bucket="bench") as server:
+        e = server.endpoint
+        store = ResultStore.from_endpoint(e.endpoint_url, e.access_key, e.secret_key, e.bucket, prefix="bench")
+        for count in (int(c) for c in args.partitions.split(",") if c):
+            print("availability", bench_availability(store, count), flush=True)
+        if not args.modes:
+            return 0
+        spark = spark_session(args.cores)
+        gen_s, df = timed(lambda: generated(spark, args.size_mb, args.spark_partitions))
+        print(f"generated and cached {args.size_mb} MB target in {gen_s:.1f}s", flush=True)
+        print(f"python workers warmed in {warm_workers(spark, store, args.cores):.1f}s (cold start, excluded)",
+              flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            refs = bench_references(spark, df, os.path.join(tmp, "out"))
+        print("references", {k: round(v, 3) for k, v in refs.items()}, flush=True)
+        for mode in args.modes.split(","):
+            result = bench_write_read(store, spark, df, mode, args.cores)
+            print("write/read", {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()},
+                  flush=True)
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

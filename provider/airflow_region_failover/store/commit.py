@@ -1,0 +1,192 @@
+"""Commit protocol: which attempt's data is *the* committed version of a partition, and how it changes.
+
+Per partition and producer attempt (Airflow's ``try_number``, increasing within a DAG run):
+
+1. **begin** (:func:`begin_attempt`): the new attempt retires every lower attempt — a marker
+   ``retired/P/A.json`` per committed lower attempt (keeping its content checksum) and one for ``attempt - 1``
+   — so the *fence* (highest retired attempt) is at least ``attempt - 1``.
+2. **write**: data objects go under ``data/P/A-<writer>/`` (``writer`` is a random token, so two writers of the
+   same attempt never share a key); uploads abort on error.
+3. **commit** (:func:`commit`): refused with :class:`Superseded` if the fence is >= ``attempt`` or a higher
+   attempt has committed; otherwise the manifest ``manifests/P/A.json`` is created with ``If-None-Match: *``.
+   Exactly one writer of an attempt wins; the loser gets :class:`AlreadyCommitted` and the first commit stands.
+4. **retire** (:func:`retire_current`): the failover loop retires the current version of a partition it is
+   about to re-produce; the marker keeps the content checksum for the ``deterministic`` comparison.
+
+Reader rule (:func:`current_attempt`): the current version is the committed attempt with the highest number
+that is above the fence; if there is none the partition is unavailable. A zombie (an older attempt still
+running after its task was cleared) can therefore never replace the current version: its manifest lands in
+its own key, at or below the fence or below the newer commit, and no reader picks it — even if it slips past
+the commit pre-check in a race. Manifests are never overwritten and never partially visible (one PUT).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store.errors import AlreadyCommitted, NotAvailable, Superseded
+from airflow_region_failover.store.keys import RunKeys
+from airflow_region_failover.store.manifest import Manifest, Retirement
+from airflow_region_failover.store.objects import Objects
+
+_ATTEMPT_KEY = re.compile(r"p(\d{5})/a(\d{6})\.json\Z")
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What the manifest and retirement keys of one partition say (from LISTs, no GETs)."""
+
+    partition: PartitionId
+    committed: frozenset[int]
+    retired: frozenset[int]
+
+    @property
+    def fence(self) -> int:
+        """The highest retired attempt (0 if none): commits at or below it never count."""
+        return max(self.retired, default=0)
+
+    @property
+    def current(self) -> int | None:
+        """The current version: the highest committed attempt above the fence, or ``None``."""
+        best = max(self.committed, default=0)
+        return best if best > self.fence else None
+
+
+def now_iso() -> str:
+    """UTC now as ISO-8601 text."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def scan_result(objects: Objects, keys: RunKeys, result: str, index: int | None = None) -> dict[int, PartitionState]:
+    """The state of every partition of ``result`` (or just ``index``): two LISTs, whatever the count."""
+    suffix = f"p{index:05d}/" if index is not None else ""
+    committed = _attempts(objects, keys.manifests_prefix(result), suffix)
+    retired = _attempts(objects, keys.retired_prefix(result), suffix)
+    return {
+        i: PartitionState(PartitionId(result, i), frozenset(committed.get(i, ())), frozenset(retired.get(i, ())))
+        for i in sorted(set(committed) | set(retired))
+    }
+
+
+def _attempts(objects: Objects, prefix: str, suffix: str) -> dict[int, set[int]]:
+    found: dict[int, set[int]] = {}
+    for item in objects.listing(prefix + suffix):
+        match = _ATTEMPT_KEY.match(item.key[len(prefix):])
+        if match and item.size > 0:
+            found.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    return found
+
+
+def state_of(objects: Objects, keys: RunKeys, partition: PartitionId) -> PartitionState:
+    """The state of one partition."""
+    states = scan_result(objects, keys, partition.result, partition.index)
+    return states.get(partition.index, PartitionState(partition, frozenset(), frozenset()))
+
+
+def current_attempt(objects: Objects, keys: RunKeys, partition: PartitionId) -> int | None:
+    """The attempt whose manifest is the partition's current version (reader rule), or ``None``."""
+    return state_of(objects, keys, partition).current
+
+
+def load_manifest(objects: Objects, keys: RunKeys, partition: PartitionId, attempt: int) -> Manifest | None:
+    """The committed manifest of ``attempt`` (validated against the partition and attempt), or ``None``."""
+    key = keys.manifest(partition, attempt)
+    data = objects.get(key)
+    if data is None:
+        return None
+    manifest = Manifest.from_json(data, where=key)
+    if (manifest.partition, manifest.attempt, manifest.dag_id, manifest.run_id) != (
+            partition, attempt, keys.dag_id, keys.run_id):
+        raise NotAvailable(f"manifest {key} describes {manifest.partition} attempt {manifest.attempt} "
+                           f"of {manifest.dag_id}/{manifest.run_id}: not this partition")
+    return manifest
+
+
+def current_manifest(objects: Objects, keys: RunKeys, partition: PartitionId) -> Manifest:
+    """The current committed manifest; :class:`NotAvailable` naming the partition if there is none."""
+    state = state_of(objects, keys, partition)
+    if state.current is None:
+        raise NotAvailable(_why_unavailable(keys, state))
+    manifest = load_manifest(objects, keys, partition, state.current)
+    if manifest is None:
+        raise NotAvailable(f"{partition} of {keys.dag_id}/{keys.run_id}: manifest vanished while reading")
+    return manifest
+
+
+def _why_unavailable(keys: RunKeys, state: PartitionState) -> str:
+    where = f"{state.partition} of {keys.dag_id}/{keys.run_id}"
+    if not state.committed:
+        return f"{where} was never committed"
+    return f"{where} is retired (attempts <= {state.fence}) and no newer attempt has committed"
+
+
+def _retire(objects: Objects, keys: RunKeys, partition: PartitionId, attempt: int, reason: str) -> Retirement:
+    manifest = load_manifest(objects, keys, partition, attempt)
+    marker = Retirement(partition, attempt, manifest.content_checksum if manifest else "", reason, now_iso())
+    with contextlib.suppress(AlreadyCommitted):  # already retired: markers are immutable, the first one stands
+        objects.put_if_absent(keys.retired(partition, attempt), marker.to_json())
+    return marker
+
+
+def begin_attempt(objects: Objects, keys: RunKeys, partition: PartitionId, attempt: int) -> tuple[Retirement, ...]:
+    """Fence every attempt below ``attempt`` (see step 1); returns the markers written for committed ones.
+
+    Raises :class:`Superseded` if ``attempt`` itself is already fenced or a higher attempt has committed.
+    """
+    state = state_of(objects, keys, partition)
+    _refuse_if_superseded(keys, state, attempt)
+    retired = [
+        _retire(objects, keys, partition, a, f"superseded by attempt {attempt}")
+        for a in sorted(state.committed - state.retired) if a < attempt
+    ]
+    if attempt > 1 and attempt - 1 not in state.retired and attempt - 1 not in state.committed:
+        _retire(objects, keys, partition, attempt - 1, f"fenced by attempt {attempt}")
+    return tuple(retired)
+
+
+def _refuse_if_superseded(keys: RunKeys, state: PartitionState, attempt: int) -> None:
+    where = f"{state.partition} of {keys.dag_id}/{keys.run_id}"
+    if state.fence >= attempt:
+        raise Superseded(f"{where}: attempt {attempt} is retired (fence {state.fence}); a newer attempt owns it")
+    newer = [a for a in state.committed if a > attempt]
+    if newer:
+        raise Superseded(f"{where}: attempt {max(newer)} has committed; attempt {attempt} may not commit")
+
+
+def commit(objects: Objects, keys: RunKeys, manifest: Manifest) -> Manifest:
+    """Commit ``manifest`` (step 3). :class:`Superseded` or :class:`AlreadyCommitted` if it may not/did not win."""
+    state = state_of(objects, keys, manifest.partition)
+    _refuse_if_superseded(keys, state, manifest.attempt)
+    key = keys.manifest(manifest.partition, manifest.attempt)
+    try:
+        objects.put_if_absent(key, manifest.to_json())
+    except AlreadyCommitted:
+        raise AlreadyCommitted(
+            f"{manifest.partition} of {keys.dag_id}/{keys.run_id} attempt {manifest.attempt} was already "
+            f"committed by another writer; that commit stands ({key})"
+        ) from None
+    return manifest
+
+
+def retire_current(objects: Objects, keys: RunKeys, partition: PartitionId, reason: str) -> Retirement | None:
+    """Retire the current version (step 4); ``None`` if there is none. Idempotent."""
+    state = state_of(objects, keys, partition)
+    if state.current is None:
+        return None
+    return _retire(objects, keys, partition, state.current, reason)
+
+
+def retirements(objects: Objects, keys: RunKeys, partition: PartitionId) -> tuple[Retirement, ...]:
+    """Every retirement marker of ``partition``, oldest attempt first."""
+    state = state_of(objects, keys, partition)
+    markers = []
+    for attempt in sorted(state.retired):
+        key = keys.retired(partition, attempt)
+        data = objects.get(key)
+        if data is not None:
+            markers.append(Retirement.from_json(data, where=key))
+    return tuple(markers)

@@ -1,0 +1,154 @@
+"""Client and configuration: where the store lives and how it reaches S3.
+
+Rules: bucket and prefix come from configuration (``[region_failover] store_bucket`` / ``store_prefix``, or
+arguments); credentials come from an Airflow ``aws`` connection through the amazon provider's ``S3Hook`` (its
+session's frozen credentials and the connection's ``extra.endpoint_url``), or are given explicitly for tests and
+the CLI, or fall back to boto3's default chain. Secrets are never part of a ``repr`` or a log line. A boto3
+client is created once per process and :class:`S3Access` and reused (creating one costs ~0.5 s); retries and
+timeouts are bounded so an unreachable server yields :class:`~.errors.StoreUnreachable` quickly.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from airflow_region_failover.store.keys import Layout
+
+DEFAULT_PREFIX = "region-failover"
+DEFAULT_CONN_ID = "aws_default"
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class S3Credentials:
+    """Static credentials; none of them appears in ``repr``."""
+
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """Everything needed to build a client anywhere (driver or Spark executor): picklable, secrets hidden."""
+
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    credentials: S3Credentials | None = field(default=None, repr=False)
+    max_attempts: int = 4
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    max_pool_connections: int = 16
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``boto3.client("s3", ...)`` (path-style addressing for custom endpoints)."""
+        from botocore.config import Config
+
+        config = Config(
+            retries={"max_attempts": self.max_attempts, "mode": "standard"},
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            max_pool_connections=self.max_pool_connections,
+            s3={"addressing_style": "path"} if self.endpoint_url else {},
+        )
+        kwargs: dict[str, Any] = {"region_name": self.region, "config": config}
+        if self.endpoint_url:
+            kwargs["endpoint_url"] = self.endpoint_url
+        if self.credentials:
+            kwargs["aws_access_key_id"] = self.credentials.access_key
+            kwargs["aws_secret_access_key"] = self.credentials.secret_key
+            kwargs["aws_session_token"] = self.credentials.session_token
+        return kwargs
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where results live (``bucket``/``prefix``), how to reach S3 (``access``), and I/O tuning.
+
+    ``part_size``: multipart part size; ``upload_threads``: parts in flight per object; ``verify_on_read``:
+    check every object's size and SHA-256 when reading; ``spark_io``: ``"executors"`` (each Spark task uploads
+    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there).
+    """
+
+    bucket: str
+    prefix: str = DEFAULT_PREFIX
+    access: S3Access = field(default_factory=S3Access)
+    part_size: int = 16 * MiB
+    upload_threads: int = 4
+    verify_on_read: bool = True
+    spark_io: str = "executors"
+
+    def __post_init__(self) -> None:
+        Layout(self.bucket, self.prefix)  # validates bucket and prefix, naming the offender
+        if self.part_size < 5 * MiB:
+            raise ValueError(f"part_size {self.part_size} must be at least 5 MiB (S3's minimum part size)")
+        if self.upload_threads < 1:
+            raise ValueError(f"upload_threads {self.upload_threads} must be >= 1")
+        if self.spark_io not in {"executors", "driver"}:
+            raise ValueError(f"spark_io {self.spark_io!r} must be 'executors' or 'driver'")
+
+    @property
+    def layout(self) -> Layout:
+        """The key layout of this configuration."""
+        return Layout(self.bucket, self.prefix)
+
+    def with_access(self, **changes: Any) -> StoreConfig:
+        """A copy with some :class:`S3Access` fields changed (e.g. ``max_attempts=1`` in tests)."""
+        return replace(self, access=replace(self.access, **changes))
+
+
+def access_from_airflow(conn_id: str = DEFAULT_CONN_ID, **tuning: Any) -> S3Access:
+    """Resolve an Airflow ``aws`` connection into :class:`S3Access` (credentials via ``S3Hook.get_session``)."""
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    hook = S3Hook(aws_conn_id=conn_id)
+    session = hook.get_session()
+    frozen = session.get_credentials()
+    credentials = None
+    if frozen is not None:
+        fc = frozen.get_frozen_credentials()
+        credentials = S3Credentials(fc.access_key, fc.secret_key, fc.token)
+    extra = hook.get_connection(conn_id).extra_dejson
+    endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url")
+    region = session.region_name or extra.get("region_name") or "us-east-1"
+    return S3Access(endpoint_url=endpoint, region=region, credentials=credentials, **tuning)
+
+
+def config_from_airflow(**overrides: Any) -> StoreConfig:
+    """Build a :class:`StoreConfig` from ``[region_failover]`` in airflow.cfg and the named aws connection.
+
+    Keys: ``store_bucket`` (required), ``store_prefix`` (default ``region-failover``), ``store_aws_conn_id``
+    (default ``aws_default``). ``overrides`` replace fields of the result.
+    """
+    from airflow.configuration import conf
+
+    bucket = conf.get("region_failover", "store_bucket", fallback=None)
+    if not bucket and "bucket" not in overrides:
+        raise ValueError("set [region_failover] store_bucket (AIRFLOW__REGION_FAILOVER__STORE_BUCKET)")
+    prefix = conf.get("region_failover", "store_prefix", fallback=DEFAULT_PREFIX)
+    conn_id = conf.get("region_failover", "store_aws_conn_id", fallback=DEFAULT_CONN_ID)
+    values: dict[str, Any] = {"bucket": bucket, "prefix": prefix}
+    if "access" not in overrides:
+        values["access"] = access_from_airflow(conn_id)
+    values.update(overrides)
+    return StoreConfig(**values)
+
+
+_CLIENTS: dict[S3Access, Any] = {}
+_LOCK = threading.Lock()
+
+
+def client_for(access: S3Access) -> Any:
+    """The process-wide boto3 S3 client for ``access`` (created once, thread-safe, reused)."""
+    client = _CLIENTS.get(access)
+    if client is None:
+        with _LOCK:
+            client = _CLIENTS.get(access)
+            if client is None:
+                import boto3
+
+                client = boto3.session.Session().client("s3", **access.client_kwargs())
+                _CLIENTS[access] = client
+    return client

@@ -1,0 +1,192 @@
+"""ResultStore: the one object the rest of the provider talks to about BLOCKING results.
+
+Every method takes the DAG run (``dag_id``, ``run_id``) and validated ids; see the package docstring for the
+key layout and the commit / supersede protocol it implements.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store import lifecycle, spark_io
+from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
+from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
+from airflow_region_failover.store.errors import AlreadyCommitted, Superseded
+from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
+from airflow_region_failover.store.manifest import Manifest, Retirement
+from airflow_region_failover.store.objects import Objects
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+class ResultStore:
+    """Write, commit, check, read, retire, release and sweep result partitions in one bucket/prefix."""
+
+    def __init__(self, config: StoreConfig, *, client: Any = None) -> None:
+        self.config = config
+        self.layout = config.layout
+        self.objects = Objects(client if client is not None else client_for(config.access), self.layout)
+
+    @classmethod
+    def from_airflow(cls, **overrides: Any) -> ResultStore:
+        """Configured from ``[region_failover]`` and the ``aws`` connection it names (see :mod:`.config`)."""
+        return cls(config_from_airflow(**overrides))
+
+    @classmethod
+    def from_endpoint(cls, endpoint_url: str, access_key: str, secret_key: str, bucket: str, *,
+                      prefix: str = "region-failover", region: str = "us-east-1", **tuning: Any) -> ResultStore:
+        """Plain boto3 path (tests, CLI, demo): explicit endpoint and credentials."""
+        access_fields = {k: tuning.pop(k) for k in ("max_attempts", "connect_timeout", "read_timeout")
+                         if k in tuning}
+        access = S3Access(endpoint_url, region, S3Credentials(access_key, secret_key), **access_fields)
+        return cls(StoreConfig(bucket=bucket, prefix=prefix, access=access, **tuning))
+
+    def run_keys(self, dag_id: str, run_id: str) -> RunKeys:
+        """The validated keys of one DAG run."""
+        return self.layout.run(dag_id, run_id)
+
+    # -- writing -----------------------------------------------------------------------------------------------
+    def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> Manifest:
+        """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit).
+
+        Raises :class:`Superseded` (a newer attempt owns the partition) or :class:`AlreadyCommitted` (another
+        writer of this attempt won); in both cases this writer's data is deleted and the standing commit is kept.
+        """
+        target = self._begin(dag_id, run_id, partition, attempt)
+        writer = spark_io.write_with_driver if self.config.spark_io == "driver" else spark_io.write_with_executors
+        return self._finish(target, lambda: writer(df, target), df.schema.json())
+
+    def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
+                    spark_schema: str = "") -> Manifest:
+        """Persist an Arrow table (no Spark) and commit it; ``spark_schema`` defaults to one derived from Arrow."""
+        target = self._begin(dag_id, run_id, partition, attempt)
+        schema = spark_schema or _spark_schema_of(table)
+        return self._finish(target, lambda: spark_io.write_arrow(table, target), schema)
+
+    def begin_attempt(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> tuple[Retirement, ...]:
+        """Fence all attempts below ``attempt`` (the supersede step; :meth:`write` does it too)."""
+        keys = self.run_keys(dag_id, run_id)
+        check_index(attempt, what=f"attempt of {partition}", minimum=1)
+        return protocol.begin_attempt(self.objects, keys, check_partition(partition), attempt)
+
+    def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> spark_io.Target:
+        keys = self.run_keys(dag_id, run_id)
+        retired = self.begin_attempt(dag_id, run_id, partition, attempt)
+        if retired:
+            log.info("%s of %s/%s: attempt %d superseded attempts %s", partition, dag_id, run_id, attempt,
+                     [r.attempt for r in retired])
+        lifecycle.record_run(self.objects, keys)
+        return spark_io.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
+                               self.config.part_size, self.config.upload_threads)
+
+    def _finish(self, target: spark_io.Target, write: Callable[[], spark_io.Written], schema: str) -> Manifest:
+        try:
+            written = write()
+            manifest = Manifest(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt,
+                                target.writer, schema, written.rows, written.objects, protocol.now_iso())
+            protocol.commit(self.objects, target.keys, manifest)
+        except (AlreadyCommitted, Superseded):
+            self._discard(target)
+            raise
+        log.info("committed %s of %s/%s attempt %d: %d rows, %d objects, %d bytes", target.partition,
+                 target.keys.dag_id, target.keys.run_id, target.attempt, manifest.row_count,
+                 len(manifest.objects), manifest.total_bytes)
+        return manifest
+
+    def _discard(self, target: spark_io.Target) -> None:
+        prefix = target.keys.attempt_data(target.partition, target.attempt, target.writer)
+        try:
+            self.objects.delete([item.key for item in self.objects.listing(prefix)])
+        except Exception:  # best effort: the sweeper removes what is left
+            log.warning("could not discard %s; the sweeper will", prefix)
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def manifest(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest:
+        """The current committed manifest; :class:`NotAvailable` naming the partition and why."""
+        return protocol.current_manifest(self.objects, self.run_keys(dag_id, run_id), check_partition(partition))
+
+    def read(self, spark: SparkSession, dag_id: str, run_id: str, partition: PartitionId) -> DataFrame:
+        """The current committed version as a DataFrame (pinned to that manifest's objects)."""
+        manifest = self.manifest(dag_id, run_id, partition)
+        target = spark_io.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
+                                 manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
+        return spark_io.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io)
+
+    def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
+        """The current committed version as an Arrow table (no Spark)."""
+        keys = self.run_keys(dag_id, run_id)
+        manifest = protocol.current_manifest(self.objects, keys, check_partition(partition))
+        return spark_io.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
+                                   self.config.upload_threads)
+
+    def partitions(self, dag_id: str, run_id: str, result: str) -> tuple[PartitionId, ...]:
+        """The partitions of ``result`` that have a current committed version."""
+        states = protocol.scan_result(self.objects, self.run_keys(dag_id, run_id), result)
+        return tuple(s.partition for s in states.values() if s.current is not None)
+
+    # -- availability / failover -------------------------------------------------------------------------------
+    def is_available(self, dag_id: str, run_id: str, partition: PartitionId, mode: Mode | str = Mode.FAST, *,
+                     verify_checksums: bool = False) -> bool:
+        """One partition's availability (see :mod:`.availability`): only that partition's keys are read."""
+        return StoreAvailabilityChecker(self.objects, self.run_keys(dag_id, run_id), mode, batch=False,
+                                        verify_checksums=verify_checksums).is_available(partition)
+
+    def checker(self, dag_id: str, run_id: str, mode: Mode | str = Mode.FAST, *, unavailable: Iterable[PartitionId]
+                = (), verify_checksums: bool = False, probe: Probe | str = Probe.LIST,
+                batch: bool = True) -> StoreAvailabilityChecker:
+        """The core's availability checker for one run; ``unavailable``: partitions the failure names."""
+        return StoreAvailabilityChecker(self.objects, self.run_keys(dag_id, run_id), mode, batch=batch,
+                                        verify_checksums=verify_checksums, probe=probe, unavailable=unavailable)
+
+    def retire(self, dag_id: str, run_id: str, partition: PartitionId, reason: str) -> Retirement | None:
+        """Retire the current version before re-producing it (keeps its content checksum); idempotent."""
+        return protocol.retire_current(self.objects, self.run_keys(dag_id, run_id), check_partition(partition),
+                                       reason)
+
+    def retirements(self, dag_id: str, run_id: str, partition: PartitionId) -> tuple[Retirement, ...]:
+        """Every retirement of ``partition`` (oldest first): what the loop compares a re-produced result with."""
+        return protocol.retirements(self.objects, self.run_keys(dag_id, run_id), check_partition(partition))
+
+    # -- life-cycle ----------------------------------------------------------------------------------------------
+    def hold(self, dag_id: str, run_id: str, name: str, reason: str) -> None:
+        """Keep the run's results from release/gc (e.g. while a restart is pending)."""
+        lifecycle.hold(self.objects, self.run_keys(dag_id, run_id), name, reason)
+
+    def unhold(self, dag_id: str, run_id: str, name: str) -> None:
+        """Drop a hold taken with :meth:`hold`."""
+        lifecycle.unhold(self.objects, self.run_keys(dag_id, run_id), name)
+
+    def release(self, dag_id: str, run_id: str, *, run_finished: bool, consumers_done: bool,
+                result: str | None = None) -> int:
+        """Delete a finished run's results (or one result); :class:`ReleaseRefused` if still needed."""
+        return lifecycle.release_run(self.objects, self.run_keys(dag_id, run_id), run_finished=run_finished,
+                                     consumers_done=consumers_done, result=result)
+
+    def apply_retention(self, dag_id: str, retention: lifecycle.Retention, run_finished: Callable[[str], bool],
+                        now: float | None = None, dry_run: bool = False) -> tuple[str, ...]:
+        """Release runs of ``dag_id`` beyond the retention policy (finished, unheld only)."""
+        return lifecycle.apply_retention(self.objects, self.layout, dag_id, retention, run_finished, now, dry_run)
+
+    def sweep(self, grace_seconds: float = 6 * 3600, now: float | None = None,
+              dry_run: bool = False) -> lifecycle.SweepReport:
+        """Remove uncommitted attempts, orphans and stale multipart uploads older than the grace period."""
+        return lifecycle.sweep(self.objects, self.layout, grace_seconds, now, dry_run)
+
+    def dags(self) -> list[str]:
+        """The dag ids that have stored runs."""
+        return lifecycle.list_dags(self.objects, self.layout)
+
+
+def _spark_schema_of(table: pa.Table) -> str:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return str(from_arrow_schema(table.schema).json())

@@ -1,0 +1,225 @@
+"""Key layout: every S3 key the store uses, built only from validated ids, always under ``bucket/prefix``.
+
+Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = ``a<attempt:06d>``)::
+
+    R/_run.json                                   run record (first writer creates it)
+    R/_holds/<name>.json                          hold: a pending restart may still read this run
+    R/<result>/manifests/P/A.json                 commit record of one attempt (conditional create)
+    R/<result>/retired/P/A.json                   retirement marker of one attempt (conditional create)
+    R/<result>/data/P/A-<writer>/part-<k:05d>-t<try>.parquet   data objects of one writer of one attempt
+
+Rules: ``dag`` and ``run`` are Airflow ids encoded injectively: ASCII letters, digits, ``_`` and ``-`` stay,
+every other printable ASCII character becomes ``.xx`` (its hex code), so a part never holds ``/`` or ``..``
+and is never a ``.``/``..`` segment; non-ASCII, control characters, empty ids and over-long ids are rejected.
+``result`` goes through :func:`~airflow_region_failover.graph.ids.key_part`. Partition index >= 0,
+attempt >= 1 and the writer token (hex) are checked. The prefix is ``/``-separated segments of
+``[A-Za-z0-9_.-]`` without ``.``/``..`` segments; the bucket follows S3's naming rules.
+:meth:`Layout.check` is the last guard every key passes through.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.graph.ids import PartitionId, key_part
+from airflow_region_failover.store.errors import UnsafeKeyError
+
+FORMAT_ROOT = "v1"
+MAX_AIRFLOW_ID = 250
+_PLAIN = re.compile(r"[A-Za-z0-9_-]")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+_SEGMENT = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_WRITER = re.compile(r"[0-9a-f]{8,32}\Z")
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_./-]+\Z")
+
+
+def check_bucket(bucket: object) -> str:
+    """Return ``bucket`` if it is a valid S3 bucket name (lower-case, 3-63 chars, not an IP), else raise."""
+    if not isinstance(bucket, str) or not _BUCKET.match(bucket) or ".." in bucket or _looks_like_ip(bucket):
+        raise UnsafeKeyError(f"bucket {bucket!r} is not a valid S3 bucket name (3-63 of [a-z0-9.-], no '..')")
+    return bucket
+
+
+def check_prefix(prefix: object) -> str:
+    """Return the normalised prefix (no leading/trailing ``/``) or raise naming the bad segment."""
+    if not isinstance(prefix, str) or not prefix.isascii():
+        raise UnsafeKeyError(f"store prefix {prefix!r} must be an ASCII string")
+    if prefix.startswith("/"):
+        raise UnsafeKeyError(f"store prefix {prefix!r} must be relative (no leading '/')")
+    segments = prefix.rstrip("/").split("/") if prefix.strip("/") else []
+    for segment in segments:
+        if segment in {".", ".."} or not _SEGMENT.match(segment):
+            raise UnsafeKeyError(f"store prefix {prefix!r}: segment {segment!r} must be [A-Za-z0-9_.-]+, not . or ..")
+    return "/".join(segments)
+
+
+def encode_airflow_id(value: object, *, what: str) -> str:
+    """Encode a dag id or run id as one key part (injective, reversible); reject unsafe input naming it."""
+    if not isinstance(value, str) or not value:
+        raise UnsafeKeyError(f"{what} {value!r} must be a non-empty string")
+    if len(value) > MAX_AIRFLOW_ID:
+        raise UnsafeKeyError(f"{what} {value!r} is longer than {MAX_AIRFLOW_ID} characters")
+    bad = [c for c in value if not c.isascii() or not c.isprintable() or c in "/\\"]
+    if bad:
+        raise UnsafeKeyError(f"{what} {value!r} contains {bad[0]!r}: only printable ASCII without '/' or '\\'")
+    return "".join(c if _PLAIN.match(c) else f".{ord(c):02x}" for c in value)
+
+
+def decode_airflow_id(part: str) -> str:
+    """Inverse of :func:`encode_airflow_id`."""
+    return re.sub(r"\.([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)), part)
+
+
+def check_partition(partition: object) -> PartitionId:
+    """Return ``partition`` if it is a :class:`PartitionId` with a valid result and index >= 0, else raise."""
+    if not isinstance(partition, PartitionId):
+        raise UnsafeKeyError(f"partition {partition!r} must be a PartitionId")
+    check_index(partition.index, what=f"partition {partition.result!r} index")
+    try:
+        key_part(partition.result)
+    except GraphError as exc:
+        raise UnsafeKeyError(str(exc)) from None
+    return partition
+
+
+def check_index(value: object, *, what: str, minimum: int = 0) -> int:
+    """Return ``value`` if it is an ``int`` (not bool) >= ``minimum`` and < 10**6, else raise naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 10**6:
+        raise UnsafeKeyError(f"{what} {value!r} must be an integer in [{minimum}, 999999]")
+    return value
+
+
+def check_writer(writer: object) -> str:
+    """Return ``writer`` if it is a lower-case hex token of 8-32 characters, else raise."""
+    if not isinstance(writer, str) or not _WRITER.match(writer):
+        raise UnsafeKeyError(f"writer token {writer!r} must be 8-32 lower-case hex digits")
+    return writer
+
+
+def _looks_like_ip(bucket: str) -> bool:
+    return bool(re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket))
+
+
+@dataclass(frozen=True)
+class RunKeys:
+    """The keys of one DAG run (``dag_id``, ``run_id``) under ``root`` (= ``<prefix>/v1``)."""
+
+    root: str
+    dag_id: str
+    run_id: str
+
+    @property
+    def run_prefix(self) -> str:
+        """``R/``: every key of this run starts with it."""
+        dag = encode_airflow_id(self.dag_id, what="dag id")
+        run = encode_airflow_id(self.run_id, what="run id")
+        return _join(self.root, dag, run) + "/"
+
+    def run_record(self) -> str:
+        """``R/_run.json``."""
+        return self.run_prefix + "_run.json"
+
+    def hold(self, name: str) -> str:
+        """``R/_holds/<name>.json``; ``name`` is encoded like an Airflow id."""
+        return self.run_prefix + f"_holds/{encode_airflow_id(name, what='hold name')}.json"
+
+    def holds_prefix(self) -> str:
+        """``R/_holds/``."""
+        return self.run_prefix + "_holds/"
+
+    def result_prefix(self, result: str) -> str:
+        """``R/<result>/``."""
+        try:
+            return self.run_prefix + key_part(result) + "/"
+        except GraphError as exc:
+            raise UnsafeKeyError(str(exc)) from None
+
+    def manifests_prefix(self, result: str) -> str:
+        """``R/<result>/manifests/``: one LIST here shows every commit of the result."""
+        return self.result_prefix(result) + "manifests/"
+
+    def retired_prefix(self, result: str) -> str:
+        """``R/<result>/retired/``."""
+        return self.result_prefix(result) + "retired/"
+
+    def data_prefix(self, result: str) -> str:
+        """``R/<result>/data/``: one LIST here shows every data object of the result with its size."""
+        return self.result_prefix(result) + "data/"
+
+    def manifest(self, partition: PartitionId, attempt: int) -> str:
+        """``R/<result>/manifests/P/A.json``."""
+        pa = _pa(partition, attempt)
+        return self.manifests_prefix(partition.result) + pa + ".json"
+
+    def retired(self, partition: PartitionId, attempt: int) -> str:
+        """``R/<result>/retired/P/A.json``."""
+        pa = _pa(partition, attempt)
+        return self.retired_prefix(partition.result) + pa + ".json"
+
+    def attempt_data(self, partition: PartitionId, attempt: int, writer: str) -> str:
+        """``R/<result>/data/P/A-<writer>/``: the per-attempt, per-writer data prefix."""
+        pa = _pa(partition, attempt)
+        return self.data_prefix(partition.result) + pa + f"-{check_writer(writer)}/"
+
+    def data_object(self, partition: PartitionId, attempt: int, writer: str, number: int, task_try: int = 0) -> str:
+        """``R/<result>/data/P/A-<writer>/part-<k:05d>-t<task_try>.parquet``.
+
+        ``task_try`` (Spark's task attempt number) keeps a retried or speculative Spark task from overwriting
+        the object of another try: only the objects the manifest names count.
+        """
+        check_index(number, what="object number")
+        check_index(task_try, what="task try")
+        return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}-t{task_try}.parquet"
+
+
+def _pa(partition: PartitionId, attempt: int) -> str:
+    check_partition(partition)
+    check_index(attempt, what=f"attempt of {partition}", minimum=1)
+    return f"p{partition.index:05d}/a{attempt:06d}"
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The configured ``bucket`` and ``prefix``; the only producer of keys, and their last guard."""
+
+    bucket: str
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        check_bucket(self.bucket)
+        object.__setattr__(self, "prefix", check_prefix(self.prefix))
+
+    @property
+    def root(self) -> str:
+        """``<prefix>/v1``: the store's versioned root; nothing is ever written outside it."""
+        return _join(self.prefix, FORMAT_ROOT)
+
+    def run(self, dag_id: str, run_id: str) -> RunKeys:
+        """The keys of one DAG run (validates both ids)."""
+        keys = RunKeys(self.root, dag_id, run_id)
+        keys.run_prefix  # noqa: B018 - validates eagerly
+        return keys
+
+    def dag_prefix(self, dag_id: str) -> str:
+        """``<prefix>/v1/<dag>/``."""
+        return _join(self.root, encode_airflow_id(dag_id, what="dag id")) + "/"
+
+    def check(self, key: str) -> str:
+        """Return ``key`` (or a ``/``-ended prefix) if it lies under the root and is plain; else raise.
+
+        Plain: ASCII ``[A-Za-z0-9_./-]`` only, no empty (``//``), ``.`` or ``..`` segment.
+        """
+        segments = key.removesuffix("/").split("/")
+        if (
+            not key.startswith(self.root + "/")
+            or not _SAFE_KEY.match(key)
+            or any(s in {"", ".", ".."} for s in segments)
+        ):
+            raise UnsafeKeyError(f"key {key!r} is outside s3://{self.bucket}/{self.root}/ or not plain")
+        return key

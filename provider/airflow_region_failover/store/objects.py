@@ -1,0 +1,281 @@
+"""Object I/O on S3: guarded keys, errors translated, streaming multipart upload that aborts on failure.
+
+Rules: every key passes :meth:`Layout.check` before any request; connection failures after botocore's bounded
+retries become :class:`StoreUnreachable` naming the operation and key (never credentials); an upload is visible
+only when complete — on any error its multipart upload is aborted, so nothing half-written is left visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from airflow_region_failover.store.errors import AlreadyCommitted, StoreError, StoreUnreachable
+from airflow_region_failover.store.keys import Layout
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One listed object: key, size, last-modified time (epoch seconds)."""
+
+    key: str
+    size: int
+    modified: float
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError
+
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def call(operation: str, key: str, fn: Callable[[], T]) -> T:
+    """Run one S3 call; connection failures (after retries) become :class:`StoreUnreachable`."""
+    try:
+        return fn()
+    except Exception as exc:
+        if _is_connection_error(exc):
+            raise StoreUnreachable(f"S3 {operation} of {key!r} failed after retries: {type(exc).__name__}") from exc
+        raise
+
+
+class Objects:
+    """Guarded object operations on one bucket through one (shared) boto3 client."""
+
+    def __init__(self, client: Any, layout: Layout) -> None:
+        self.client = client
+        self.layout = layout
+        self.bucket = layout.bucket
+
+    def put_if_absent(self, key: str, body: bytes, content_type: str = "application/json") -> None:
+        """Create ``key`` only if absent (``If-None-Match: *``); :class:`AlreadyCommitted` if it exists.
+
+        A 409 ``ConditionalRequestConflict`` (a concurrent conditional write still in flight) is retried, so
+        the answer is always the server's 200 or 412.
+        """
+        self.layout.check(key)
+        for delay in (0.05, 0.2, 0.5, 1.0, None):
+            try:
+                call("conditional PUT", key, lambda: self.client.put_object(
+                    Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*", ContentType=content_type))
+                return
+            except StoreUnreachable:
+                raise
+            except Exception as exc:
+                code = _code(exc)
+                if code in {"PreconditionFailed", "412"}:
+                    raise AlreadyCommitted(f"{key} already exists") from None
+                if code not in {"ConditionalRequestConflict", "409"} or delay is None:
+                    raise
+                time.sleep(delay)
+
+    def get(self, key: str) -> bytes | None:
+        """The body of ``key``, or ``None`` if it does not exist."""
+        self.layout.check(key)
+        try:
+            response = call("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
+        except StoreUnreachable:
+            raise
+        except Exception as exc:
+            if _code(exc) in {"NoSuchKey", "404", "NotFound"}:
+                return None
+            raise
+        body: bytes = response["Body"].read()
+        return body
+
+    def head_size(self, key: str) -> int | None:
+        """The size of ``key``, or ``None`` if it does not exist."""
+        self.layout.check(key)
+        try:
+            response = call("HEAD", key, lambda: self.client.head_object(Bucket=self.bucket, Key=key))
+        except StoreUnreachable:
+            raise
+        except Exception as exc:
+            if _code(exc) in {"NoSuchKey", "404", "NotFound"}:
+                return None
+            raise
+        return int(response["ContentLength"])
+
+    def listing(self, prefix: str) -> Iterator[Listed]:
+        """Every object under ``prefix`` (paginated LIST)."""
+        self.layout.check(prefix)
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = call("LIST", prefix, lambda: iter(paginator.paginate(Bucket=self.bucket, Prefix=prefix)))
+        while True:
+            page = call("LIST", prefix, lambda: next(pages, None))
+            if page is None:
+                return
+            for item in page.get("Contents", []):
+                yield Listed(item["Key"], int(item["Size"]), item["LastModified"].timestamp())
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        """The common prefixes one level below ``prefix`` (LIST with delimiter ``/``)."""
+        self.layout.check(prefix)
+        paginator = self.client.get_paginator("list_objects_v2")
+        result: list[str] = []
+        for page in call("LIST", prefix, lambda: list(paginator.paginate(
+                Bucket=self.bucket, Prefix=prefix, Delimiter="/"))):
+            result.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+        return result
+
+    def delete(self, keys: list[str]) -> int:
+        """Delete ``keys`` in batches of 1,000; returns how many were deleted."""
+        for key in keys:
+            self.layout.check(key)
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            response = call("DELETE", batch[0]["Key"], lambda b=batch: self.client.delete_objects(  # type: ignore[misc]
+                Bucket=self.bucket, Delete={"Objects": b, "Quiet": True}))
+            if response.get("Errors"):
+                raise StoreError(f"deleting under {keys[0]!r} failed: {response['Errors'][:3]}")
+        return len(keys)
+
+    def stale_uploads(self, prefix: str, older_than: float) -> list[tuple[str, str]]:
+        """(key, upload id) of incomplete multipart uploads under ``prefix`` initiated before ``older_than``."""
+        self.layout.check(prefix)
+        response = call("LIST uploads", prefix, lambda: self.client.list_multipart_uploads(
+            Bucket=self.bucket, Prefix=prefix))
+        return [(u["Key"], u["UploadId"]) for u in response.get("Uploads", [])
+                if u["Initiated"].timestamp() < older_than and u["Key"].startswith(prefix)]
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Abort one multipart upload (ignores one that is already gone)."""
+        self.layout.check(key)
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except Exception as exc:
+            if _code(exc) not in {"NoSuchUpload", "404"}:
+                raise
+
+    def upload(self, key: str, part_size: int, threads: int) -> UploadStream:
+        """A write-only stream that uploads ``key`` (see :class:`UploadStream`)."""
+        return UploadStream(self, self.layout.check(key), part_size, threads)
+
+
+class UploadStream:
+    """File-like sink: buffers ``part_size`` bytes per part, uploads parts on ``threads`` threads.
+
+    ``finish()`` completes the upload (a single PUT if it fits in one part) and returns (size, sha256); any
+    exception inside the ``with`` block, or in ``finish``, aborts the multipart upload: the key never appears.
+    """
+
+    def __init__(self, objects: Objects, key: str, part_size: int, threads: int) -> None:
+        self._objects, self.key, self._part_size = objects, key, part_size
+        self._buffer = bytearray()
+        self._sha = hashlib.sha256()
+        self._size = 0
+        self._upload_id: str | None = None
+        self._parts: list[Future[dict[str, Any]]] = []
+        self._pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+        self.closed = False
+
+    # -- file protocol used by pyarrow --------------------------------------------------------------------
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Append ``data``; full parts are handed to the upload threads."""
+        view = memoryview(data)
+        self._sha.update(view)
+        self._size += len(view)
+        self._buffer += view
+        while len(self._buffer) >= self._part_size:
+            self._submit(bytes(self._buffer[: self._part_size]))
+            del self._buffer[: self._part_size]
+        return len(view)
+
+    def tell(self) -> int:
+        """Bytes written so far."""
+        return self._size
+
+    def flush(self) -> None:
+        """No-op (parts are uploaded as they fill)."""
+
+    def writable(self) -> bool:
+        """Always true."""
+        return True
+
+    def close(self) -> None:
+        """Mark closed (pyarrow may call this); completion happens in :meth:`finish`."""
+        self.closed = True
+
+    # -- upload ---------------------------------------------------------------------------------------------
+    def _submit(self, body: bytes) -> None:
+        client, bucket = self._objects.client, self._objects.bucket
+        if self._upload_id is None:
+            response = call("create multipart upload", self.key,
+                            lambda: client.create_multipart_upload(Bucket=bucket, Key=self.key))
+            self._upload_id = response["UploadId"]
+        number = len(self._parts) + 1
+        upload_id = self._upload_id
+
+        def send() -> dict[str, Any]:
+            response = call("upload part", self.key, lambda: client.upload_part(
+                Bucket=bucket, Key=self.key, UploadId=upload_id, PartNumber=number, Body=body))
+            return {"PartNumber": number, "ETag": response["ETag"]}
+
+        self._parts.append(self._pool.submit(send) if self._pool else _done(send))
+        self._bound_in_flight()
+
+    def _bound_in_flight(self) -> None:
+        limit = (self._pool._max_workers if self._pool else 1) + 1
+        pending = [f for f in self._parts if not f.done()]
+        if len(pending) > limit:
+            pending[0].result()
+
+    def finish(self) -> tuple[int, str]:
+        """Complete the upload; returns (size, sha256 hex)."""
+        client, bucket = self._objects.client, self._objects.bucket
+        if self._upload_id is None:
+            body = bytes(self._buffer)
+            call("PUT", self.key, lambda: client.put_object(Bucket=bucket, Key=self.key, Body=body))
+        else:
+            if self._buffer:
+                self._submit(bytes(self._buffer))
+            parts = [f.result() for f in self._parts]
+            call("complete multipart upload", self.key, lambda: client.complete_multipart_upload(
+                Bucket=bucket, Key=self.key, UploadId=self._upload_id, MultipartUpload={"Parts": parts}))
+        self._buffer.clear()
+        self._shutdown()
+        return self._size, self._sha.hexdigest()
+
+    def abort(self) -> None:
+        """Abort the multipart upload (best effort) and drop buffered data."""
+        self._buffer.clear()
+        for future in self._parts:
+            future.cancel()
+        self._shutdown()
+        if self._upload_id is not None:
+            with contextlib.suppress(Exception):  # best effort: the sweeper aborts what is left
+                self._objects.abort_upload(self.key, self._upload_id)
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> UploadStream:
+        return self
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        if kind is not None:
+            self.abort()
+
+
+def _done(fn: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
+    future: Future[dict[str, Any]] = Future()
+    try:
+        future.set_result(fn())
+    except BaseException as exc:
+        future.set_exception(exc)
+    return future

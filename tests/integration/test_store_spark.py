@@ -1,0 +1,129 @@
+"""Spark I/O through the store: embedded local Spark and a Spark Connect server started here (loopback)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.local.seaweedfs import S3Endpoint
+from airflow_region_failover.store import ResultStore
+
+pytestmark = pytest.mark.integration
+
+P = PartitionId("clean->join", 1)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _connect_server(tmp: Any) -> tuple[subprocess.Popen[bytes], str]:
+    import pyspark
+
+    port = _free_port()
+    home = os.path.dirname(pyspark.__file__)
+    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    log = open(tmp / "connect.log", "wb")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(
+        [os.path.join(home, "bin", "spark-submit"),
+         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+         "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
+         "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=4", "spark-internal"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"sc://127.0.0.1:{port}"
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise RuntimeError(f"Spark Connect server did not start; see {tmp / 'connect.log'}")
+
+
+@pytest.fixture(scope="module", params=["embedded", "connect"])
+def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import this package
+    from pyspark.sql import SparkSession
+
+    if request.param == "embedded":
+        session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
+            "spark.sql.shuffle.partitions", "4").getOrCreate()
+        yield session
+        session.stop()
+        return
+    proc, url = _connect_server(tmp_path_factory.mktemp("connect"))
+    try:
+        session = SparkSession.builder.remote(url).getOrCreate()
+        yield session
+        session.stop()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("spark_io", ["executors", "driver"])
+def test_dataframe_round_trip(spark: Any, s3_server: S3Endpoint, spark_io: str) -> None:
+    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                      s3_server.bucket, prefix=f"spark-{secrets.token_hex(4)}", spark_io=spark_io)
+    df = spark.range(0, 20_000, 1, 4).selectExpr(
+        "id", "cast(id * 1.5 as double) AS v", "concat('k', id % 97) AS k", "to_date('2024-01-01') AS d",
+        "array(id, id + 1) AS arr")
+    manifest = store.write(df, "etl", "spark", P, 1)
+    assert manifest.row_count == 20_000
+    assert len(manifest.objects) == (4 if spark_io == "executors" else 1)
+    back = store.read(spark, "etl", "spark", P)
+    assert back.schema == df.schema
+    assert back.count() == 20_000
+    assert sorted(back.exceptAll(df).collect()) == [] and sorted(df.exceptAll(back).collect()) == []
+    again = store.write(df.repartition(1).sortWithinPartitions("id"), "etl", "spark", P, 2)
+    assert store.manifest("etl", "spark", P) == again and store.read(spark, "etl", "spark", P).count() == 20_000
+
+
+def test_empty_dataframe_round_trip(spark: Any, s3_server: S3Endpoint) -> None:
+    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                      s3_server.bucket, prefix=f"spark-{secrets.token_hex(4)}")
+    df = spark.range(0, 0).selectExpr("id", "cast(id as string) AS s")
+    manifest = store.write(df, "etl", "empty", P, 1)
+    assert manifest.row_count == 0 and manifest.objects == ()
+    back = store.read(spark, "etl", "empty", P)
+    assert back.count() == 0 and back.schema == df.schema
+
+
+def test_failed_spark_task_commits_nothing_and_rerun_commits(spark: Any, s3_server: S3Endpoint) -> None:
+    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                      s3_server.bucket, prefix=f"spark-{secrets.token_hex(4)}",
+                                      part_size=5 * 1024 * 1024, upload_threads=2)
+    wide = "concat(" + ", ".join(f"sha2(cast(id * {k} AS string), 256)" for k in range(1, 9)) + ")"
+    df = spark.range(0, 60_000, 1, 2).selectExpr("id", f"{wide} AS payload")
+    failing = df.selectExpr("id", "payload", "assert_true(id < 50000, 'injected failure') AS ok")
+    with pytest.raises(Exception, match="injected failure"):
+        store.write(failing, "etl", "fail", P, 1)
+    keys = store.run_keys("etl", "fail")
+    assert not store.checker("etl", "fail", "deep").is_available(P)
+    assert store.partitions("etl", "fail", P.result) == ()
+    manifest = store.write(df, "etl", "fail", P, 2)
+    assert store.read(spark, "etl", "fail", P).count() == 60_000 == manifest.row_count
+    listed = {i.key for i in store.objects.listing(keys.data_prefix(P.result))}
+    assert {keys.run_prefix + o.key for o in manifest.objects} <= listed
+    store.sweep(grace_seconds=0, now=time.time() + 1)  # removes the failed attempt's completed objects
+    assert {i.key for i in store.objects.listing(keys.data_prefix(P.result))} == {
+        keys.run_prefix + o.key for o in manifest.objects}
+    assert store.is_available("etl", "fail", P, "deep", verify_checksums=True)

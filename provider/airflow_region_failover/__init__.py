@@ -25,7 +25,15 @@ from airflow_region_failover.graph import (
 )
 
 # name -> module that defines it; imported on first access (these modules import Airflow / pyspark / boto3).
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "RegionJob": "airflow_region_failover.authoring",
+    "StepContext": "airflow_region_failover.spark.context",
+    "RegionStepOperator": "airflow_region_failover.airflow.operator",
+    "run_script_step": "airflow_region_failover.spark.submit",
+    "task_id_of": "airflow_region_failover.airflow.render",
+    "subtask_of": "airflow_region_failover.airflow.render",
+    "job_of": "airflow_region_failover.airflow.render",
+}
 
 __all__ = [
     "Distribution",

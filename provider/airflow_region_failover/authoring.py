@@ -1,0 +1,306 @@
+"""The DAG-file API: declare a job graph of PySpark steps and render it into the current Airflow DAG.
+
+Example (a DAG file)::
+
+    from airflow.sdk import DAG
+    from airflow_region_failover import RegionJob
+
+    with DAG("etl", schedule=None):
+        job = RegionJob(restart_strategy="fixed-delay",
+                        options={"restart-strategy.fixed-delay.attempts": "2"})
+        job.step("extract", extract, parallelism=4)
+        job.step("clean", clean, parallelism=4, deterministic=True)
+        job.step("load", script="jobs/load.py")
+        job.edge("extract", "clean", exchange="PIPELINED", distribution="POINTWISE")
+        job.edge("clean", "load", exchange="BLOCKING")
+        job.render()
+
+Rules:
+
+* a step is a Python function ``fn(spark, inputs, context)`` returning a DataFrame (written to every result the
+  step produces), a ``dict`` of DataFrames keyed by result name (or consumer step id for default-named results),
+  or ``None`` for a step without results — or a PySpark script path (spark-submitted, see
+  :mod:`~airflow_region_failover.spark.submit`); ``inputs`` is keyed by producer step id (result name when the
+  edge names one);
+* everything is checked when :meth:`RegionJob.render` runs, i.e. when the DAG file is parsed: unknown steps,
+  cycles, bad parallelism (:class:`GraphError` naming the step/edge), a step without implementation or with a bad
+  function signature or missing script (naming the step), bad failover/restart options (:class:`OptionError`
+  naming the key);
+* options use Flink's key names; unset keys come from ``[region_failover]`` in airflow.cfg
+  (:func:`default_options`), then the job's own ``options``, then ``failover_strategy``/``restart_strategy``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.builder import JobGraphBuilder
+from airflow_region_failover.graph.errors import GraphError, OptionError
+from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
+
+if TYPE_CHECKING:
+    from airflow.sdk import DAG
+
+    from airflow_region_failover.airflow.render import RenderedJob
+
+StepFunction = Callable[..., Any]
+StepSource = StepFunction | str | Path
+
+FAILOVER_STRATEGY = "jobmanager.execution.failover-strategy"
+RESTART_STRATEGY = "restart-strategy.type"
+_TYPE_SEGMENTS = ("fixed-delay", "failure-rate", "exponential-delay")
+
+
+@dataclass(frozen=True)
+class StepImpl:
+    """How one step runs: a Python ``fn`` or a ``script`` path, on ``spark_conn_id`` (None: the default), with
+    extra keyword arguments for its operators (``retries``, ``pool``, ``executor_config``...)."""
+
+    step_id: str
+    fn: StepFunction | None = None
+    script: str | None = None
+    spark_conn_id: str | None = None
+    task_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobRuntime:
+    """What every step operator of a rendered job shares in the worker: the job and the step implementations."""
+
+    graph: JobGraph
+    options: Mapping[str, str]
+    impls: Mapping[str, StepImpl]
+
+    def impl(self, step_id: str) -> StepImpl:
+        """The implementation of ``step_id``."""
+        return self.impls[step_id]
+
+
+class RegionJob:
+    """A job graph under construction in a DAG file; :meth:`render` validates it and builds the tasks."""
+
+    def __init__(
+        self,
+        *,
+        failover_strategy: str | None = None,
+        restart_strategy: str | None = None,
+        options: Mapping[str, object] | None = None,
+        spark_conn_id: str | None = None,
+    ) -> None:
+        self._builder = JobGraphBuilder()
+        self._impls: dict[str, StepImpl] = {}
+        self._options = {str(k): _option_value(k, v) for k, v in (options or {}).items()}
+        if failover_strategy is not None:
+            self._options[FAILOVER_STRATEGY] = failover_strategy
+        if restart_strategy is not None:
+            self._options[RESTART_STRATEGY] = restart_strategy
+        self._spark_conn_id = spark_conn_id
+
+    def step(
+        self,
+        step_id: str,
+        fn: StepFunction | None = None,
+        *,
+        script: str | Path | None = None,
+        parallelism: int = 1,
+        deterministic: bool = False,
+        spark_conn_id: str | None = None,
+        **task_kwargs: Any,
+    ) -> str:
+        """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`)."""
+        if step_id in self._impls:
+            raise GraphError(f"step {step_id!r} is declared twice; give each step a unique id")
+        self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic)
+        self._impls[step_id] = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs)
+        return step_id
+
+    def task(self, step_id: str | None = None, **step_kwargs: Any) -> Callable[[StepFunction], StepFunction]:
+        """Decorator form of :meth:`step`; the step id defaults to the function's name::
+
+            @job.task(parallelism=4, deterministic=True)
+            def clean(spark, inputs, context): ...
+        """
+
+        def declare(fn: StepFunction) -> StepFunction:
+            self.step(step_id or fn.__name__, fn, **step_kwargs)
+            return fn
+
+        return declare
+
+    def edge(
+        self,
+        source: str,
+        target: str,
+        *,
+        exchange: Exchange | str = Exchange.BLOCKING,
+        distribution: Distribution | str = Distribution.ALL_TO_ALL,
+        result: str | None = None,
+    ) -> RegionJob:
+        """Declare that ``target`` consumes ``source``'s result (checked by :meth:`render`)."""
+        self._builder.edge(source, target, exchange=exchange, distribution=distribution, result=result)
+        return self
+
+    @classmethod
+    def from_json(
+        cls,
+        source: str | Path | Mapping[str, Any],
+        steps: Mapping[str, StepSource],
+        **kwargs: Any,
+    ) -> RegionJob:
+        """A job from the JSON format (a file path, JSON text or decoded document); ``steps`` maps every step id
+        to its function or script path. Other keyword arguments go to :class:`RegionJob`."""
+        graph = _load_graph(source)
+        job = cls(**kwargs)
+        unknown = sorted(set(steps) - {s.id for s in graph.steps})
+        if unknown:
+            raise GraphError(f"steps={{...}} names unknown step {unknown[0]!r}; the JSON graph declares "
+                             f"{', '.join(s.id for s in graph.steps)}")
+        for step in graph.steps:
+            if step.id not in steps:
+                raise GraphError(f"step {step.id!r} of the JSON graph has no implementation; add it to steps={{...}}")
+            impl = steps[step.id]
+            fn, script = (None, impl) if isinstance(impl, (str, Path)) else (impl, None)
+            job.step(step.id, fn, script=script, parallelism=step.parallelism, deterministic=step.deterministic)
+        for edge in graph.edges:
+            job.edge(edge.source, edge.target, exchange=edge.exchange, distribution=edge.distribution,
+                     result=edge.result)
+        return job
+
+    def graph(self) -> JobGraph:
+        """The validated job graph (:class:`GraphError` names the first offending step or edge)."""
+        return self._builder.build()
+
+    def options(self) -> dict[str, str]:
+        """The effective, validated options: ``[region_failover]`` defaults overridden by this job's."""
+        return resolve_options(self._options)
+
+    def render(self, dag: DAG | None = None) -> RenderedJob:
+        """Validate everything and build the TaskGroups and tasks in ``dag`` (default: the current DAG).
+
+        Call it last in the DAG file: tasks created afterwards would copy the (large) job document param.
+        """
+        from airflow_region_failover.airflow.operator import RegionStepOperator
+        from airflow_region_failover.airflow.render import JobSpec, render_job, task_id_of
+        from airflow_region_failover.spark.exchange import check_sinks
+
+        dag = dag or _current_dag()
+        runtime = JobRuntime(self.graph(), self.options(), dict(self._impls))
+        check_sinks(runtime.graph)
+
+        def make_task(subtask: SubtaskId, group: Any) -> RegionStepOperator:
+            impl = runtime.impl(subtask.step)
+            return RegionStepOperator(task_id=task_id_of(subtask), subtask=str(subtask), runtime=runtime,
+                                      dag=dag, task_group=group, **impl.task_kwargs)
+
+        return render_job(dag, JobSpec(runtime.graph, runtime.options), make_task)
+
+
+def _current_dag() -> DAG:
+    from airflow.sdk.definitions._internal.contextmanager import DagContext
+
+    dag = DagContext.get_current()
+    if dag is None:
+        raise GraphError("RegionJob.render() needs a DAG: call it inside `with DAG(...):` or pass dag=")
+    return dag
+
+
+def _load_graph(source: str | Path | Mapping[str, Any]) -> JobGraph:
+    if isinstance(source, Mapping):
+        return jsonformat.from_dict(dict(source))
+    text = str(source)
+    if text.lstrip().startswith("{"):
+        return jsonformat.loads(text)
+    return jsonformat.load(text)
+
+
+def _impl(step_id: str, fn: StepFunction | None, script: str | Path | None, conn: str | None,
+          task_kwargs: Mapping[str, Any]) -> StepImpl:
+    where = f"step {step_id!r}"
+    reserved = sorted(set(task_kwargs) & {"task_id", "dag", "task_group", "subtask", "runtime"})
+    if reserved:
+        raise GraphError(f"{where}: {reserved[0]!r} is set by the renderer; remove it")
+    if (fn is None) == (script is None):
+        raise GraphError(f"{where}: give exactly one of a Python function (fn) or script='path/to/job.py'")
+    if fn is not None:
+        _check_signature(where, fn)
+        return StepImpl(step_id, fn=fn, spark_conn_id=conn, task_kwargs=dict(task_kwargs))
+    path = os.fspath(script)  # type: ignore[arg-type]
+    if not path.endswith(".py") or not os.path.isfile(path):
+        raise GraphError(f"{where}: script {path!r} is not an existing .py file; give its path (absolute, or "
+                         "relative to the DAG file with os.path.join(os.path.dirname(__file__), ...))")
+    return StepImpl(step_id, script=os.path.abspath(path), spark_conn_id=conn, task_kwargs=dict(task_kwargs))
+
+
+def _check_signature(where: str, fn: StepFunction) -> None:
+    if not callable(fn):
+        raise GraphError(f"{where}: fn {fn!r} is not callable; pass a function fn(spark, inputs, context)")
+    try:
+        inspect.signature(fn).bind(None, None, None)
+    except TypeError:
+        raise GraphError(f"{where}: function {getattr(fn, '__name__', fn)!r} must accept (spark, inputs, "
+                         "context)") from None
+    except ValueError:  # builtins without a signature: accept
+        return
+
+
+def _option_value(key: object, value: object) -> str:
+    """Options are strings as Flink writes them; ints, floats, bools and timedeltas are converted, anything else
+    is an error naming the key."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    if isinstance(value, timedelta):
+        return f"{int(value / timedelta(milliseconds=1))} ms"
+    raise OptionError(f"option {key!r}: value {value!r} must be a string such as '3' or '10 s'")
+
+
+def default_options() -> dict[str, str]:
+    """The ``[region_failover]`` defaults as Flink keys (:class:`OptionError` naming a bad config option)."""
+    try:
+        from airflow.configuration import conf
+    except ImportError:  # pragma: no cover - outside Airflow
+        return {FAILOVER_STRATEGY: "region", RESTART_STRATEGY: "fixed-delay"}
+    raw = conf.get("region_failover", "restart_strategy_options", fallback="{}") or "{}"
+    try:
+        extra = json.loads(raw)
+    except json.JSONDecodeError:
+        extra = None
+    if not isinstance(extra, dict):
+        raise OptionError(f"[region_failover] restart_strategy_options {raw!r} must be a JSON object of Flink keys")
+    options = {str(k): _option_value(k, v) for k, v in extra.items()}
+    options[FAILOVER_STRATEGY] = conf.get("region_failover", "failover_strategy", fallback="region")
+    options[RESTART_STRATEGY] = conf.get("region_failover", "restart_strategy", fallback="fixed-delay")
+    return options
+
+
+def _type_specific(key: str) -> bool:
+    """Whether ``key`` belongs to one restart strategy type (``restart-strategy.<type>.<name>``)."""
+    parts = key.split(".")
+    return len(parts) == 3 and parts[0] == "restart-strategy" and parts[1] in _TYPE_SEGMENTS
+
+
+def resolve_options(job_options: Mapping[str, str]) -> dict[str, str]:
+    """Defaults overridden by ``job_options``, validated by the failover core (:class:`OptionError` naming the
+    key). Defaults of another restart strategy type than the job's are dropped (a job choosing
+    ``exponential-delay`` does not inherit ``fixed-delay`` settings from airflow.cfg)."""
+    from airflow_region_failover.failover.options import parse_options, parse_restart_strategy_type
+
+    defaults = default_options()
+    if RESTART_STRATEGY in job_options:
+        chosen = parse_restart_strategy_type(job_options[RESTART_STRATEGY])
+        default_type = parse_restart_strategy_type(defaults[RESTART_STRATEGY], f"[region_failover] {RESTART_STRATEGY}")
+        if chosen != default_type:
+            defaults = {k: v for k, v in defaults.items() if not _type_specific(k)}
+    options = {**defaults, **job_options}
+    parse_options(options)
+    return dict(sorted(options.items()))

@@ -1,0 +1,105 @@
+"""Provider metadata read by Airflow's ``ProvidersManager`` through the ``apache_airflow_provider`` entry point.
+
+Rule: this module imports nothing (Airflow calls it during provider discovery). ``package-name`` equals the
+distribution name; the ``[region_failover]`` section declares every option the provider reads, with its default
+and description, so ``airflow config list`` shows them and ``conf.get("region_failover", key)`` never fails.
+The plugin is registered through the ``airflow.plugins`` entry point (provider-info plugins are ignored under
+lazy provider discovery), so it is not listed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PACKAGE_NAME = "airflow-provider-region-failover"
+CONFIG_SECTION = "region_failover"
+
+#: connection type -> the provider defining it, and what this provider uses it for.
+CONNECTION_TYPES_USED: tuple[str, ...] = (
+    "spark_connect (apache-spark provider): Spark Connect server for Python steps",
+    "spark (apache-spark provider): master URL for Python steps, spark-submit for script steps",
+    "aws (amazon provider): credentials and endpoint_url of the S3 result store",
+)
+
+#: option -> (default, description). Failover/restart options use Flink's key names as values.
+CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
+    "enabled": ("True", "Whether the failover loop (the plugin's listener) acts on failed tasks of rendered jobs."),
+    "api_conn_id": (
+        "region_failover_api",
+        "Connection (http://login:password@host:port of the api-server; extra 'token' optional) through which the "
+        "failover loop clears task instances with Airflow's public REST API.",
+    ),
+    "failover_strategy": (
+        "region",
+        "Default failover strategy of a job (Flink's jobmanager.execution.failover-strategy): 'region' restarts "
+        "the failed region, producers whose BLOCKING results are unavailable and every downstream consumer "
+        "region; 'full' restarts every task of the run.",
+    ),
+    "restart_strategy": (
+        "fixed-delay",
+        "Default restart backoff strategy (Flink's restart-strategy.type): none, fixed-delay, failure-rate or "
+        "exponential-delay.",
+    ),
+    "restart_strategy_options": (
+        '{"restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"}',
+        "Further default failover/restart options as a JSON object of Flink keys to values, e.g. "
+        '{"restart-strategy.exponential-delay.initial-backoff": "1 s"}. A job\'s own options override them.',
+    ),
+    "store_keep_last_runs": ("", "Retention: keep the results of the last N finished runs per DAG (empty: no limit)."),
+    "store_keep_days": ("", "Retention: keep the results of finished runs for D days (empty: no limit)."),
+    "spark_conn_id": (
+        "",
+        "Connection used by step operators that name none. Empty: an embedded local Spark session "
+        "(spark_master). A 'spark_connect' connection: a Spark Connect server (sc://host:port). A 'spark' "
+        "connection: its master URL for Python steps and spark-submit (SparkSubmitHook) for script steps.",
+    ),
+    "spark_submit_conn_id": (
+        "",
+        "'spark' connection used to spark-submit script steps that name none (SparkSubmitHook). Empty: "
+        "spark-submit on spark_master (local).",
+    ),
+    "spark_master": ("local[*]", "Master URL of the embedded Spark session used when no connection is set."),
+    "spark_conf": (
+        '{"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}',
+        "Extra Spark configuration (JSON object) for embedded sessions and spark-submit.",
+    ),
+    "store_bucket": ("region-failover", "S3 bucket of the result store (BLOCKING results, PIPELINED scratch)."),
+    "store_prefix": ("region-failover", "Key prefix of the result store inside the bucket."),
+    "store_aws_conn_id": (
+        "aws_default",
+        "Amazon ('aws') connection of the S3 result store; its extra may set endpoint_url for S3-compatible "
+        "servers.",
+    ),
+}
+
+
+def _config_section() -> dict[str, Any]:
+    options = {
+        key: {"description": description, "version_added": "0.1.0", "type": "string", "example": None,
+              "default": default}
+        for key, (default, description) in CONFIG_OPTIONS.items()
+    }
+    return {"description": "Region failover of PySpark pipelines (airflow-provider-region-failover).",
+            "options": options}
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider's metadata (``ProvidersManager`` validates it against Airflow's provider schema)."""
+    return {
+        "package-name": PACKAGE_NAME,
+        "name": "Region Failover",
+        "description": "Flink-style fine-grained (region) failover for PySpark pipelines orchestrated by Airflow 3.",
+        "versions": ["0.1.0"],
+        "integrations": [
+            {"integration-name": "Region Failover", "external-doc-url": "https://nightlies.apache.org/flink/",
+             "tags": ["software"]},
+        ],
+        "operators": [
+            {"integration-name": "Region Failover",
+             "python-modules": ["airflow_region_failover.airflow.operator"]},
+        ],
+        # Connection types this provider *uses* (defined by the apache-spark and amazon providers; listing them
+        # under "connection-types" would register them twice).
+        "connection-types-used": list(CONNECTION_TYPES_USED),
+        "config": {CONFIG_SECTION: _config_section()},
+    }

@@ -1,0 +1,141 @@
+"""Inputs and outputs of one subtask: which partitions it reads, where they live, and what it returns.
+
+Rules:
+
+* a producer publishes each partition it wrote as a :class:`PartitionRef` (an XCom of its current try); a
+  consumer reads exactly the refs its producers' current tries published. Airflow 3 deletes a task's XComs when
+  its next try starts, and a consumer only runs once every producer it reads has succeeded, so after a restart
+  the consumer reads the new try's output, never a stale one; the read is also pinned to the ref's attempt
+  (:mod:`.io`). A missing ref is an :class:`InputUnavailable` naming the partition (the failover cause);
+* BLOCKING partitions are committed store versions (attempt = the producer's try number); PIPELINED partitions
+  are *scratch*: written under the producer try's own attempt, read only through that try's ref, retired when
+  the producer's next try begins (the store's commit protocol) and swept by the store's life-cycle;
+* a step function returns a DataFrame (every output result gets it), a mapping result name -> DataFrame (a
+  default-named result ``"<from>-><to>"`` may also be keyed by the consumer step ``<to>``), or ``None`` when it
+  produces nothing. A step without results that returns a DataFrame has it committed as its *sink* result,
+  named like the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.graph.errors import GraphError, RegionFailoverError
+from airflow_region_failover.graph.ids import PartitionId, default_result_id
+from airflow_region_failover.graph.model import Exchange, JobGraph, Result
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class StepOutputError(RegionFailoverError):
+    """A step function returned something that does not match the results its step declares."""
+
+
+class InputUnavailable(RegionFailoverError):
+    """A partition a subtask must read is not available; ``partition`` names it (the failover cause)."""
+
+    def __init__(self, partition: PartitionId, why: str) -> None:
+        super().__init__(f"input partition {partition} is unavailable: {why}")
+        self.partition = partition
+
+
+@dataclass(frozen=True)
+class PartitionRef:
+    """Where one partition written by one producer try lives (the XCom value, JSON-able)."""
+
+    result: str
+    index: int
+    exchange: str
+    dag_id: str
+    run_id: str
+    attempt: int
+    rows: int = -1
+
+    @property
+    def partition(self) -> PartitionId:
+        """The partition id ``result#index``."""
+        return PartitionId(self.result, self.index)
+
+    def to_json(self) -> dict[str, Any]:
+        """The XCom value."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: object, *, partition: PartitionId) -> PartitionRef:
+        """Parse an XCom value; :class:`InputUnavailable` for anything that is not a ref of ``partition``."""
+        if not isinstance(value, dict):
+            raise InputUnavailable(partition, "its producer published no location (XCom missing)")
+        try:
+            ref = cls(**value)
+        except TypeError as exc:
+            raise InputUnavailable(partition, f"malformed location XCom ({exc})") from None
+        if ref.partition != partition:
+            raise InputUnavailable(partition, f"its producer published {ref.partition} instead")
+        return ref
+
+
+def sink_result(graph: JobGraph, step_id: str) -> Result | None:
+    """The implicit BLOCKING result of a step without declared results (``None`` if it declares some)."""
+    if graph.outputs(step_id):
+        return None
+    return Result(step_id, step_id, Exchange.BLOCKING, ())
+
+
+def output_results(graph: JobGraph, step_id: str) -> tuple[Result, ...]:
+    """The results ``step_id`` writes: its declared results, or its sink result."""
+    declared = graph.outputs(step_id)
+    sink = sink_result(graph, step_id)
+    return declared if sink is None else (sink,)
+
+
+def match_outputs(graph: JobGraph, step_id: str, returned: object) -> dict[str, DataFrame]:
+    """Map what the step function returned onto its results (see the module rule); error names step/result."""
+    from pyspark.sql import DataFrame
+
+    declared = graph.outputs(step_id)
+    if returned is None:
+        if declared:
+            names = ", ".join(r.id for r in declared)
+            raise StepOutputError(f"step {step_id!r} returned None but produces {names}; return a DataFrame or "
+                                  "a dict of DataFrames keyed by result name")
+        return {}
+    if isinstance(returned, DataFrame):
+        return {r.id: returned for r in output_results(graph, step_id)}
+    if isinstance(returned, Mapping):
+        return _match_mapping(step_id, declared, returned, DataFrame)
+    raise StepOutputError(f"step {step_id!r} returned {type(returned).__name__}; return a DataFrame, a dict of "
+                          "DataFrames keyed by result name, or None")
+
+
+def _match_mapping(step_id: str, declared: tuple[Result, ...], returned: Mapping[Any, Any],
+                   frame: type) -> dict[str, DataFrame]:
+    aliases = {r.id: r.id for r in declared}
+    for r in declared:
+        for e in r.consumers:
+            if r.id == default_result_id(e.source, e.target):
+                aliases.setdefault(e.target, r.id)
+    out: dict[str, DataFrame] = {}
+    for key, value in returned.items():
+        if key not in aliases:
+            raise StepOutputError(f"step {step_id!r} returned key {key!r}; it produces "
+                                  f"{', '.join(sorted(aliases)) or 'no results'}")
+        if not isinstance(value, frame):
+            raise StepOutputError(f"step {step_id!r}: value for {key!r} is {type(value).__name__}, not a DataFrame")
+        out[aliases[key]] = value
+    missing = [r.id for r in declared if r.id not in out]
+    if missing:
+        raise StepOutputError(f"step {step_id!r} returned no DataFrame for result {missing[0]!r}")
+    return out
+
+
+def check_sinks(graph: JobGraph) -> None:
+    """A sink result is named like its step: refuse a graph where a declared result already has that name."""
+    names = {r.id for r in graph.results}
+    producers = {r.producer for r in graph.results}
+    for step in graph.steps:
+        if step.id not in producers and step.id in names:
+            raise GraphError(f"step {step.id!r} has no results, so its returned DataFrame is stored as result "
+                             f"{step.id!r}, but another step's result has that name; rename that result")

@@ -1,0 +1,147 @@
+"""Where a step runs: resolve an Airflow connection into a :class:`SparkTarget` and get a SparkSession for it.
+
+Rules (connection types of the apache-spark provider):
+
+* no connection (step and ``[region_failover] spark_conn_id`` empty): an **embedded** session on
+  ``[region_failover] spark_master`` (``local[*]``), one JVM per worker process, reused by every step it runs;
+* a ``spark_connect`` connection: a **Spark Connect** session on ``sc://host:port`` (URL built by the provider's
+  ``SparkConnectHook``): no JVM in the worker, so a task starts in about a second;
+* a ``spark`` connection: its master URL (``spark://…``, ``yarn``, ``local[*]``…) for Python steps (the worker is
+  the client-mode driver); script steps are spark-submitted through ``SparkSubmitHook`` (:mod:`.submit`).
+
+Any other connection type is an error naming the connection and the types accepted. Sessions are cached per
+process and target; :func:`stop_sessions` stops them (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.graph.errors import OptionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EMBEDDED, CONNECT, CLUSTER = "embedded", "connect", "cluster"
+_SECTION = "region_failover"
+_SESSIONS: dict[SparkTarget, SparkSession] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    """A place to run Spark: ``mode`` (embedded / connect / cluster), its ``url`` (master or ``sc://``), the
+    connection it came from, and extra Spark ``conf`` (sorted pairs, so targets are hashable)."""
+
+    mode: str
+    url: str
+    conn_id: str | None = None
+    conf: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the session's driver runs a ``local`` master inside this process."""
+        return self.mode != CONNECT and self.url.startswith("local")
+
+
+def config_value(key: str, fallback: str) -> str:
+    """``[region_failover] key`` from airflow.cfg (``fallback`` outside Airflow or when unset)."""
+    try:
+        from airflow.configuration import conf
+    except ImportError:  # pragma: no cover - outside Airflow
+        return fallback
+    return str(conf.get(_SECTION, key, fallback=fallback))
+
+
+def default_conf() -> tuple[tuple[str, str], ...]:
+    """``[region_failover] spark_conf`` as sorted pairs; :class:`OptionError` naming the option if not JSON."""
+    raw = config_value("spark_conf", "{}") or "{}"
+    try:
+        values = json.loads(raw)
+    except json.JSONDecodeError:
+        values = None
+    if not isinstance(values, dict):
+        raise OptionError(f"[region_failover] spark_conf {raw!r} must be a JSON object of Spark options")
+    return tuple(sorted((str(k), str(v)) for k, v in values.items()))
+
+
+def resolve_target(conn_id: str | None = None) -> SparkTarget:
+    """The target for ``conn_id`` (or ``[region_failover] spark_conn_id``; empty means embedded)."""
+    conn_id = conn_id or config_value("spark_conn_id", "") or None
+    conf = default_conf()
+    if conn_id is None:
+        return SparkTarget(EMBEDDED, config_value("spark_master", "local[*]") or "local[*]", None, conf)
+    from airflow.providers.common.compat.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type == "spark_connect":
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        return SparkTarget(CONNECT, SparkConnectHook(conn_id).get_connection_url(), conn_id, conf)
+    if conn.conn_type == "spark":
+        return SparkTarget(CLUSTER, _master_url(conn), conn_id, conf)
+    raise OptionError(
+        f"connection {conn_id!r} has type {conn.conn_type!r}; use a 'spark_connect' connection (Spark Connect) or a "
+        "'spark' connection (master URL / spark-submit), or leave spark_conn_id empty for embedded Spark"
+    )
+
+
+def _master_url(conn: Any) -> str:
+    """The master URL of a ``spark`` connection, as ``SparkSubmitHook`` builds it."""
+    host = str(conn.host or "local[*]")
+    if conn.port and "://" in host:
+        return f"{host}:{conn.port}"
+    if conn.port:
+        return f"spark://{host}:{conn.port}"
+    return host
+
+
+def get_session(target: SparkTarget) -> SparkSession:
+    """A (cached) SparkSession for ``target``."""
+    session = _SESSIONS.get(target)
+    if session is not None and _alive(session):
+        return session
+    with _LOCK:
+        session = _SESSIONS.get(target)
+        if session is None or not _alive(session):
+            session = _build(target)
+            _SESSIONS[target] = session
+    return session
+
+
+def _build(target: SparkTarget) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    if target.mode == CONNECT:
+        return SparkSession.builder.remote(target.url).getOrCreate()
+    if target.is_local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers must import this provider (the store's executor-side I/O): use this interpreter.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(target.url).appName("airflow-region-failover")
+    for key, value in target.conf:
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _alive(session: SparkSession) -> bool:
+    """Whether a cached session can still be used (a stopped classic session cannot)."""
+    try:
+        context = session.__dict__.get("_sc")
+        return context is None or getattr(context, "_jsc", None) is not None
+    except Exception:
+        return False
+
+
+def stop_sessions() -> None:
+    """Stop every cached session (embedded JVMs exit; Connect sessions are released on the server)."""
+    with _LOCK:
+        sessions = list(_SESSIONS.values())
+        _SESSIONS.clear()
+    for session in sessions:
+        session.stop()

@@ -1,0 +1,166 @@
+"""Script steps: a PySpark script spark-submitted as its own application (the apache-spark provider's
+``SparkSubmitHook``), reading and writing partitions through the same store protocol as Python steps.
+
+A script step's file ends with::
+
+    from airflow_region_failover.spark.submit import run_script_step
+
+    def transform(spark, inputs, context):
+        return inputs["clean"].groupBy("k").count()
+
+    if __name__ == "__main__":
+        run_script_step(transform)
+
+Rules: the operator passes the subtask's spec (graph, input refs, its attempt, store location) as one base64 JSON
+argument ``--region-failover-spec``; S3 credentials travel only in the environment (``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY``), never in arguments or logs. After the application exits successfully the operator
+checks that every output partition is committed *by this try's attempt* and publishes the refs; anything else
+fails the task naming the partition. The ``spark`` connection is the step's ``spark_conn_id`` if it is of type
+``spark``, else
+``[region_failover] spark_submit_conn_id``, else none: spark-submit on ``[region_failover] spark_master``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.model import Edge, JobGraph
+from airflow_region_failover.spark.context import StepContext, input_name
+from airflow_region_failover.spark.exchange import PartitionRef, match_outputs, output_results
+
+SPEC_ARG = "--region-failover-spec"
+LOCAL_CONN_ID = "region_failover_local_spark"
+
+
+def encode_spec(spec: Mapping[str, Any]) -> str:
+    """The spec as one URL-safe base64 argument."""
+    return base64.urlsafe_b64encode(json.dumps(spec, sort_keys=True).encode()).decode()
+
+
+def decode_spec(argv: Sequence[str]) -> dict[str, Any]:
+    """Find and decode ``--region-failover-spec`` in ``argv``; ``SystemExit`` naming the argument otherwise."""
+    args = list(argv)
+    if SPEC_ARG not in args or args.index(SPEC_ARG) + 1 >= len(args):
+        raise SystemExit(f"{SPEC_ARG} <spec> missing: run this script as a region-failover step")
+    spec: dict[str, Any] = json.loads(base64.urlsafe_b64decode(args[args.index(SPEC_ARG) + 1]))
+    return spec
+
+
+def build_spec(graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
+               sctx: StepContext, store: Any) -> dict[str, Any]:
+    """What the script needs: graph, subtask, input refs, its attempt, and the store location (no secrets)."""
+    config = store.config
+    return {
+        "graph": jsonformat.to_dict(graph), "subtask": str(subtask),
+        "inputs": [[input_name(e), [r.to_json() for r in rs]] for e, rs in refs.items()],
+        "context": {"dag_id": sctx.dag_id, "run_id": sctx.run_id, "try_number": sctx.try_number,
+                    "params": _jsonable(sctx.params)},
+        "store": {"bucket": config.bucket, "prefix": config.prefix, "endpoint_url": config.access.endpoint_url,
+                  "region": config.access.region, "spark_io": config.spark_io},
+    }
+
+
+def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if isinstance(v, (str, int, float, bool, type(None), list, dict))}
+
+
+def _env(store: Any) -> dict[str, str]:
+    env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    credentials = store.config.access.credentials
+    if credentials is not None:
+        env["AWS_ACCESS_KEY_ID"] = credentials.access_key
+        env["AWS_SECRET_ACCESS_KEY"] = credentials.secret_key
+        if credentials.session_token:
+            env["AWS_SESSION_TOKEN"] = credentials.session_token
+    return env
+
+
+def submit_script(impl: Any, graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
+                  sctx: StepContext, io: Any, ti: Any) -> dict[str, int]:
+    """spark-submit ``impl.script`` for ``subtask``, then verify and publish its committed outputs."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from airflow_region_failover.airflow.operator import xcom_key
+    from airflow_region_failover.spark.session import default_conf
+
+    conn_id = submit_conn_id(impl.spark_conn_id)
+    hook = SparkSubmitHook(
+        conn_id=conn_id, conf=dict(default_conf()), name=f"{sctx.dag_id}.{subtask.step}.{subtask.index}",
+        application_args=[SPEC_ARG, encode_spec(build_spec(graph, subtask, refs, sctx, io.store))],
+        env_vars=_env(io.store),
+    )
+    hook.submit(application=impl.script)
+    rows: dict[str, int] = {}
+    for result in output_results(graph, subtask.step):
+        ref = PartitionRef(result.id, subtask.index, result.exchange.value, sctx.dag_id, sctx.run_id,
+                           sctx.try_number)
+        manifest = io.store.manifest(ref.dag_id, ref.run_id, ref.partition)
+        if manifest.attempt != ref.attempt:
+            raise RuntimeError(f"script step {subtask} finished but {ref.partition} is committed by attempt "
+                               f"{manifest.attempt}, not this try's attempt {ref.attempt}")
+        ti.xcom_push(key=xcom_key(result.id), value={**ref.to_json(), "rows": manifest.row_count})
+        rows[result.id] = manifest.row_count
+    return rows
+
+
+def submit_conn_id(step_conn_id: str | None) -> str:
+    """The ``spark`` connection to spark-submit with: the step's if it is one (a job-wide ``spark_connect``
+    connection is skipped), else ``[region_failover] spark_submit_conn_id``, else a ``local`` one."""
+    from airflow_region_failover.spark.session import CLUSTER, config_value, resolve_target
+
+    if step_conn_id and resolve_target(step_conn_id).mode == CLUSTER:
+        return step_conn_id
+    return config_value("spark_submit_conn_id", "") or _local_conn()
+
+
+def _local_conn() -> str:
+    """A ``spark`` connection on ``local[*]`` (environment-variable connection) for scripts without one."""
+    from airflow_region_failover.spark.session import config_value
+
+    master = config_value("spark_master", "local[*]") or "local[*]"
+    os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_CONN_ID.upper()}", json.dumps({"conn_type": "spark", "host": master}))
+    return LOCAL_CONN_ID
+
+
+def run_script_step(fn: Callable[..., Any], argv: Sequence[str] | None = None) -> None:
+    """The script side: read the inputs, call ``fn(spark, inputs, context)``, write and commit the outputs."""
+    from pyspark.sql import SparkSession
+
+    from airflow_region_failover.spark.io import StoreIO
+    from airflow_region_failover.spark.step import read_inputs
+
+    spec = decode_spec(sys.argv if argv is None else argv)
+    graph = jsonformat.from_dict(spec["graph"])
+    subtask = SubtaskId.parse(spec["subtask"])
+    io = StoreIO(_store(spec["store"]))
+    spark = SparkSession.builder.getOrCreate()
+    edges = {input_name(e): e for e in graph.inputs(subtask.step)}
+    refs = {edges[name]: tuple(PartitionRef(**r) for r in rs) for name, rs in spec["inputs"]}
+    context = spec["context"]
+    step = graph.step(subtask.step)
+    sctx = StepContext(subtask, step.parallelism, step.deterministic,
+                       {input_name(e): tuple(r.partition for r in rs) for e, rs in refs.items()},
+                       context["dag_id"], context["run_id"], int(context["try_number"]), context["params"])
+    frames = match_outputs(graph, subtask.step, fn(spark, read_inputs(spark, io, refs), sctx))
+    exchanges = {r.id: r.exchange.value for r in output_results(graph, subtask.step)}
+    for result, frame in frames.items():
+        io.write(frame, PartitionRef(result, subtask.index, exchanges[result], sctx.dag_id, sctx.run_id,
+                                     sctx.try_number))
+
+
+def _store(location: Mapping[str, Any]) -> Any:
+    from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
+
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    credentials = S3Credentials(key, secret, os.environ.get("AWS_SESSION_TOKEN")) if key and secret else None
+    access = S3Access(location.get("endpoint_url"), location.get("region") or "us-east-1", credentials)
+    return ResultStore(StoreConfig(bucket=location["bucket"], prefix=location["prefix"], access=access,
+                                   spark_io=location.get("spark_io", "executors")))

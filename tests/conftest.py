@@ -1,0 +1,36 @@
+"""Shared pytest fixtures. Helpers add their own fixtures here; keep each one small and independent."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+# -- result store: a real S3-compatible server (SeaweedFS) on loopback, one per test session ------------------
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A running SeaweedFS server: yields its ``S3Endpoint`` (endpoint_url, access_key, secret_key, bucket)."""
+    from airflow_region_failover.local.seaweedfs import SeaweedFS
+
+    server = SeaweedFS(bucket="region-failover-test", data_dir=tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield server.start()
+    finally:
+        server.stop(grace=5)
+
+
+# -- Spark Connect: a real local Spark Connect server on a free loopback port, one per test session ------------
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running local Spark Connect server (``local[2]``): yields its ``sc://127.0.0.1:<port>`` URL."""
+    from airflow_region_failover.local.spark_connect import SparkConnectServer
+
+    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), cores=2)
+    try:
+        yield server.start()
+    finally:
+        server.stop(grace=10)

@@ -1,0 +1,84 @@
+"""End-to-end fixtures: ONE SeaweedFS, ONE Spark Connect server and ONE Airflow 3 stack per test session.
+
+Everything runs on loopback and is started here (real scheduler, real Spark, real S3 server); every process is
+stopped at the end of the session. The DAGs folder holds the example ETL and the e2e DAGs of ``dags/``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.local.airflow_stack import (
+    REPO_ROOT,
+    AirflowStack,
+    merged_dags_folder,
+    platform_env,
+)
+
+E2E_DAGS = Path(__file__).parent / "dags"
+DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_budget")
+
+
+@dataclass
+class E2E:
+    """What a test needs: the stack, a REST client, the result store and the decision logs."""
+
+    stack: AirflowStack
+    api: Any
+    store: Any
+    logs: Any
+
+    def run(self, dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 240.0) -> tuple[str, str]:
+        """Trigger ``dag_id`` and wait until it ends; return ``(run_id, state)``."""
+        run_id = self.api.trigger(dag_id, conf or {})
+        return run_id, self.api.wait_for_run(dag_id, run_id, timeout=timeout, poll=0.5)
+
+    def tries(self, dag_id: str, run_id: str) -> dict[str, int]:
+        """``task_id -> try_number`` of every task instance of the run."""
+        return {ti["task_id"]: int(ti["try_number"]) for ti in self.api.task_instances(dag_id, run_id)}
+
+    def states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        """``task_id -> state``."""
+        return {ti["task_id"]: str(ti["state"]) for ti in self.api.task_instances(dag_id, run_id)}
+
+    def history(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        """The run's decision log."""
+        return dict(self.logs.read(dag_id, run_id))
+
+    def wait_until(self, predicate: Any, timeout: float = 120.0, what: str = "condition") -> None:
+        """Poll ``predicate()`` until true."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} not reached after {timeout:.0f} s")
+            time.sleep(0.3)
+
+
+@pytest.fixture(scope="session")
+def e2e(s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    """The shared stack (started once; ~30-60 s)."""
+    from airflow_region_failover.airflow.decisions import DecisionLogs, S3LogBackend
+    from airflow_region_failover.store.config import client_for
+    from airflow_region_failover.store.facade import ResultStore
+
+    home = tmp_path_factory.mktemp("airflow")
+    dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
+    stack = AirflowStack(dags_folder=dags, home=home / "home", extra_env=platform_env(s3_server, spark_connect))
+    stack.start()
+    try:
+        store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                          s3_server.bucket)
+        logs = DecisionLogs(S3LogBackend(client_for(store.config.access), s3_server.bucket),
+                            "region-failover/failover/v1")
+        with stack.client() as api:
+            for dag_id in DAG_IDS:
+                api.wait_for_dag(dag_id, timeout=180)
+            yield E2E(stack, api, store, logs)
+    finally:
+        stack.stop()

@@ -1,0 +1,118 @@
+"""Small region-failover DAGs for the end-to-end tests (one graph, four option sets).
+
+Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING ALL_TO_ALL-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
+plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
+
+Failure injection through run conf (DAG params):
+- ``fail``: ``{"c#0": 1}`` — the subtask raises on tries 1..N;
+- ``kill``: ``["c#0"]`` — the subtask SIGKILLs its own process on try 1;
+- ``gate``: a directory; a subtask listed in ``fail``/``kill`` first writes ``<gate>/<subtask>.started`` and waits
+  for ``<gate>/go`` (or for every other listed subtask's ``.started`` when ``barrier`` is true) before failing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Param
+
+from airflow_region_failover import RegionJob
+
+ROWS = 1_000
+
+
+def _inject(context: Any) -> None:
+    params = context.params
+    me = str(context.subtask)
+    fail = dict(params.get("fail") or {})
+    kill = list(params.get("kill") or [])
+    if context.try_number > int(fail.get(me, 0)) and not (me in kill and context.try_number == 1):
+        return
+    gate = params.get("gate")
+    if gate:
+        _wait_at_gate(Path(gate), me, [*fail, *kill], bool(params.get("barrier")))
+    if me in kill and context.try_number == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"injected failure of {me} on try {context.try_number}")
+
+
+def _wait_at_gate(gate: Path, me: str, listed: list[str], barrier: bool, timeout: float = 120.0) -> None:
+    gate.mkdir(parents=True, exist_ok=True)
+    (gate / f"{me}.started").touch()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if barrier and all((gate / f"{s}.started").exists() for s in listed):
+            return
+        if not barrier and (gate / "go").exists():
+            return
+        time.sleep(0.1)
+
+
+def step_a(spark: Any, inputs: Any, context: Any) -> Any:
+    lo, hi = ROWS * context.index // 2, ROWS * (context.index + 1) // 2
+    return spark.range(lo, hi).selectExpr("id", "id % 7 AS k")
+
+
+def step_b(spark: Any, inputs: Any, context: Any) -> Any:
+    _inject(context)
+    return inputs["a"].selectExpr("id", "k", "id * 2 AS v")
+
+
+def step_c(spark: Any, inputs: Any, context: Any) -> Any:
+    _inject(context)
+    mine = inputs["b"].where(f"k % 2 = {context.index}")
+    return mine.groupBy("k").agg({"v": "sum", "id": "count"}).withColumnRenamed("sum(v)", "total") \
+        .withColumnRenamed("count(id)", "n")
+
+
+def step_d(spark: Any, inputs: Any, context: Any) -> Any:
+    _inject(context)
+    return inputs["c"].selectExpr("k", "total", "n", "total / n AS mean")
+
+
+def step_side(spark: Any, inputs: Any, context: Any) -> Any:
+    _inject(context)
+    return spark.range(0, 10).selectExpr("id AS x")
+
+
+def expected_d() -> dict[int, tuple[int, int]]:
+    """``k -> (total, n)`` computed directly in Python."""
+    out: dict[int, tuple[int, int]] = {}
+    for i in range(ROWS):
+        total, n = out.get(i % 7, (0, 0))
+        out[i % 7] = (total + 2 * i, n + 1)
+    return out
+
+
+OPTION_SETS = {
+    "rf_e2e_region": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
+                      "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"},
+    "rf_e2e_full": {"jobmanager.execution.failover-strategy": "full", "restart-strategy.type": "fixed-delay",
+                    "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"},
+    "rf_e2e_delayed": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
+                       "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "30 s"},
+    "rf_e2e_budget": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
+                      "restart-strategy.fixed-delay.attempts": "1", "restart-strategy.fixed-delay.delay": "0 s"},
+}
+
+PARAMS = {"fail": Param({}, type="object"), "kill": Param([], type="array"),
+          "gate": Param("", type="string"), "barrier": Param(False, type="boolean")}
+
+for _dag_id, _options in OPTION_SETS.items():
+    with DAG(dag_id=_dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, params=PARAMS,
+             tags=["region-failover", "e2e"]) as _dag:
+        _job = RegionJob(options=_options)
+        _job.step("a", step_a, parallelism=2)
+        _job.step("b", step_b, parallelism=2)
+        _job.step("c", step_c, parallelism=2)
+        _job.step("d", step_d, parallelism=2)
+        _job.step("side", step_side)
+        _job.edge("a", "b", exchange="PIPELINED", distribution="POINTWISE")
+        _job.edge("b", "c", exchange="BLOCKING", distribution="ALL_TO_ALL")
+        _job.edge("c", "d", exchange="BLOCKING", distribution="POINTWISE")
+        _job.render()

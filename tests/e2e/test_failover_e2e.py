@@ -1,0 +1,192 @@
+"""Acceptance of issue 4 on a real Airflow 3 scheduler, real Spark (Connect) and a real S3 server (SeaweedFS).
+
+Every test triggers real DAG runs through the public REST API and checks try numbers (who reran), committed
+manifests (what was not recomputed), output data against a direct computation, and the failover history.
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.graph.ids import PartitionId
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+E2E_DAG = runpy.run_path(str(Path(__file__).parent / "dags" / "rf_e2e.py"))
+
+
+def _attempts(e2e: Any, dag_id: str, run_id: str, partitions: list[str]) -> dict[str, int]:
+    return {p: e2e.store.manifest(dag_id, run_id, PartitionId.parse(p)).attempt for p in partitions}
+
+
+def _d_output(e2e: Any, dag_id: str, run_id: str) -> dict[int, tuple[int, int]]:
+    rows: dict[int, tuple[int, int]] = {}
+    for index in (0, 1):
+        table = e2e.store.read_arrow(dag_id, run_id, PartitionId("d", index)).to_pylist()
+        rows.update({int(r["k"]): (int(r["total"]), int(r["n"])) for r in table})
+    return rows
+
+
+def _applied(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [d for d in doc["decisions"] if d["status"] == "applied"]
+
+
+def _check_tries(tries: dict[str, int], failed: set[str], restarted: set[str]) -> None:
+    """Failed tasks ran twice; other restarted tasks at most twice (a consumer that never ran gets its first
+    try); every task outside the restart set kept its single try."""
+    assert all(tries[t] == 2 for t in failed), tries
+    assert all(1 <= tries[t] <= 2 for t in restarted), tries
+    assert all(n == 1 for t, n in tries.items() if t not in restarted | failed), tries
+
+
+def _reasons(decision: dict[str, Any]) -> dict[str, str]:
+    return {"+".join(r["subtasks"]): r["reason"] for r in decision["regions"]}
+
+
+def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spark_connect: str) -> None:
+    """fail_once: aggregate#0 fails -> aggregate#0 + report#0 rerun; producers keep try 1 and their manifests."""
+    run_id, state = e2e.run("tpch_etl", {"fail_once": True})
+    assert state == "success", e2e.states("tpch_etl", run_id)
+    _check_tries(e2e.tries("tpch_etl", run_id), {"aggregate.0"}, {"report.0"})
+    produced = ["join->aggregate#0", "join->aggregate#1", "gen_customer->join#0", "clean_orders->join#1"]
+    assert set(_attempts(e2e, "tpch_etl", run_id, produced).values()) == {1}
+    assert e2e.store.manifest("tpch_etl", run_id, PartitionId("aggregate->report", 0)).attempt == 2
+    assert e2e.store.manifest("tpch_etl", run_id, PartitionId("aggregate->report", 1)).attempt == 1
+    doc = e2e.history("tpch_etl", run_id)
+    [decision] = _applied(doc)
+    assert decision["restart"] == ["aggregate.0", "report.0"]
+    assert sorted(_reasons(decision).values()) == ["consumer", "failed"]
+    assert decision["reused"], "the rerun reads committed join partitions"
+    _check_report(e2e, run_id, spark_connect)
+
+
+def _check_report(e2e: Any, run_id: str, spark_connect: str) -> None:
+    from pyspark.sql import SparkSession
+
+    etl = runpy.run_path(str(Path(__file__).parents[2] / "dags" / "tpch_etl.py"))
+    spark = SparkSession.builder.remote(spark_connect).getOrCreate()
+    expected = [tuple(r) for r in etl["expected_report"](spark).collect()]
+    got = e2e.store.read_arrow("tpch_etl", run_id, PartitionId("report", 0)).to_pylist()
+    assert [tuple(r.values()) for r in got] == expected
+
+
+def _delete_partition(e2e: Any, dag_id: str, run_id: str, result: str, index: int) -> int:
+    """Delete every object (manifests, data) of one committed partition behind the store's back."""
+    keys = e2e.store.run_keys(dag_id, run_id)
+    marker = f"/p{index:05d}/"
+    doomed = [i.key for i in e2e.store.objects.listing(keys.result_prefix(result)) if marker in i.key]
+    e2e.store.objects.delete(doomed)
+    return len(doomed)
+
+
+def test_region_failure_reruns_failed_region_and_consumers(e2e: Any) -> None:
+    """c#0 fails once -> {c#0} (failed) + {d#0} (consumer) rerun; b's committed results are reused."""
+    run_id, state = e2e.run("rf_e2e_region", {"fail": {"c#0": 1}})
+    assert state == "success", e2e.states("rf_e2e_region", run_id)
+    _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0"}, {"d.0"})
+    assert set(_attempts(e2e, "rf_e2e_region", run_id, ["b->c#0", "b->c#1", "c->d#1"]).values()) == {1}
+    assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
+    [decision] = _applied(e2e.history("rf_e2e_region", run_id))
+    assert _reasons(decision) == {"c#0": "failed", "d#0": "consumer"}
+    assert decision["reused"] == ["b->c#0", "b->c#1"]
+    _check_history_cli(e2e, "rf_e2e_region", run_id)
+
+
+def _check_history_cli(e2e: Any, dag_id: str, run_id: str) -> None:
+    """``history_main`` (behind ``region-failover history``) reads the same log with Airflow's configuration."""
+    import subprocess
+    import sys
+
+    code = "import sys; from airflow_region_failover.airflow.history import history_main; " \
+           "sys.exit(history_main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, dag_id, run_id], env=e2e.stack.env(), capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "APPLIED" in done.stdout and "restarts: failed" in done.stdout and "restarts: consumer" in done.stdout
+
+
+def test_deleted_producer_result_backtracks_to_producer_region(e2e: Any, tmp_path: Path) -> None:
+    """b#1's committed result is deleted before c#0 fails -> the producer region {a#1,b#1} reruns too."""
+    gate = tmp_path / "gate"
+    run_id = e2e.api.trigger("rf_e2e_region", {"fail": {"c#0": 1}, "gate": str(gate)})
+    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 300, "c#0 at the gate")
+    e2e.wait_until(lambda: e2e.states("rf_e2e_region", run_id).get("c.1") == "success", 300, "c#1 done")
+    assert _delete_partition(e2e, "rf_e2e_region", run_id, "b->c", 1) > 0
+    (gate / "go").touch()
+    assert e2e.api.wait_for_run("rf_e2e_region", run_id, timeout=400, poll=0.5) == "success"
+    tries = e2e.tries("rf_e2e_region", run_id)
+    _check_tries(tries, {"c.0"}, {"a.1", "b.1", "c.1", "d.0", "d.1"})
+    assert tries["a.1"] == tries["b.1"] == tries["c.1"] == 2, "ran before the failure, so rerun"
+    [decision] = _applied(e2e.history("rf_e2e_region", run_id))
+    assert _reasons(decision) == {"a#1+b#1": "producer-unavailable", "c#0": "failed", "c#1": "consumer",
+                                  "d#0": "consumer", "d#1": "consumer"}
+    assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
+
+
+def test_full_strategy_reruns_every_task(e2e: Any) -> None:
+    """``full``: every task of the run gets a second try, the unrelated ``side`` included."""
+    run_id, state = e2e.run("rf_e2e_full", {"fail": {"c#0": 1}})
+    assert state == "success", e2e.states("rf_e2e_full", run_id)
+    tries = e2e.tries("rf_e2e_full", run_id)
+    assert all(tries[t] == 2 for t in ("a.0", "a.1", "b.0", "b.1", "c.0", "c.1", "side.0")), tries
+    [decision] = _applied(e2e.history("rf_e2e_full", run_id))
+    assert decision["strategy"] == "full" and "full" in _reasons(decision).values()
+    assert _d_output(e2e, "rf_e2e_full", run_id) == E2E_DAG["expected_d"]()
+
+
+def test_budget_exhausted_fails_the_run_with_reason(e2e: Any) -> None:
+    """fixed-delay attempts=1: the first failure restarts, the second exhausts -> run failed, history says why."""
+    run_id, state = e2e.run("rf_e2e_budget", {"fail": {"c#0": 5}})
+    assert state == "failed"
+    doc = e2e.history("rf_e2e_budget", run_id)
+    assert [d["status"] for d in doc["decisions"]] == ["applied", "exhausted"]
+    assert "allows no further restart" in doc["decisions"][-1]["reason"]
+    assert e2e.tries("rf_e2e_budget", run_id)["c.0"] == 2
+    note = e2e.api.dag_run("rf_e2e_budget", run_id)["note"] or ""
+    assert "EXHAUSTED" in note and "allows no further restart" in note
+
+
+def test_two_concurrent_failures_are_one_merged_restart(e2e: Any, tmp_path: Path) -> None:
+    """c#0 and c#1 fail together (barrier) -> one decision listing both failures, one clear, one rerun each."""
+    conf = {"fail": {"c#0": 1, "c#1": 1}, "gate": str(tmp_path / "gate"), "barrier": True}
+    run_id, state = e2e.run("rf_e2e_region", conf)
+    assert state == "success", e2e.states("rf_e2e_region", run_id)
+    doc = e2e.history("rf_e2e_region", run_id)
+    [decision] = doc["decisions"]
+    assert decision["status"] == "applied"
+    assert sorted(f["task_id"] for f in decision["failures"]) == ["c.0", "c.1"]
+    assert decision["restart"] == ["c.0", "c.1", "d.0", "d.1"]
+    _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0", "c.1"}, {"d.0", "d.1"})
+    assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
+
+
+def test_sigkilled_task_is_recovered_through_the_scheduler(e2e: Any) -> None:
+    """c#0 SIGKILLs its own process (no hook fires anywhere) -> the scheduler's watcher records and restarts."""
+    run_id, state = e2e.run("rf_e2e_region", {"kill": ["c#0"]})
+    assert state == "success", e2e.states("rf_e2e_region", run_id)
+    [decision] = _applied(e2e.history("rf_e2e_region", run_id))
+    assert [f["path"] for f in decision["failures"]] == ["scheduler"]
+    _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0"}, {"d.0"})
+
+
+def test_pending_restart_survives_a_scheduler_restart(e2e: Any) -> None:
+    """Backoff delay 30 s; the scheduler (and its executor) is killed and restarted meanwhile, while no task runs
+    -> the pending restart is still applied, after its delay, by the new scheduler."""
+    run_id = e2e.api.trigger("rf_e2e_delayed", {"fail": {"d#0": 1}})
+
+    def pending_and_quiet() -> bool:
+        doc = e2e.history("rf_e2e_delayed", run_id)
+        busy = {"running", "queued", "scheduled", "restarting"} & set(e2e.states("rf_e2e_delayed", run_id).values())
+        return any(d["status"] == "pending" for d in doc["decisions"]) and not busy
+
+    e2e.wait_until(pending_and_quiet, 400, "a pending decision with no task running")
+    e2e.stack.restart_component("scheduler")
+    assert any(d["status"] == "pending" for d in e2e.history("rf_e2e_delayed", run_id)["decisions"])
+    assert e2e.api.wait_for_run("rf_e2e_delayed", run_id, timeout=400, poll=0.5) == "success"
+    [decision] = _applied(e2e.history("rf_e2e_delayed", run_id))
+    assert decision["applied_at"] >= decision["apply_at"] >= decision["failures"][0]["at"] + 29.9
+    _check_tries(e2e.tries("rf_e2e_delayed", run_id), {"d.0"}, set())

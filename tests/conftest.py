@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Unit tests that import Airflow get a throw-away AIRFLOW_HOME, never the developer's ~/airflow. Tests that need a
+# metadata DB or a running Airflow build their own home (see tests/integration and tests/e2e).
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="region-failover-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 
 # -- result store: a real S3-compatible server (SeaweedFS) on loopback, one per test session ------------------

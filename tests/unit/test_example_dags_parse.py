@@ -26,7 +26,7 @@ def test_dags_folder_has_no_import_errors(bag: DagBag) -> None:
 
 @pytest.mark.parametrize("dag_id", sorted(EXAMPLES))
 def test_every_task_is_a_subtask_in_its_region_group(bag: DagBag, dag_id: str) -> None:
-    dag = bag.get_dag(dag_id)
+    dag = bag.dags[dag_id]
     spec = job_of(dag)
     assert spec is not None and JOB_PARAM in dag.params
     assert len(dag.tasks) == spec.graph.subtask_count
@@ -36,7 +36,7 @@ def test_every_task_is_a_subtask_in_its_region_group(bag: DagBag, dag_id: str) -
 
 
 def test_main_demo_documents_fail_once(bag: DagBag) -> None:
-    dag = bag.get_dag("tpch_etl")
+    dag = bag.dags["tpch_etl"]
     assert dag.params["fail_once"] is False
     assert "fail_once" in (dag.doc_md or "")
     groups = {gid: sorted(g.children) for gid, g in dag.task_group_dict.items()}
@@ -44,7 +44,7 @@ def test_main_demo_documents_fail_once(bag: DagBag) -> None:
 
 
 def test_shard_pipeline_has_one_region_per_shard(bag: DagBag) -> None:
-    dag = bag.get_dag("shard_pipeline")
+    dag = bag.dags["shard_pipeline"]
     shard_groups = [sorted(g.children) for g in dag.task_group_dict.values() if len(g.children) == 3]
     assert shard_groups == [[f"enrich.{i}", f"ingest.{i}", f"parse.{i}"] for i in range(4)]
 
@@ -54,8 +54,8 @@ def test_parsing_twice_gives_the_same_serialized_dags(bag: DagBag) -> None:
 
     again = DagBag(str(DAGS))
     for dag_id in EXAMPLES:
-        first = DagSerialization.to_dict(bag.get_dag(dag_id))["dag"]
-        second = DagSerialization.to_dict(again.get_dag(dag_id))["dag"]
+        first = DagSerialization.to_dict(bag.dags[dag_id])["dag"]
+        second = DagSerialization.to_dict(again.dags[dag_id])["dag"]
         for volatile in ("fileloc", "relative_fileloc", "last_loaded"):
             first.pop(volatile, None)
             second.pop(volatile, None)

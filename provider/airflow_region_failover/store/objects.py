@@ -84,30 +84,28 @@ class Objects:
 
     def get(self, key: str) -> bytes | None:
         """The body of ``key``, or ``None`` if it does not exist."""
-        self.layout.check(key)
-        try:
-            response = call("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
-        except StoreUnreachable:
-            raise
-        except Exception as exc:
-            if _code(exc) in {"NoSuchKey", "404", "NotFound"}:
-                return None
-            raise
+        response = self._unless_missing("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
+        if response is None:
+            return None
         body: bytes = response["Body"].read()
         return body
 
     def head_size(self, key: str) -> int | None:
         """The size of ``key``, or ``None`` if it does not exist."""
+        response = self._unless_missing("HEAD", key, lambda: self.client.head_object(Bucket=self.bucket, Key=key))
+        return None if response is None else int(response["ContentLength"])
+
+    def _unless_missing(self, method: str, key: str, request: Callable[[], Any]) -> Any:
+        """``request``'s response for a checked ``key``, or ``None`` if the object does not exist."""
         self.layout.check(key)
         try:
-            response = call("HEAD", key, lambda: self.client.head_object(Bucket=self.bucket, Key=key))
+            return call(method, key, request)
         except StoreUnreachable:
             raise
         except Exception as exc:
             if _code(exc) in {"NoSuchKey", "404", "NotFound"}:
                 return None
             raise
-        return int(response["ContentLength"])
 
     def listing(self, prefix: str) -> Iterator[Listed]:
         """Every object under ``prefix`` (paginated LIST)."""

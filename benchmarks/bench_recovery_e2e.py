@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.stop()
         spark.cleanup()
         s3.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _section(text: str, repeat: int) -> str:
@@ -162,8 +164,9 @@ def _section(text: str, repeat: int) -> str:
         f"`failover_strategy=\"full\"`. Medians of {repeat} run(s) per column, same session.\n\n" + text + "\n\n"
         "Spark work = the summed duration of task tries (each try is one Spark Connect session doing that "
         "subtask's reads, compute and writes). The failure -> clear latency covers the worker recording the "
-        "decision in S3, the fixed-delay backoff (`1 s` in this DAG), the failed task process exiting and the "
-        "scheduler's watcher (polling every 1 s) clearing through the REST API.\n"
+        "decision in S3, the 1 s merge window, the failed task process exiting, Airflow marking the downstream "
+        "tasks `upstream_failed` and the scheduler's watcher (polling every 1 s) clearing through the REST API; "
+        "the fixed-delay backoff (`1 s`) is then waited by the restarted task itself.\n"
     )
 
 

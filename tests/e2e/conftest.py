@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,14 @@ from airflow_region_failover.local.airflow_stack import (
 
 E2E_DAGS = Path(__file__).parent / "dags"
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_budget")
+#: Independent scenarios triggered together when the stack is up (their waits overlap; each test checks its own).
+PREFETCH = {
+    "region": ("rf_e2e_region", {"fail": {"c#0": 1}}),
+    "full": ("rf_e2e_full", {"fail": {"c#0": 1}}),
+    "budget": ("rf_e2e_budget", {"fail": {"c#0": 5}}),
+    "kill": ("rf_e2e_region", {"kill": ["c#0"]}),
+    "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
+}
 
 
 @dataclass
@@ -33,8 +41,20 @@ class E2E:
     api: Any
     store: Any
     logs: Any
+    prefetched: dict[str, str] = field(default_factory=dict)
 
-    def run(self, dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 240.0) -> tuple[str, str]:
+    def prefetch(self) -> None:
+        """Trigger every :data:`PREFETCH` scenario now."""
+        for name, (dag_id, conf) in PREFETCH.items():
+            self.prefetched[name] = self.api.trigger(dag_id, conf)
+
+    def finished(self, name: str, timeout: float = 900.0) -> tuple[str, str, str]:
+        """``(dag_id, run_id, state)`` of a prefetched scenario once its run has ended."""
+        dag_id = PREFETCH[name][0]
+        run_id = self.prefetched[name]
+        return dag_id, run_id, self.api.wait_for_run(dag_id, run_id, timeout=timeout, poll=0.5)
+
+    def run(self, dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 900.0) -> tuple[str, str]:
         """Trigger ``dag_id`` and wait until it ends; return ``(run_id, state)``."""
         run_id = self.api.trigger(dag_id, conf or {})
         return run_id, self.api.wait_for_run(dag_id, run_id, timeout=timeout, poll=0.5)
@@ -69,7 +89,8 @@ def e2e(s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFac
 
     home = tmp_path_factory.mktemp("airflow")
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
-    stack = AirflowStack(dags_folder=dags, home=home / "home", extra_env=platform_env(s3_server, spark_connect))
+    stack = AirflowStack(dags_folder=dags, home=home / "home", extra_env=platform_env(s3_server, spark_connect),
+                         parallelism=8)
     stack.start()
     try:
         store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
@@ -79,6 +100,8 @@ def e2e(s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFac
         with stack.client() as api:
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)
-            yield E2E(stack, api, store, logs)
+            env = E2E(stack, api, store, logs)
+            env.prefetch()
+            yield env
     finally:
         stack.stop()

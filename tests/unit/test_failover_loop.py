@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.airflow.decisions import DecisionLogs, MemoryLogBackend, open_decision
-from airflow_region_failover.airflow.executor import FailureEvent, apply_due, plan_for, record_failure
+from airflow_region_failover.airflow.executor import (
+    FailureEvent,
+    apply_due,
+    plan_for,
+    record_failure,
+    restart_wait,
+)
 from airflow_region_failover.airflow.history import format_history, note_text
 from airflow_region_failover.airflow.render import job_of
 from airflow_region_failover.failover.availability import KnownAvailability
@@ -82,3 +88,14 @@ def test_second_failure_while_pending_counts_like_flink_fixed_delay(logs: Decisi
     doc, second = record(logs, event("c.1"), 100.0)
     assert second.kind == "exhausted"
     assert [d["status"] for d in doc["decisions"]] == ["cancelled", "exhausted"]
+
+
+def test_restarted_task_waits_for_the_delay_only_on_its_first_try_after_the_clear(logs: DecisionLogs) -> None:
+    record(logs, event("c.0"), 100.0)
+    doc, _ = logs.update("rf_e2e_budget", "r1", lambda d: d["decisions"][0].update(apply_at=130.0))
+    apply_due(logs, FakeApi(), "rf_e2e_budget", "r1", "test", now=lambda: 101.5)
+    doc = logs.read("rf_e2e_budget", "r1")
+    assert doc["decisions"][0]["status"] == "applied"
+    assert restart_wait(doc, "c.0", 2, 110.0) == 20.0
+    assert restart_wait(doc, "c.0", 3, 110.0) == 0.0
+    assert restart_wait(doc, "a.0", 2, 110.0) == 0.0

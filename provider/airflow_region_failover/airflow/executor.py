@@ -10,9 +10,12 @@ Rules (the failover loop, Flink's ``DefaultScheduler#handleTaskFailure`` on Airf
    the reason, no clear: the run ends ``failed`` and its note says why.
 4. While a decision is ``pending`` (waiting for its backoff delay) further failures are **merged** into it (union
    of the restart sets, every failure listed): one global change at a time.
-5. A due pending decision is claimed (``pending -> applying``, CAS) by exactly one process, which clears exactly
-   its task instances in the same run through the public REST API (``only_failed: false, reset_dag_runs: true``),
-   then marks it ``applied`` with the tries it cleared (rule 2) and emits metrics.
+5. A pending decision is claimed (``pending -> applying``, CAS) by exactly one process after the merge window
+   (:data:`MERGE_WINDOW_S`), which clears exactly its task instances in the same run through the public REST API
+   (``only_failed: false, reset_dag_runs: true``), then marks it ``applied`` with the tries it cleared (rule 2)
+   and emits metrics. Clearing early keeps the run ``running`` (not ``failed``) during the backoff delay.
+6. The backoff delay is honoured where the restarted tasks start: a task whose try is the first after a clear of
+   a decision with ``apply_at`` in the future waits until then (:func:`restart_wait`) before it runs.
 Why REST and not the ORM: the worker, where an ordinary failure is seen, has no metadata-DB access in Airflow 3;
 the public API is versioned, authorised and audited, and the same code runs in worker and scheduler.
 """
@@ -38,6 +41,14 @@ from airflow_region_failover.graph.subtasks import consumed_partitions
 
 log = logging.getLogger(__name__)
 STUCK_APPLYING_S = 60.0
+MERGE_WINDOW_S = 1.0
+"""A pending decision is cleared no earlier than this after it was created (or its delay, if shorter): failures
+arriving meanwhile are merged into it. The backoff delay itself is enforced when the restarted tasks start."""
+
+
+def clear_at(decision: dict[str, Any]) -> float:
+    """When a pending decision may be cleared: after the merge window, never later than its restart time."""
+    return min(float(decision["apply_at"]), float(decision["created"]) + MERGE_WINDOW_S)
 
 
 @dataclass(frozen=True)
@@ -214,7 +225,7 @@ def _claim(now: float, who: str) -> Callable[[dict[str, Any]], dict[str, Any] | 
         if current is None:
             return None
         stuck = current["status"] == "applying" and now - current.get("claimed_at", now) > STUCK_APPLYING_S
-        if (current["status"] == "pending" and current["apply_at"] <= now) or stuck:
+        if (current["status"] == "pending" and clear_at(current) <= now) or stuck:
             current.update(status="applying", claimed_at=now, claimed_by=who)
             return dict(current)
         return None
@@ -250,6 +261,20 @@ def apply_due(logs: DecisionLogs, api: Any, dag_id: str, run_id: str, who: str,
     history.emit_metrics(dag_id, applied)
     history.publish_note(api, doc)
     return dict(applied)
+
+
+def restart_wait(doc: dict[str, Any], task_id: str, try_number: int, now: float) -> float:
+    """Seconds the try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none).
+
+    Only the first try after the clear of an applied decision that restarts ``task_id`` waits (rule 6).
+    """
+    cleared = doc["cleared_tries"].get(task_id)
+    if cleared is None or try_number != int(cleared) + 1:
+        return 0.0
+    for decision in reversed(doc["decisions"]):
+        if decision["status"] == "applied" and task_id in decision["restart"]:
+            return max(0.0, float(decision["apply_at"]) - now)
+    return 0.0
 
 
 def publish_exhausted(api: Any, doc: dict[str, Any]) -> None:

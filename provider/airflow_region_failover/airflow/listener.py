@@ -8,7 +8,10 @@ Rules:
   process exits): plan and record the decision (durable, merged, counted). It does not clear: clearing a
   ``running`` instance makes it ``restarting`` and Airflow then parks it in ``up_for_retry`` for
   ``retry_delay`` (300 s by default).
-- **Scheduler path**: the watcher thread applies every due decision once its failed tasks have left the running
+- **Delay**: the watcher clears a decision after a short merge window; each restarted task then waits in
+  ``on_task_instance_running`` (worker, before ``execute``) until the decision's restart time, so the run stays
+  ``running`` during the backoff delay and the delay survives any restart (it is stored in S3).
+- **Scheduler path**: the watcher thread applies every pending decision once its failed tasks have left the running
   states (at most ``SETTLE_TIMEOUT_S`` later), requeues tasks the clear stopped while running (Airflow parks
   them in ``up_for_retry``), and catches failures no hook reported: measured, a SIGKILLed *task process* fires
   no hook anywhere (its supervisor reports FAILED), and a killed supervisor fires the hook in the scheduler only
@@ -34,9 +37,11 @@ from airflow_region_failover.airflow.executor import (
     FailureEvent,
     Outcome,
     apply_due,
+    clear_at,
     plan_for,
     publish_exhausted,
     record_failure,
+    restart_wait,
 )
 from airflow_region_failover.airflow.render import JobSpec, job_of, subtask_of
 
@@ -172,6 +177,22 @@ class FailoverListener:
             handle_failure(_event(ti, error, "worker"), spec)
 
     @hookimpl  # type: ignore[untyped-decorator]
+    def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
+        """Worker: hold a restarted step task until its restart delay has passed; never raises."""
+        try:
+            ti = task_instance
+            if type(ti).__name__ != "RuntimeTaskInstance" or subtask_of(ti.task_id) is None:
+                return
+            doc = SERVICES.logs().read(ti.dag_id, ti.run_id)
+            wait = min(restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time()),
+                       _conf_float("max_start_delay", 3600.0))
+            if wait > 0:
+                log.info("region failover: %s waits %.1f s (restart backoff delay)", ti.task_id, wait)
+                time.sleep(wait)
+        except Exception:
+            log.exception("region failover: could not check the restart delay (starting now)")
+
+    @hookimpl  # type: ignore[untyped-decorator]
     def on_starting(self, component: Any) -> None:
         """Start the watcher in the scheduler process; never raises.
 
@@ -263,9 +284,9 @@ class Watcher:
     def _apply(self, dag_id: str, run_id: str) -> None:
         """Apply the run's due decision once its failed tasks have left the running states (see module doc)."""
         current = open_decision(self.services.logs().read(dag_id, run_id))
-        if current is None or (current["status"] == "pending" and current["apply_at"] > time.time()):
+        if current is None or (current["status"] == "pending" and clear_at(current) > time.time()):
             return
-        late = time.time() - current.get("apply_at", 0) > SETTLE_TIMEOUT_S
+        late = time.time() - clear_at(current) > SETTLE_TIMEOUT_S
         if not late and not self._settled(dag_id, run_id, [f["task_id"] for f in current["failures"]]):
             return
         apply_due(self.services.logs(), self.services.api(), dag_id, run_id, who="scheduler")

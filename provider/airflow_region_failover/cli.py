@@ -126,7 +126,9 @@ def _add_lazy_commands(sub: Any) -> None:
     p.add_argument("--grace", default="1 h", help="minimum age of what is swept (Flink duration), default 1 h")
     p.set_defaults(run=_delegate("airflow_region_failover.store.gc", "gc_command"))
     p = sub.add_parser("demo", help="start S3, Spark Connect and Airflow locally and run the example ETL")
-    p.add_argument("--exit", action="store_true", help="stop everything when the run has finished")
+    p.add_argument("--exit", action="store_true", help="stop everything when the run has finished (CI)")
+    p.add_argument("--no-fail", action="store_true", help="run without the injected failure")
+    p.add_argument("--port", type=int, default=0, help="port of the Airflow UI/API (default: a free one)")
     p.set_defaults(run=_delegate("airflow_region_failover.demo", "demo_command"))
 
 

@@ -98,20 +98,16 @@ def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, time
         s3.cleanup()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``region-failover demo`` / ``python -m airflow_region_failover.demo``."""
-    parser = argparse.ArgumentParser(prog="region-failover demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--exit", action="store_true", help="stop everything when the run ends (CI)")
-    parser.add_argument("--no-fail", action="store_true", help="run without the injected failure")
-    parser.add_argument("--port", type=int, default=0, help="port of the Airflow UI/API (default: a free one)")
-    args = parser.parse_args(argv)
+def demo_command(args: argparse.Namespace) -> int:
+    """``region-failover demo [--exit] [--no-fail] [--port N]`` (the options are declared in :mod:`..cli`)."""
     return run_demo(fail_once=not args.no_fail, keep_open=not args.exit, port=args.port)
 
 
-def demo_command(args: argparse.Namespace) -> int:
-    """Adapter for ``region-failover demo`` (the CLI's parsed ``exit``; optional ``no_fail``/``port``)."""
-    return run_demo(fail_once=not getattr(args, "no_fail", False), keep_open=not getattr(args, "exit", False),
-                    port=int(getattr(args, "port", 0) or 0))
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m airflow_region_failover.demo``: the same as ``region-failover demo``."""
+    from airflow_region_failover.cli import main as cli_main
+
+    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

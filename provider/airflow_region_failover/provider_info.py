@@ -29,6 +29,21 @@ CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
         "Connection (http://login:password@host:port of the api-server; extra 'token' optional) through which the "
         "failover loop clears task instances with Airflow's public REST API.",
     ),
+    "watch_interval": (
+        "1.0",
+        "Seconds between two passes of the scheduler-side watcher that applies pending restart decisions and "
+        "detects failed step tasks that fired no listener (e.g. a SIGKILLed task process).",
+    ),
+    "watch_lookback": (
+        "600.0",
+        "Seconds of history the watcher re-reads when the scheduler starts, so a decision still pending in the "
+        "decision log survives a scheduler restart.",
+    ),
+    "max_start_delay": (
+        "3600.0",
+        "Upper bound, in seconds, of the restart delay a restarted task waits before executing (a guard against a "
+        "misconfigured backoff).",
+    ),
     "failover_strategy": (
         "region",
         "Default failover strategy of a job (Flink's jobmanager.execution.failover-strategy): 'region' restarts "

@@ -110,26 +110,25 @@ class SparkConnectServer:
         return self.url
 
     def _wait_ready(self) -> None:
-        """Poll until a client session runs a query (the gRPC port opens before the session manager is up)."""
-        from pyspark.sql import SparkSession
+        """Poll until a client session runs a query (the gRPC port opens before the session manager is up).
 
+        The probe runs in a child process: building a Connect session marks the whole process as a Spark Connect
+        client (``SPARK_CONNECT_MODE_ENABLED`` in ``os.environ``), after which PySpark refuses classic sessions —
+        the caller (a test session, the demo) may still want an embedded one.
+        """
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self._process is not None and self._process.poll() is not None:
                 raise RuntimeError(f"Spark Connect server exited with {self._process.returncode}; "
                                    f"see {self.log_path}")
-            try:
-                session = SparkSession.builder.remote(self.url).create()
-                try:
-                    session.range(1).collect()
-                finally:
-                    session.stop()
+            probe = subprocess.run([sys.executable, "-c", _PROBE, self.url], capture_output=True, text=True,
+                                   timeout=max(5.0, deadline - time.monotonic()), check=False)
+            if probe.returncode == 0:
                 return
-            except Exception as exc:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"Spark Connect server did not serve a session within "
-                                       f"{self.startup_timeout}s: {exc}; see {self.log_path}") from exc
-                time.sleep(0.5)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Spark Connect server did not serve a session within "
+                                   f"{self.startup_timeout}s: {probe.stderr.strip()[-500:]}; see {self.log_path}")
+            time.sleep(0.5)
 
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM the server's process group; SIGKILL it if still alive after ``grace`` seconds."""
@@ -168,3 +167,14 @@ def main() -> None:  # pragma: no cover - manual use: python -m airflow_region_f
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+_PROBE = """
+import sys
+from pyspark.sql import SparkSession
+session = SparkSession.builder.remote(sys.argv[1]).create()
+try:
+    session.range(1).collect()
+finally:
+    session.stop()
+"""

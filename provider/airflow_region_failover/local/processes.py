@@ -1,0 +1,43 @@
+"""Local server processes: free loopback ports, and stopping a server's whole process group.
+
+Rule: every local server (SeaweedFS, Spark Connect, Airflow components) is started in its own session
+(``start_new_session=True``), so signalling its process group reaches every child it spawned (a JVM, workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that are free on 127.0.0.1 right now (the OS picks them)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the process group led by ``pid`` (gone already: nothing to do)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def stop_group(process: subprocess.Popen[bytes] | None, grace: float) -> None:
+    """SIGTERM ``process``'s group; SIGKILL it if still alive after ``grace`` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        signal_group(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace)

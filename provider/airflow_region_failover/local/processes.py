@@ -11,6 +11,10 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Callable
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 def free_ports(count: int) -> list[int]:
@@ -41,3 +45,15 @@ def stop_group(process: subprocess.Popen[bytes] | None, grace: float) -> None:
     except subprocess.TimeoutExpired:
         signal_group(process.pid, signal.SIGKILL)
         process.wait(timeout=grace)
+
+
+def start_with_retries(start_once: Callable[[], _T], stop: Callable[[], None], what: str, attempts: int = 3) -> _T:
+    """``start_once()``, retried up to ``attempts`` times (new ports each time) after a clash or a time-out."""
+    error: Exception | None = None
+    for _ in range(attempts):
+        try:
+            return start_once()
+        except (RuntimeError, TimeoutError) as exc:
+            error = exc
+            stop()
+    raise RuntimeError(f"{what} did not start after {attempts} attempts: {error}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from airflow_region_failover.local.processes import free_ports, signal_group, stop_group
+from airflow_region_failover.local.processes import free_ports, signal_group, start_with_retries, stop_group
 
 # weed mini's listening ports (flag names); each gets a free port.
 _PORT_FLAGS = (
@@ -102,14 +102,7 @@ class SeaweedFS:
 
     def start(self, attempts: int = 3) -> S3Endpoint:
         """Start the server, wait until S3 answers and create the bucket. Retries with new ports on a clash."""
-        error: Exception | None = None
-        for _ in range(attempts):
-            try:
-                return self._start_once()
-            except (RuntimeError, TimeoutError) as exc:
-                error = exc
-                self.stop()
-        raise RuntimeError(f"SeaweedFS did not start after {attempts} attempts: {error}")
+        return start_with_retries(self._start_once, self.stop, "SeaweedFS", attempts)
 
     def _start_once(self) -> S3Endpoint:
         access_key, secret_key = "AK" + secrets.token_hex(8).upper(), secrets.token_hex(20)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_region_failover.local.processes import free_ports, stop_group
+from airflow_region_failover.local.processes import free_ports, start_with_retries, stop_group
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -72,14 +72,7 @@ class SparkConnectServer:
 
     def start(self, attempts: int = 3) -> str:
         """Start the server and wait until it serves a session; returns its URL. New port on failure."""
-        error: Exception | None = None
-        for _ in range(attempts):
-            try:
-                return self._start_once()
-            except (RuntimeError, TimeoutError) as exc:
-                error = exc
-                self.stop()
-        raise RuntimeError(f"Spark Connect server did not start after {attempts} attempts: {error}")
+        return start_with_retries(self._start_once, self.stop, "Spark Connect server", attempts)
 
     def command(self, port: int) -> list[str]:
         """The ``spark-submit`` command line of the server."""

@@ -33,7 +33,6 @@ Rules:
 from __future__ import annotations
 
 import inspect
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.errors import GraphError, OptionError
@@ -266,20 +266,10 @@ def _option_value(key: object, value: object) -> str:
 
 def default_options() -> dict[str, str]:
     """The ``[region_failover]`` defaults as Flink keys (:class:`OptionError` naming a bad config option)."""
-    try:
-        from airflow.configuration import conf
-    except ImportError:  # pragma: no cover - outside Airflow
-        return {FAILOVER_STRATEGY: "region", RESTART_STRATEGY: "fixed-delay"}
-    raw = conf.get("region_failover", "restart_strategy_options", fallback="{}") or "{}"
-    try:
-        extra = json.loads(raw)
-    except json.JSONDecodeError:
-        extra = None
-    if not isinstance(extra, dict):
-        raise OptionError(f"[region_failover] restart_strategy_options {raw!r} must be a JSON object of Flink keys")
+    extra = conf.json_object("restart_strategy_options", "Flink keys")
     options = {str(k): _option_value(k, v) for k, v in extra.items()}
-    options[FAILOVER_STRATEGY] = conf.get("region_failover", "failover_strategy", fallback="region")
-    options[RESTART_STRATEGY] = conf.get("region_failover", "restart_strategy", fallback="fixed-delay")
+    options[FAILOVER_STRATEGY] = conf.value("failover_strategy", "region")
+    options[RESTART_STRATEGY] = conf.value("restart_strategy", "fixed-delay")
     return options
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
+from airflow_region_failover import conf
 from airflow_region_failover.airflow.decisions import open_decision
 from airflow_region_failover.airflow.executor import (
     FailureEvent,
@@ -46,24 +47,7 @@ from airflow_region_failover.airflow.executor import (
 from airflow_region_failover.airflow.render import JobSpec, job_of, subtask_of
 
 log = logging.getLogger(__name__)
-SECTION = "region_failover"
 OPERATOR_NAMES = ("RegionStepOperator",)
-
-
-def _conf(key: str, fallback: str) -> str:
-    try:
-        from airflow.configuration import conf
-
-        return str(conf.get(SECTION, key, fallback=fallback))
-    except Exception:
-        return fallback
-
-
-def _conf_float(key: str, fallback: float) -> float:
-    try:
-        return float(_conf(key, str(fallback)))
-    except ValueError:
-        return fallback
 
 
 def get_connection(conn_id: str) -> Any:
@@ -111,7 +95,7 @@ class Services:
             if self._api is None:
                 from airflow_region_failover.airflow.rest import AirflowRestClient, ApiCredentials
 
-                conn = get_connection(_conf("api_conn_id", "region_failover_api"))
+                conn = get_connection(conf.value("api_conn_id", "region_failover_api"))
                 self._api = AirflowRestClient(ApiCredentials.from_connection(conn))
             return self._api
 
@@ -185,7 +169,7 @@ class FailoverListener:
                 return
             doc = SERVICES.logs().read(ti.dag_id, ti.run_id)
             wait = min(restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time()),
-                       _conf_float("max_start_delay", 3600.0))
+                       conf.float_value("max_start_delay", 3600.0))
             if wait > 0:
                 log.info("region failover: %s waits %.1f s (restart backoff delay)", ti.task_id, wait)
                 time.sleep(wait)
@@ -229,8 +213,8 @@ class FailoverListener:
 class Watcher:
     """Scheduler-side daemon thread: catches failures no hook reported and applies due pending decisions."""
 
-    interval: float = field(default_factory=lambda: _conf_float("watch_interval", 1.0))
-    lookback: float = field(default_factory=lambda: _conf_float("watch_lookback", 600.0))
+    interval: float = field(default_factory=lambda: conf.float_value("watch_interval", 1.0))
+    lookback: float = field(default_factory=lambda: conf.float_value("watch_lookback", 600.0))
     services: Services = field(default_factory=lambda: SERVICES)
     _queue: queue.Queue[FailureEvent] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)

@@ -15,20 +15,19 @@ process and target; :func:`stop_sessions` stops them (tests, benchmarks).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.graph.errors import OptionError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 EMBEDDED, CONNECT, CLUSTER = "embedded", "connect", "cluster"
-_SECTION = "region_failover"
 _SESSIONS: dict[SparkTarget, SparkSession] = {}
 _LOCK = threading.Lock()
 
@@ -49,42 +48,27 @@ class SparkTarget:
         return self.mode != CONNECT and self.url.startswith("local")
 
 
-def config_value(key: str, fallback: str) -> str:
-    """``[region_failover] key`` from airflow.cfg (``fallback`` outside Airflow or when unset)."""
-    try:
-        from airflow.configuration import conf
-    except ImportError:  # pragma: no cover - outside Airflow
-        return fallback
-    return str(conf.get(_SECTION, key, fallback=fallback))
-
-
 def default_conf() -> tuple[tuple[str, str], ...]:
     """``[region_failover] spark_conf`` as sorted pairs; :class:`OptionError` naming the option if not JSON."""
-    raw = config_value("spark_conf", "{}") or "{}"
-    try:
-        values = json.loads(raw)
-    except json.JSONDecodeError:
-        values = None
-    if not isinstance(values, dict):
-        raise OptionError(f"[region_failover] spark_conf {raw!r} must be a JSON object of Spark options")
+    values = conf.json_object("spark_conf", "Spark options")
     return tuple(sorted((str(k), str(v)) for k, v in values.items()))
 
 
 def resolve_target(conn_id: str | None = None) -> SparkTarget:
     """The target for ``conn_id`` (or ``[region_failover] spark_conn_id``; empty means embedded)."""
-    conn_id = conn_id or config_value("spark_conn_id", "") or None
-    conf = default_conf()
+    conn_id = conn_id or conf.value("spark_conn_id", "") or None
+    spark_conf = default_conf()
     if conn_id is None:
-        return SparkTarget(EMBEDDED, config_value("spark_master", "local[*]") or "local[*]", None, conf)
+        return SparkTarget(EMBEDDED, conf.value("spark_master", "local[*]") or "local[*]", None, spark_conf)
     from airflow.providers.common.compat.sdk import BaseHook
 
     conn = BaseHook.get_connection(conn_id)
     if conn.conn_type == "spark_connect":
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        return SparkTarget(CONNECT, SparkConnectHook(conn_id).get_connection_url(), conn_id, conf)
+        return SparkTarget(CONNECT, SparkConnectHook(conn_id).get_connection_url(), conn_id, spark_conf)
     if conn.conn_type == "spark":
-        return SparkTarget(CLUSTER, _master_url(conn), conn_id, conf)
+        return SparkTarget(CLUSTER, _master_url(conn), conn_id, spark_conf)
     raise OptionError(
         f"connection {conn_id!r} has type {conn.conn_type!r}; use a 'spark_connect' connection (Spark Connect) or a "
         "'spark' connection (master URL / spark-submit), or leave spark_conn_id empty for embedded Spark"

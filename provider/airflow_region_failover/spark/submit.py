@@ -114,18 +114,19 @@ def submit_script(impl: Any, graph: JobGraph, subtask: SubtaskId, refs: Mapping[
 def submit_conn_id(step_conn_id: str | None) -> str:
     """The ``spark`` connection to spark-submit with: the step's if it is one (a job-wide ``spark_connect``
     connection is skipped), else ``[region_failover] spark_submit_conn_id``, else a ``local`` one."""
-    from airflow_region_failover.spark.session import CLUSTER, config_value, resolve_target
+    from airflow_region_failover import conf
+    from airflow_region_failover.spark.session import CLUSTER, resolve_target
 
     if step_conn_id and resolve_target(step_conn_id).mode == CLUSTER:
         return step_conn_id
-    return config_value("spark_submit_conn_id", "") or _local_conn()
+    return conf.value("spark_submit_conn_id", "") or _local_conn()
 
 
 def _local_conn() -> str:
     """A ``spark`` connection on ``local[*]`` (environment-variable connection) for scripts without one."""
-    from airflow_region_failover.spark.session import config_value
+    from airflow_region_failover import conf
 
-    master = config_value("spark_master", "local[*]") or "local[*]"
+    master = conf.value("spark_master", "local[*]") or "local[*]"
     os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_CONN_ID.upper()}", json.dumps({"conn_type": "spark", "host": master}))
     return LOCAL_CONN_ID
 

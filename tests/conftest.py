@@ -39,3 +39,20 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.start()
     finally:
         server.stop(grace=10)
+
+
+# -- PySpark's process-wide Connect marker must not leak from one test into the next ---------------------------
+@pytest.fixture(autouse=True)
+def _no_leaked_spark_connect_mode() -> Iterator[None]:
+    """A test that builds a Spark Connect session in this process makes PySpark set ``SPARK_CONNECT_MODE_ENABLED``
+    in ``os.environ``, after which no later test (nor a child it starts) could build an embedded session; the
+    marker is put back as it was after each test."""
+    from airflow_region_failover.local.processes import PYSPARK_CLIENT_MARKERS
+
+    before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
+    yield
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

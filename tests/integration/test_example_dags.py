@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from airflow_region_failover.local.processes import inherited_environment
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +58,7 @@ def _migrate(home: Path, env: dict[str, str]) -> None:
 def airflow_env(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Environment of a fresh Airflow (SQLite) whose result store is the session's SeaweedFS bucket."""
     home = tmp_path_factory.mktemp("airflow-home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+    env = inherited_environment(("AIRFLOW__", "AIRFLOW_CONN_"))
     env.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__UNIT_TEST_MODE": "False",

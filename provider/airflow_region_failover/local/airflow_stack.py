@@ -19,7 +19,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import IO, Any
 import psutil
 
 from airflow_region_failover.airflow.rest import AirflowRestClient, ApiCredentials, RestError
+from airflow_region_failover.local.processes import free_ports, inherited_environment
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
@@ -41,9 +41,7 @@ API_CONN_ENV = "AIRFLOW_CONN_REGION_FAILOVER_API"
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 @dataclass
@@ -140,7 +138,7 @@ class AirflowStack:
         home = str(self.home)
         conn = {"conn_type": "http", "host": "127.0.0.1", "port": self.port,
                 "login": self.username, "password": self.password}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+        env = inherited_environment(("AIRFLOW__",))
         env.update({
             "AIRFLOW_HOME": home,
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),

@@ -16,6 +16,17 @@ from typing import TypeVar
 
 _T = TypeVar("_T")
 
+# Set in os.environ by PySpark itself once a process has built a Spark Connect session; a child that inherits it
+# can no longer build a classic (embedded) session ("CONNECT_URL_NOT_SET"). Never passed on to a child.
+PYSPARK_CLIENT_MARKERS = ("SPARK_CONNECT_MODE_ENABLED",)
+
+
+def inherited_environment(drop_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's environment for a child server or task: without PySpark's in-process client markers and
+    without variables starting with any of ``drop_prefixes`` (e.g. ``AIRFLOW__`` when the child gets its own)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in PYSPARK_CLIENT_MARKERS and not (drop_prefixes and k.startswith(drop_prefixes))}
+
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct ports that are free on 127.0.0.1 right now (the OS picks them)."""

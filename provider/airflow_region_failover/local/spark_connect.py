@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_region_failover.local.processes import free_ports, start_with_retries, stop_group
+from airflow_region_failover.local.processes import free_ports, inherited_environment, start_with_retries, stop_group
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -85,7 +85,7 @@ class SparkConnectServer:
 
     def environment(self) -> dict[str, str]:
         """The server's environment: loopback, this interpreter for Python workers, this SPARK_HOME."""
-        env = dict(os.environ)
+        env = inherited_environment()
         env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable,
                     "PYSPARK_DRIVER_PYTHON": sys.executable,
                     "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")})

@@ -49,3 +49,28 @@ def test_bad_configuration_names_the_offender(changes: dict[str, object], messag
     values.update(changes)
     with pytest.raises((UnsafeKeyError, ValueError), match=message):
         StoreConfig(**values)  # type: ignore[arg-type]
+
+
+def test_empty_bucket_names_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", "")
+    with pytest.raises(ValueError, match="store_bucket"):
+        config_from_airflow()
+
+
+@pytest.mark.parametrize("runs, days, expected", [("", "", None), ("3", "", (3, None)), ("", "1.5", (None, 1.5))])
+def test_retention_from_airflow(monkeypatch: pytest.MonkeyPatch, runs: str, days: str,
+                                expected: tuple[int | None, float | None] | None) -> None:
+    from airflow_region_failover.store.gc import retention_from_airflow
+
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_LAST_RUNS", runs)
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_DAYS", days)
+    retention = retention_from_airflow()
+    assert (None if retention is None else (retention.keep_last_runs, retention.keep_days)) == expected
+
+
+def test_bad_retention_names_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_region_failover.store.gc import retention_from_airflow
+
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_LAST_RUNS", "three")
+    with pytest.raises(ValueError, match="store_keep_last_runs"):
+        retention_from_airflow()

@@ -122,13 +122,13 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     Keys: ``store_bucket`` (required), ``store_prefix`` (default ``region-failover``), ``store_aws_conn_id``
     (default ``aws_default``). ``overrides`` replace fields of the result.
     """
-    from airflow.configuration import conf
+    from airflow_region_failover import conf
 
-    bucket = conf.get("region_failover", "store_bucket", fallback=None)
+    bucket = conf.value("store_bucket", "")
     if not bucket and "bucket" not in overrides:
         raise ValueError("set [region_failover] store_bucket (AIRFLOW__REGION_FAILOVER__STORE_BUCKET)")
-    prefix = conf.get("region_failover", "store_prefix", fallback=DEFAULT_PREFIX)
-    conn_id = conf.get("region_failover", "store_aws_conn_id", fallback=DEFAULT_CONN_ID)
+    prefix = conf.value("store_prefix", DEFAULT_PREFIX)
+    conn_id = conf.value("store_aws_conn_id", DEFAULT_CONN_ID)
     values: dict[str, Any] = {"bucket": bucket, "prefix": prefix}
     if "access" not in overrides:
         values["access"] = access_from_airflow(conn_id)

@@ -20,10 +20,10 @@ FINISHED = frozenset({"success", "failed"})
 
 def retention_from_airflow() -> Retention | None:
     """The configured retention, or ``None`` when neither option is set."""
-    from airflow.configuration import conf
+    from airflow_region_failover import conf
 
-    runs = conf.get("region_failover", "store_keep_last_runs", fallback="") or ""
-    days = conf.get("region_failover", "store_keep_days", fallback="") or ""
+    runs = conf.value("store_keep_last_runs", "") or ""
+    days = conf.value("store_keep_days", "") or ""
     if not runs.strip() and not days.strip():
         return None
     try:
@@ -34,12 +34,11 @@ def retention_from_airflow() -> Retention | None:
 
 def run_finished_via_rest(dag_id: str) -> Callable[[str], bool]:
     """``run_id -> finished?`` asked through Airflow's REST API; any error answers ``False`` (keep the run)."""
-    from airflow.configuration import conf
-
+    from airflow_region_failover import conf
     from airflow_region_failover.airflow.listener import get_connection
     from airflow_region_failover.airflow.rest import AirflowRestClient, ApiCredentials
 
-    conn = get_connection(conf.get("region_failover", "api_conn_id", fallback="region_failover_api"))
+    conn = get_connection(conf.value("api_conn_id", "region_failover_api"))
     client = AirflowRestClient(ApiCredentials.from_connection(conn))
 
     def finished(run_id: str) -> bool:

@@ -33,6 +33,31 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) so far of this process and its children, by kind: ``python`` (the driver and
+    Spark's Python workers), ``java`` (Spark's JVM), ``s3`` (the SeaweedFS server)."""
+    import psutil
+
+    out = {"python": 0.0, "java": 0.0, "s3": 0.0}
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            name, times = proc.name(), proc.cpu_times()
+        except psutil.Error:
+            continue
+        kind = "s3" if "weed" in name else "java" if "java" in name else "python"
+        out[kind] += times.user + times.system
+    return out
+
+
+def timed_cpu(fn: Any) -> tuple[float, dict[str, float], Any]:
+    """(wall seconds, CPU seconds by kind spent meanwhile, value)."""
+    before = cpu_seconds()
+    seconds, value = timed(fn)
+    after = cpu_seconds()
+    return seconds, {k: after[k] - before[k] for k in after}, value
+
+
 def spark_session(cores: int) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -52,8 +77,9 @@ def generated(spark: Any, size_mb: int, partitions: int) -> Any:
     return df
 
 
-def raw_upload(store: ResultStore, manifest: Manifest, threads: int) -> tuple[float, int]:
-    """Upload the store's own Parquet bytes again with boto3's managed multipart transfer; returns (s, bytes)."""
+def raw_upload(store: ResultStore, manifest: Manifest, threads: int) -> tuple[float, dict[str, float], int]:
+    """Upload the store's own Parquet bytes again with boto3's managed multipart transfer (same client, part size
+    and concurrency as the store); returns (s, CPU s by kind, bytes)."""
     from boto3.s3.transfer import TransferConfig
 
     keys = store.run_keys(manifest.dag_id, manifest.run_id)
@@ -67,8 +93,8 @@ def raw_upload(store: ResultStore, manifest: Manifest, threads: int) -> tuple[fl
         client.upload_fileobj(io.BytesIO(pair[1]), store.layout.bucket,
                               f"{store.layout.root}/raw-bench/obj-{pair[0]:05d}", Config=config)
 
-    seconds, _ = timed(lambda: list(ThreadPoolExecutor(threads).map(put, enumerate(bodies))))
-    return seconds, sum(len(b) for b in bodies)
+    seconds, cpu, _ = timed_cpu(lambda: list(ThreadPoolExecutor(threads).map(put, enumerate(bodies))))
+    return seconds, cpu, sum(len(b) for b in bodies)
 
 
 def warm_workers(spark: Any, store: ResultStore, cores: int) -> float:
@@ -96,9 +122,10 @@ def bench_references(spark: Any, df: Any, tmp: str) -> dict[str, float]:
             pass
         return iter([])
 
-    arrow_s, _ = timed(lambda: df.mapInArrow(drain, "x long").collect())
-    local_s, _ = timed(lambda: df.write.mode("overwrite").parquet(tmp))
-    return {"spark_to_arrow_s": arrow_s, "spark_local_parquet_s": local_s}
+    arrow_s, arrow_cpu, _ = timed_cpu(lambda: df.mapInArrow(drain, "x long").collect())
+    local_s, local_cpu, _ = timed_cpu(lambda: df.write.mode("overwrite").parquet(tmp))
+    return {"spark_to_arrow_s": arrow_s, "spark_to_arrow_cpu_s": sum(arrow_cpu.values()),
+            "spark_local_parquet_s": local_s, "spark_local_parquet_cpu_s": sum(local_cpu.values())}
 
 
 def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: int) -> dict[str, float]:
@@ -106,14 +133,17 @@ def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: 
 
     s = ResultStore(replace(store.config, spark_io=mode), client=store.objects.client)
     part = PartitionId("bench", 0)
-    write_s, manifest = timed(lambda: s.write(df, "bench", f"write-{mode}", part, 1))
-    read_s, _ = timed(lambda: s.read(spark, "bench", f"write-{mode}", part).write.format("noop")
+    run = f"write-{mode}-{time.time_ns()}"
+    write_s, write_cpu, manifest = timed_cpu(lambda: s.write(df, "bench", run, part, 1))
+    read_s, _ = timed(lambda: s.read(spark, "bench", run, part).write.format("noop")
                       .mode("overwrite").save())
-    raw_s, raw_bytes = raw_upload(s, manifest, threads=cores if mode == "executors" else 1)
+    raw_s, raw_cpu, raw_bytes = raw_upload(s, manifest, threads=cores if mode == "executors" else 1)
     size = manifest.total_bytes / MB
     return {"mode": mode, "objects": len(manifest.objects), "MB": size, "rows": manifest.row_count,
             "write_s": write_s, "raw_s": raw_s, "ratio": raw_s / write_s, "read_s": read_s,
-            "write_MBps": size / write_s, "raw_MBps": raw_bytes / MB / raw_s, "read_MBps": size / read_s}
+            "write_MBps": size / write_s, "raw_MBps": raw_bytes / MB / raw_s, "read_MBps": size / read_s,
+            **{f"write_cpu_{k}_s": v for k, v in write_cpu.items()}, "write_cpu_s": sum(write_cpu.values()),
+            **{f"raw_cpu_{k}_s": v for k, v in raw_cpu.items()}, "raw_cpu_s": sum(raw_cpu.values())}
 
 
 def populate(store: ResultStore, count: int) -> None:
@@ -149,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--partitions", default="1,100,1000")
     parser.add_argument("--modes", default="executors,driver")
+    parser.add_argument("--repeat", type=int, default=2, help="write/read rounds per mode (figures are noisy)")
     args = parser.parse_args(argv)
     with SeaweedFS(bucket="bench") as server:
         e = server.endpoint
@@ -165,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             refs = bench_references(spark, df, os.path.join(tmp, "out"))
         print("references", {k: round(v, 3) for k, v in refs.items()}, flush=True)
-        for mode in args.modes.split(","):
+        for mode in [m for m in args.modes.split(",") for _ in range(args.repeat)]:
             result = bench_write_read(store, spark, df, mode, args.cores)
             print("write/read", {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()},
                   flush=True)

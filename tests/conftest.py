@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -56,3 +57,8 @@ def _no_leaked_spark_connect_mode() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+# py4j logs "Closing down clientserver connection" from finalizers at interpreter exit, after pytest has closed
+# the stream: a harmless "--- Logging error ---" traceback at the end of every run. Keep py4j to warnings.
+logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -188,7 +188,9 @@ class UploadStream:
         self._size += len(view)
         self._buffer += view
         while len(self._buffer) >= self._part_size:
-            self._submit(bytes(self._buffer[: self._part_size]))
+            with memoryview(self._buffer) as whole:
+                part = bytes(whole[: self._part_size])  # one copy (a bytearray slice would copy twice)
+            self._submit(part)
             del self._buffer[: self._part_size]
         return len(view)
 

@@ -64,10 +64,22 @@ class Written:
     rows: int
 
 
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+"""Arrow bytes gathered into one Parquet row group (Spark hands over batches of ~10k-65k rows; one row group per
+batch would restart dictionary encoding and statistics every few MB: measured 1.3x the encoding CPU)."""
+
+DICTIONARY_MAX_DISTINCT = 0.5
+"""A column is dictionary-encoded only if its first batch has at most this share of distinct values."""
+
+
 def write_batches(
     target: Target, batches: Iterator[pa.RecordBatch], number: int, task_try: int
 ) -> tuple[ObjectEntry, int] | None:
-    """Stream ``batches`` into one Parquet object: (entry, rows), ``None`` if none. Aborts the upload on error."""
+    """Stream ``batches`` into one Parquet object: (entry, rows), ``None`` if none. Aborts the upload on error.
+
+    Rules: batches are gathered into row groups of about :data:`ROW_GROUP_BYTES`; dictionary encoding is used only
+    for the columns :func:`dictionary_columns` picks from the first batch; Snappy compression (Spark's default).
+    """
     import pyarrow.parquet as pq
 
     first = next(batches, None)
@@ -76,10 +88,11 @@ def write_batches(
     key = target.keys.data_object(target.partition, target.attempt, target.writer, number, task_try)
     rows = 0
     with target.objects().upload(key, target.part_size, target.threads) as stream:
-        with pq.ParquetWriter(stream, first.schema, compression="snappy") as writer:
-            for batch in _chain(first, batches):
-                writer.write_batch(batch)
-                rows += batch.num_rows
+        with pq.ParquetWriter(stream, first.schema, compression="snappy",
+                              use_dictionary=dictionary_columns(first)) as writer:
+            for group in row_groups(_chain(first, batches), ROW_GROUP_BYTES):
+                writer.write_table(group, row_group_size=group.num_rows)
+                rows += group.num_rows
         size, sha = stream.finish()
     return ObjectEntry(key[len(target.keys.run_prefix):], size, sha), rows
 
@@ -87,6 +100,41 @@ def write_batches(
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield first
     yield from rest
+
+
+def row_groups(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Table]:
+    """Consecutive batches gathered into tables of at least ``limit`` Arrow bytes (the last may be smaller)."""
+    import pyarrow as pa
+
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= limit:
+            yield pa.Table.from_batches(pending)
+            pending, size = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
+    """Top-level flat columns worth dictionary encoding: at most :data:`DICTIONARY_MAX_DISTINCT` of the first
+    batch's values distinct (ids, measures and hashes are mostly unique: encoding them as a dictionary first
+    only costs CPU before Parquet falls back to plain). Nested columns are written plain."""
+    import pyarrow.compute as pc
+
+    chosen = []
+    for column_field, column in zip(batch.schema, batch.columns, strict=True):
+        if column_field.type.num_fields or len(column) == 0:
+            continue
+        try:
+            distinct = pc.count_distinct(column, mode="all").as_py()
+        except Exception:  # a type without hashing support: plain encoding
+            continue
+        if distinct <= DICTIONARY_MAX_DISTINCT * len(column):
+            chosen.append(column_field.name)
+    return chosen
 
 
 @dataclass(frozen=True)

@@ -33,29 +33,32 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds (user + system) so far of this process and its children, by kind: ``python`` (the driver and
-    Spark's Python workers), ``java`` (Spark's JVM), ``s3`` (the SeaweedFS server)."""
+def cpu_snapshot() -> dict[int, tuple[str, float]]:
+    """``pid -> (kind, CPU seconds)`` of this process and its children; kinds: ``python`` (the driver and Spark's
+    Python workers), ``java`` (Spark's JVM), ``s3`` (the SeaweedFS server). A process's figure includes the
+    children it has reaped, so a Python worker that exits mid-measurement is still counted (by its parent)."""
     import psutil
 
-    out = {"python": 0.0, "java": 0.0, "s3": 0.0}
+    out: dict[int, tuple[str, float]] = {}
     me = psutil.Process()
     for proc in [me, *me.children(recursive=True)]:
         try:
-            name, times = proc.name(), proc.cpu_times()
+            name, t = proc.name(), proc.cpu_times()
         except psutil.Error:
             continue
         kind = "s3" if "weed" in name else "java" if "java" in name else "python"
-        out[kind] += times.user + times.system
+        out[proc.pid] = (kind, t.user + t.system + t.children_user + t.children_system)
     return out
 
 
 def timed_cpu(fn: Any) -> tuple[float, dict[str, float], Any]:
     """(wall seconds, CPU seconds by kind spent meanwhile, value)."""
-    before = cpu_seconds()
+    before = cpu_snapshot()
     seconds, value = timed(fn)
-    after = cpu_seconds()
-    return seconds, {k: after[k] - before[k] for k in after}, value
+    spent = {"python": 0.0, "java": 0.0, "s3": 0.0}
+    for pid, (kind, total) in cpu_snapshot().items():
+        spent[kind] += total - before.get(pid, (kind, 0.0))[1]
+    return seconds, spent, value
 
 
 def spark_session(cores: int) -> Any:
@@ -143,7 +146,9 @@ def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: 
             "write_s": write_s, "raw_s": raw_s, "ratio": raw_s / write_s, "read_s": read_s,
             "write_MBps": size / write_s, "raw_MBps": raw_bytes / MB / raw_s, "read_MBps": size / read_s,
             **{f"write_cpu_{k}_s": v for k, v in write_cpu.items()}, "write_cpu_s": sum(write_cpu.values()),
-            **{f"raw_cpu_{k}_s": v for k, v in raw_cpu.items()}, "raw_cpu_s": sum(raw_cpu.values())}
+            **{f"raw_cpu_{k}_s": v for k, v in raw_cpu.items()}, "raw_cpu_s": sum(raw_cpu.values()),
+            # the store write cannot take less wall time than its CPU seconds spread over every core
+            "ratio_ceiling_by_cpu": raw_s / max(sum(write_cpu.values()) / os.cpu_count(), 1e-9)}
 
 
 def populate(store: ResultStore, count: int) -> None:

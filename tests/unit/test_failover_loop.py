@@ -99,3 +99,64 @@ def test_restarted_task_waits_for_the_delay_only_on_its_first_try_after_the_clea
     assert restart_wait(doc, "c.0", 2, 110.0) == 20.0
     assert restart_wait(doc, "c.0", 3, 110.0) == 0.0
     assert restart_wait(doc, "a.0", 2, 110.0) == 0.0
+
+
+class _Services:
+    """What a watcher uses: the run logs (shared, like the S3 log every scheduler reads) and a REST client."""
+
+    def __init__(self, logs: DecisionLogs, api: FakeApi) -> None:
+        self._logs, self._api = logs, api
+
+    def logs(self) -> DecisionLogs:
+        return self._logs
+
+    def api(self) -> FakeApi:
+        return self._api
+
+
+def restarted_scheduler(logs: DecisionLogs, api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A watcher as a freshly started scheduler builds it: nothing in memory, only the durable log. The three
+    metadata-DB probes are stubbed (no failed task in the DB, Airflow settled, nothing to requeue)."""
+    from airflow_region_failover.airflow.listener import Watcher
+
+    monkeypatch.setattr(Watcher, "_failed_in_db", lambda self: [])
+    monkeypatch.setattr(Watcher, "_settled", lambda self, dag_id, run_id, failed: True)
+    monkeypatch.setattr(Watcher, "_kick", lambda self: None)
+    return Watcher(interval=0.1, lookback=60.0, services=_Services(logs, api))  # type: ignore[arg-type]
+
+
+def test_decision_recorded_while_no_scheduler_runs_is_applied_by_the_next_one(
+        logs: DecisionLogs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker records the decision; the scheduler that would apply it is down (killed during the backoff
+    delay). The durable log is all a restarted scheduler needs: it applies the decision once, and a further
+    restart does not apply it again."""
+    import time
+
+    record(logs, event("c.0", at=time.time() - 5), time.time() - 5)
+    api = FakeApi()
+    restarted_scheduler(logs, api, monkeypatch).tick()
+    assert api.cleared == [["c.0", "d.0"]]
+    assert logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applied"
+    restarted_scheduler(logs, api, monkeypatch).tick()
+    assert api.cleared == [["c.0", "d.0"]], "applied twice"
+
+
+def test_decision_claimed_by_a_scheduler_killed_mid_apply_is_retried_after_the_stuck_timeout(
+        logs: DecisionLogs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler claimed the decision (``applying``) and died before its clear: a restarted scheduler leaves it
+    alone while the claim is fresh (the first one may still be clearing) and applies it once it is stuck."""
+    import time
+
+    from airflow_region_failover.airflow import executor
+
+    now = time.time()
+    record(logs, event("c.0", at=now - 5), now - 5)
+    logs.update("rf_e2e_budget", "r1", executor._claim(now - 1, "killed-scheduler"))
+    api = FakeApi()
+    restarted_scheduler(logs, api, monkeypatch).tick()
+    assert api.cleared == [] and logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applying"
+    logs.update("rf_e2e_budget", "r1",
+                lambda d: d["decisions"][0].update(claimed_at=now - executor.STUCK_APPLYING_S - 1))
+    restarted_scheduler(logs, api, monkeypatch).tick()
+    assert api.cleared == [["c.0", "d.0"]]
+    assert logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applied"

@@ -7,6 +7,7 @@ manifests (what was not recomputed), output data against a direct computation, a
 from __future__ import annotations
 
 import runpy
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def test_sigkilled_task_is_recovered_through_the_scheduler(e2e: Any) -> None:
 
 def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None:
     """Backoff delay 30 s: the decision is cleared at once (the run is ``running`` again) but the restarted task
-    starts only 30 s after the failure (it waits in the worker before ``execute``)."""
+    runs only 30 s after the failure: it is rescheduled to the restart time (no worker slot held meanwhile)."""
     _, run_id, state = e2e.finished("delayed")
     assert state == "success", e2e.states("rf_e2e_delayed", run_id)
     [decision] = _applied(e2e.history("rf_e2e_delayed", run_id))
@@ -156,7 +157,10 @@ def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None
     assert decision["apply_at"] >= failed_at + 29.9 > decision["applied_at"]
     _check_tries(e2e.tries("rf_e2e_delayed", run_id), {"d.0"}, set())
     log = e2e.stack.task_log("rf_e2e_delayed", run_id, "d.0", 2)
-    assert "restart backoff delay" in log, log[-2000:]
+    assert "restart backoff delay" in log and "UP_FOR_RESCHEDULE" in log, log[-2000:]
+    committed = e2e.store.manifest("rf_e2e_delayed", run_id, PartitionId("d", 0))
+    assert committed.attempt == 2
+    assert datetime.fromisoformat(committed.committed_at).timestamp() >= decision["apply_at"], "ran before the delay"
 
 
 def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spark_connect: str) -> None:

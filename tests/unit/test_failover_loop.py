@@ -160,3 +160,56 @@ def test_decision_claimed_by_a_scheduler_killed_mid_apply_is_retried_after_the_s
     restarted_scheduler(logs, api, monkeypatch).tick()
     assert api.cleared == [["c.0", "d.0"]]
     assert logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applied"
+
+
+class _Ti:
+    dag_id, run_id, task_id = "rf_e2e_budget", "r1", "c.0"
+
+    def __init__(self, try_number: int) -> None:
+        self.try_number = try_number
+
+
+def test_restart_delay_left_reads_the_durable_log_and_never_holds_a_task_on_error(logs: DecisionLogs) -> None:
+    import time
+
+    from airflow_region_failover.airflow.listener import restart_delay_left
+
+    now = time.time()
+    record(logs, event("c.0", at=now), now)
+    logs.update("rf_e2e_budget", "r1", lambda d: d["decisions"][0].update(apply_at=now + 30))
+    apply_due(logs, FakeApi(), "rf_e2e_budget", "r1", "test", now=lambda: now + 1.5)
+    services = _Services(logs, FakeApi())
+    assert 25 < restart_delay_left(_Ti(2), services) <= 30  # type: ignore[arg-type]
+    assert restart_delay_left(_Ti(3), services) == 0.0  # type: ignore[arg-type]
+
+    class Broken:
+        def logs(self) -> Any:
+            raise RuntimeError("S3 down")
+
+    assert restart_delay_left(_Ti(2), Broken()) == 0.0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("wait, outcome", [(0.0, "runs"), (0.2, "sleeps"), (30.0, "rescheduled")])
+def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
+        monkeypatch: pytest.MonkeyPatch, wait: float, outcome: str) -> None:
+    """A long delay frees the worker slot (``up_for_reschedule`` until the restart time); a short one is slept."""
+    import logging
+    import time
+    from datetime import datetime, timezone
+
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    from airflow_region_failover.airflow import listener
+    from airflow_region_failover.airflow.operator import RegionStepOperator
+
+    monkeypatch.setattr(listener, "restart_delay_left", lambda ti: wait)
+    op = type("Op", (), {"log": logging.getLogger("t"), "task_id": "c.0"})()
+    start = time.monotonic()
+    try:
+        RegionStepOperator._wait_for_restart_time(op, {"ti": _Ti(2)})  # type: ignore[arg-type]
+        got = "sleeps" if time.monotonic() - start >= wait > 0 else "runs"
+    except AirflowRescheduleException as exc:
+        got = "rescheduled"
+        ahead = (exc.reschedule_date - datetime.now(timezone.utc)).total_seconds()
+        assert 28 < ahead <= 30
+    assert got == outcome

@@ -15,7 +15,8 @@ Rules (the failover loop, Flink's ``DefaultScheduler#handleTaskFailure`` on Airf
    (``only_failed: false, reset_dag_runs: true``), then marks it ``applied`` with the tries it cleared (rule 2)
    and emits metrics. Clearing early keeps the run ``running`` (not ``failed``) during the backoff delay.
 6. The backoff delay is honoured where the restarted tasks start: a task whose try is the first after a clear of
-   a decision with ``apply_at`` in the future waits until then (:func:`restart_wait`) before it runs.
+   a decision with ``apply_at`` in the future waits until then (:func:`restart_wait`) before it runs — the step
+   operator reschedules itself to that time, so no worker slot is held meanwhile.
 Why REST and not the ORM: the worker, where an ordinary failure is seen, has no metadata-DB access in Airflow 3;
 the public API is versioned, authorised and audited, and the same code runs in worker and scheduler.
 """

@@ -8,9 +8,10 @@ Rules:
   process exits): plan and record the decision (durable, merged, counted). It does not clear: clearing a
   ``running`` instance makes it ``restarting`` and Airflow then parks it in ``up_for_retry`` for
   ``retry_delay`` (300 s by default).
-- **Delay**: the watcher clears a decision after a short merge window; each restarted task then waits in
-  ``on_task_instance_running`` (worker, before ``execute``) until the decision's restart time, so the run stays
-  ``running`` during the backoff delay and the delay survives any restart (it is stored in S3).
+- **Delay**: the watcher clears a decision after a short merge window, so the run stays ``running`` during the
+  backoff delay; each restarted task asks :func:`restart_delay_left` when it starts and, if its restart time
+  (stored in S3 with the decision) is still ahead, is rescheduled to it (``up_for_reschedule``): no worker slot
+  is held while waiting, and the delay survives any scheduler or worker restart.
 - **Scheduler path**: the watcher thread applies every pending decision once its failed tasks have left the running
   states (at most ``SETTLE_TIMEOUT_S`` later), requeues tasks the clear stopped while running (Airflow parks
   them in ``up_for_retry``), and catches failures no hook reported: measured, a SIGKILLed *task process* fires
@@ -102,6 +103,22 @@ class Services:
 
 SERVICES = Services()
 
+#: A remaining restart delay shorter than this is slept off in place rather than rescheduled.
+SLEEP_BELOW_S = 2.0
+
+
+def restart_delay_left(ti: Any, services: Services = SERVICES) -> float:
+    """Seconds this try of a restarted step task must still wait for its decision's restart time (rule: only the
+    first try after our clear waits; bounded by ``[region_failover] max_start_delay``). 0 when the decision log
+    cannot be read: an unreadable log never holds a task back."""
+    try:
+        doc = services.logs().read(ti.dag_id, ti.run_id)
+        wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
+        return min(wait, conf.float_value("max_start_delay", 3600.0))
+    except Exception:
+        log.exception("region failover: could not check the restart delay (starting now)")
+        return 0.0
+
 
 def handle_failure(event: FailureEvent, spec: JobSpec, services: Services = SERVICES) -> Outcome:
     """Plan and record the restart for one failure (the scheduler's watcher applies it when due)."""
@@ -159,22 +176,6 @@ class FailoverListener:
         spec = _spec_of_task(ti)
         if spec is not None:
             handle_failure(_event(ti, error, "worker"), spec)
-
-    @hookimpl  # type: ignore[untyped-decorator]
-    def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
-        """Worker: hold a restarted step task until its restart delay has passed; never raises."""
-        try:
-            ti = task_instance
-            if type(ti).__name__ != "RuntimeTaskInstance" or subtask_of(ti.task_id) is None:
-                return
-            doc = SERVICES.logs().read(ti.dag_id, ti.run_id)
-            wait = min(restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time()),
-                       conf.float_value("max_start_delay", 3600.0))
-            if wait > 0:
-                log.info("region failover: %s waits %.1f s (restart backoff delay)", ti.task_id, wait)
-                time.sleep(wait)
-        except Exception:
-            log.exception("region failover: could not check the restart delay (starting now)")
 
     @hookimpl  # type: ignore[untyped-decorator]
     def on_starting(self, component: Any) -> None:

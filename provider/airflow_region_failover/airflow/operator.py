@@ -49,7 +49,29 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
                        f"{' (deterministic)' if step.deterministic else ''}.")
 
     def execute(self, context: Context) -> Any:
-        """Run the subtask; returns a summary (rows written per result) that Airflow stores as return value."""
+        """Run the subtask; returns a summary (rows written per result) that Airflow stores as return value.
+
+        A task restarted by region failover first honours its restart backoff delay: it is rescheduled to the
+        restart time (``up_for_reschedule``, worker slot released) and runs when the scheduler starts it again.
+        """
         from airflow_region_failover.spark.step import run_subtask
 
+        self._wait_for_restart_time(context)
         return run_subtask(self.runtime, SubtaskId.parse(self.subtask), context)
+
+    def _wait_for_restart_time(self, context: Context) -> None:
+        import time
+        from datetime import datetime, timedelta, timezone
+
+        from airflow.sdk.exceptions import AirflowRescheduleException
+
+        from airflow_region_failover.airflow.listener import SLEEP_BELOW_S, restart_delay_left
+
+        wait = restart_delay_left(context["ti"])
+        if wait <= 0:
+            return
+        self.log.info("region failover: %s waits %.1f s (restart backoff delay)", self.task_id, wait)
+        if wait < SLEEP_BELOW_S:
+            time.sleep(wait)
+            return
+        raise AirflowRescheduleException(reschedule_date=datetime.now(timezone.utc) + timedelta(seconds=wait))

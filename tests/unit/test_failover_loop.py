@@ -213,3 +213,23 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
         ahead = (exc.reschedule_date - datetime.now(timezone.utc)).total_seconds()
         assert 28 < ahead <= 30
     assert got == outcome
+
+
+def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> None:
+    """The worker path sees its own failed task still ``running`` in the API: it must not count as at work."""
+    from airflow_region_failover.airflow.listener import at_work
+
+    class Api(FakeApi):
+        def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+            return [{"task_id": "c.0", "state": "running"}, {"task_id": "c.1", "state": "running"},
+                    {"task_id": "b.0", "state": "queued"}, {"task_id": "b.1", "state": "success"},
+                    {"task_id": "d.0", "state": None}, {"task_id": "other_task", "state": "running"}]
+
+    services = _Services(DecisionLogs(MemoryLogBackend(), "x"), Api())
+    assert sorted(map(str, at_work(services, event("c.0")))) == ["b#0", "c#1"]  # type: ignore[arg-type]
+
+    class Down(FakeApi):
+        def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+            raise ConnectionError("api server down")
+
+    assert at_work(_Services(DecisionLogs(MemoryLogBackend(), "x"), Down()), event("c.0")) == []  # type: ignore[arg-type]

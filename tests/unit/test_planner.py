@@ -175,3 +175,39 @@ def test_checker_is_not_asked_about_partitions_of_restarting_producers() -> None
 
     plan_restart(FailoverTopology.build(graph), SubtaskId("b", 0), Recording())
     assert sorted(asked) == [PartitionId("a->b", 0), PartitionId("a->b", 1), PartitionId("a->b", 2)]
+
+
+@pytest.fixture
+def late_stage() -> JobGraph:
+    """The example ETL's tail: aggregate subtasks each in their own region, report reads both.
+
+    (join#0) -+-> (aggregate#0) --+
+              x                    +--> (report#0)      every arrow BLOCKING
+    (join#1) -+-> (aggregate#1) --+
+    """
+    return (
+        JobGraphBuilder()
+        .step("join", parallelism=2)
+        .step("aggregate", parallelism=2)
+        .step("report")
+        .edge("join", "aggregate", exchange="BLOCKING")
+        .edge("aggregate", "report", exchange="BLOCKING")
+        .build()
+    )
+
+
+def test_a_producer_still_at_work_is_not_restarted(late_stage: JobGraph) -> None:
+    """aggregate#0 fails while aggregate#1 is still running (its partition not committed yet): report restarts as
+    a consumer and will wait for aggregate#1; aggregate#1 is *not* restarted (Flink tracks a partition from the
+    producer's deployment)."""
+    from airflow_region_failover.failover.availability import BeingProduced, NothingAvailable
+
+    committed_joins = KnownAvailability.except_(["aggregate->report#1"])
+    at_work = BeingProduced.of(committed_joins, late_stage, [SubtaskId("aggregate", 1)])
+    assert _restarts(late_stage, "aggregate#0", at_work) == {"aggregate#0", "report#0"}
+    # the same partition missing although its producer finished (not at work): backtracking restarts it
+    assert _restarts(late_stage, "aggregate#0", committed_joins) == {"aggregate#0", "aggregate#1", "report#0"}
+    # at work covers exactly the partitions that subtask produces
+    assert BeingProduced.of(NothingAvailable(), late_stage, [SubtaskId("aggregate", 1)]).producing == {
+        PartitionId("aggregate->report", 1)}
+    assert BeingProduced.of(NothingAvailable(), late_stage, [SubtaskId("nope", 0)]).producing == frozenset()

@@ -19,6 +19,9 @@ Rules:
   after ``task_instance_heartbeat_timeout``; so it polls the metadata DB every ``watch_interval`` s for failed
   step tasks. Pending decisions live in S3, so a restarted scheduler finds them (and looks back
   ``watch_lookback`` s for failures it missed while down).
+- **Availability** for the planner (:func:`at_work`, :class:`BeingProduced`): a partition is available when it is
+  committed *or* its producer task is still at work in the run (Flink tracks a partition from its producer's
+  deployment), so a failure never restarts a sibling producer that is merely not finished yet.
 - A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded.
 """
 
@@ -46,6 +49,8 @@ from airflow_region_failover.airflow.executor import (
     restart_wait,
 )
 from airflow_region_failover.airflow.render import JobSpec, job_of, subtask_of
+from airflow_region_failover.failover.availability import BeingProduced
+from airflow_region_failover.graph.ids import SubtaskId
 
 log = logging.getLogger(__name__)
 OPERATOR_NAMES = ("RegionStepOperator",)
@@ -120,12 +125,33 @@ def restart_delay_left(ti: Any, services: Services = SERVICES) -> float:
         return 0.0
 
 
+#: Task-instance states of a producer still at work: its partitions will be written without any restart.
+AT_WORK_STATES = frozenset({"scheduled", "queued", "running", "restarting", "up_for_retry", "up_for_reschedule",
+                            "deferred"})
+
+
+def at_work(services: Services, event: FailureEvent) -> list[SubtaskId]:
+    """Step subtasks of the run whose task instance is at work (REST; the failed task itself excluded — in the
+    worker path its row still says ``running``). On any error: none, so availability falls back to committed
+    partitions only (a restart may then include more, never less)."""
+    try:
+        instances = services.api().task_instances(event.dag_id, event.run_id)
+    except Exception:
+        log.warning("region failover: could not list the task instances of %s/%s; treating no producer as at work",
+                    event.dag_id, event.run_id, exc_info=True)
+        return []
+    found = (subtask_of(str(ti.get("task_id"))) for ti in instances
+             if str(ti.get("state")) in AT_WORK_STATES and ti.get("task_id") != event.task_id)
+    return [s for s in found if s is not None]
+
+
 def handle_failure(event: FailureEvent, spec: JobSpec, services: Services = SERVICES) -> Outcome:
     """Plan and record the restart for one failure (the scheduler's watcher applies it when due)."""
     subtask = subtask_of(event.task_id)
     if subtask is None:
         return Outcome("ignored")
-    checker = services.store().checker(event.dag_id, event.run_id)
+    checker = BeingProduced.of(services.store().checker(event.dag_id, event.run_id), spec.graph,
+                               at_work(services, event))
     plan = plan_for(spec, subtask, checker)
     now = time.time()
     doc, outcome = services.logs().update(event.dag_id, event.run_id,

@@ -2,7 +2,8 @@
 ``ResultPartitionAvailabilityChecker``).
 
 A checker answers for one DAG run. The store provides the real one (committed manifest + objects present);
-:class:`KnownAvailability` answers from explicit sets, for the CLI, tests and benchmarks.
+:class:`BeingProduced` adds Flink's rule for producers still at work; :class:`KnownAvailability` answers from
+explicit sets, for the CLI, tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.graph.model import JobGraph
 
 
 class AvailabilityChecker(Protocol):
@@ -45,3 +47,29 @@ class NothingAvailable:
     def is_available(self, partition: PartitionId) -> bool:
         """Always False."""
         return False
+
+
+@dataclass(frozen=True)
+class BeingProduced:
+    """Committed partitions, plus those whose producer is still at work (queued, running, or retrying).
+
+    Rule (Flink's partition tracker): a BLOCKING partition is tracked — available to the failover strategy — from
+    the moment its producer is deployed, not only once it is finished; a consumer restarted meanwhile simply
+    waits for it. So a failure elsewhere never restarts a producer that is merely not done yet. A producer whose
+    partition is missing although it *finished* is not at work, and is restarted (backtracking).
+    """
+
+    committed: AvailabilityChecker
+    producing: frozenset[PartitionId]
+
+    @classmethod
+    def of(cls, committed: AvailabilityChecker, graph: JobGraph, at_work: Iterable[SubtaskId]) -> BeingProduced:
+        """``committed`` extended with every partition the subtasks ``at_work`` produce."""
+        results: dict[str, list[str]] = {}
+        for result in graph.results:
+            results.setdefault(result.producer, []).append(result.id)
+        return cls(committed, frozenset(PartitionId(r, s.index) for s in at_work for r in results.get(s.step, ())))
+
+    def is_available(self, partition: PartitionId) -> bool:
+        """True if ``partition``'s producer is at work or the partition is committed and intact."""
+        return partition in self.producing or self.committed.is_available(partition)

@@ -1,12 +1,9 @@
-"""Spark I/O through the store: embedded local Spark and a Spark Connect server started here (loopback)."""
+"""Spark I/O through the store: embedded local Spark and the test session's Spark Connect server (loopback)."""
 
 from __future__ import annotations
 
 import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,38 +20,8 @@ pytestmark = pytest.mark.integration
 P = PartitionId("clean->join", 1)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _connect_server(tmp: Any) -> tuple[subprocess.Popen[bytes], str]:
-    import pyspark
-
-    port = _free_port()
-    home = os.path.dirname(pyspark.__file__)
-    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    log = open(tmp / "connect.log", "wb")  # noqa: SIM115 - owned by the child
-    proc = subprocess.Popen(
-        [os.path.join(home, "bin", "spark-submit"),
-         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-         "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
-         "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=4", "spark-internal"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"sc://127.0.0.1:{port}"
-        time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise RuntimeError(f"Spark Connect server did not start; see {tmp / 'connect.log'}")
-
-
 @pytest.fixture(scope="module", params=["embedded", "connect"])
-def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import this package
     from pyspark.sql import SparkSession
@@ -65,18 +32,9 @@ def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield session
         session.stop()
         return
-    proc, url = _connect_server(tmp_path_factory.mktemp("connect"))
-    try:
-        session = SparkSession.builder.remote(url).getOrCreate()
-        yield session
-        session.stop()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
+    yield session
+    session.stop()
 
 
 @pytest.mark.parametrize("spark_io", ["executors", "driver"])

@@ -82,6 +82,17 @@ class E2E:
         """``task_id -> state``."""
         return {ti["task_id"]: str(ti["state"]) for ti in self.api.task_instances(dag_id, run_id)}
 
+    def explain(self, dag_id: str, run_id: str) -> str:
+        """Everything a failed assertion needs, in full: states, tries and the decision log of the run."""
+        import json
+
+        tis = {ti["task_id"]: (ti["state"], ti["try_number"]) for ti in self.api.task_instances(dag_id, run_id)}
+        doc = self.history(dag_id, run_id)
+        text = f"{dag_id}/{run_id}\ntasks: {tis}\ndecisions: {json.dumps(doc.get('decisions'), indent=1)}" \
+               f"\nevents: {json.dumps(doc.get('events'))}\ncleared: {doc.get('cleared_tries')}"
+        print(text)  # shown in full under "Captured stdout" even where pytest shortens the assertion message
+        return text
+
     def history(self, dag_id: str, run_id: str) -> dict[str, Any]:
         """The run's decision log."""
         return dict(self.logs.read(dag_id, run_id))

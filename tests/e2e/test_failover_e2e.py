@@ -60,7 +60,7 @@ def _delete_partition(e2e: Any, dag_id: str, run_id: str, result: str, index: in
 def test_region_failure_reruns_failed_region_and_consumers(e2e: Any) -> None:
     """c#0 fails once -> {c#0} (failed) + {d#0} (consumer) rerun; b's committed results are reused."""
     _, run_id, state = e2e.finished("region")
-    assert state == "success", e2e.states("rf_e2e_region", run_id)
+    assert state == "success", e2e.explain("rf_e2e_region", run_id)
     _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0"}, {"d.0"})
     assert set(_attempts(e2e, "rf_e2e_region", run_id, ["b->c#0", "b->c#1", "c->d#1"]).values()) == {1}
     assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
@@ -104,7 +104,7 @@ def test_deleted_producer_result_backtracks_to_producer_region(e2e: Any, tmp_pat
 def test_full_strategy_reruns_every_task(e2e: Any) -> None:
     """``full``: every task of the run gets a second try, the unrelated ``side`` included."""
     _, run_id, state = e2e.finished("full")
-    assert state == "success", e2e.states("rf_e2e_full", run_id)
+    assert state == "success", e2e.explain("rf_e2e_full", run_id)
     tries = e2e.tries("rf_e2e_full", run_id)
     assert all(tries[t] == 2 for t in ("a.0", "a.1", "b.0", "b.1", "c.0", "c.1", "side.0")), tries
     [decision] = _applied(e2e.history("rf_e2e_full", run_id))
@@ -128,7 +128,7 @@ def test_two_concurrent_failures_are_one_merged_restart(e2e: Any, tmp_path: Path
     """c#0 and c#1 fail together (barrier) -> one decision listing both failures, one clear, one rerun each."""
     conf = {"fail": {"c#0": 1, "c#1": 1}, "gate": str(tmp_path / "gate"), "barrier": True}
     run_id, state = e2e.run("rf_e2e_region", conf)
-    assert state == "success", e2e.states("rf_e2e_region", run_id)
+    assert state == "success", e2e.explain("rf_e2e_region", run_id)
     doc = e2e.history("rf_e2e_region", run_id)
     [decision] = doc["decisions"]
     assert decision["status"] == "applied"
@@ -141,7 +141,7 @@ def test_two_concurrent_failures_are_one_merged_restart(e2e: Any, tmp_path: Path
 def test_sigkilled_task_is_recovered_through_the_scheduler(e2e: Any) -> None:
     """c#0 SIGKILLs its own process (no hook fires anywhere) -> the scheduler's watcher records and restarts."""
     _, run_id, state = e2e.finished("kill")
-    assert state == "success", e2e.states("rf_e2e_region", run_id)
+    assert state == "success", e2e.explain("rf_e2e_region", run_id)
     [decision] = _applied(e2e.history("rf_e2e_region", run_id))
     assert [f["path"] for f in decision["failures"]] == ["scheduler"]
     _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0"}, {"d.0"})
@@ -151,7 +151,7 @@ def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None
     """Backoff delay 30 s: the decision is cleared at once (the run is ``running`` again) but the restarted task
     runs only 30 s after the failure: it is rescheduled to the restart time (no worker slot held meanwhile)."""
     _, run_id, state = e2e.finished("delayed")
-    assert state == "success", e2e.states("rf_e2e_delayed", run_id)
+    assert state == "success", e2e.explain("rf_e2e_delayed", run_id)
     [decision] = _applied(e2e.history("rf_e2e_delayed", run_id))
     failed_at = decision["failures"][0]["at"]
     assert decision["apply_at"] >= failed_at + 29.9 > decision["applied_at"]
@@ -167,7 +167,7 @@ def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spar
     """fail_once: aggregate#0 fails -> aggregate#0 + report#0 rerun; aggregate#1 and every producer keep try 1
     and their manifests."""
     run_id, state = e2e.run("tpch_etl", {"fail_once": True})
-    assert state == "success", e2e.states("tpch_etl", run_id)
+    assert state == "success", e2e.explain("tpch_etl", run_id)
     doc = e2e.history("tpch_etl", run_id)
     [decision] = _applied(doc)
     reasons = {r["subtasks"][0]: r["reason"] for r in decision["regions"]}

@@ -162,6 +162,35 @@ def test_decision_claimed_by_a_scheduler_killed_mid_apply_is_retried_after_the_s
     assert logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applied"
 
 
+def test_clear_lost_to_the_scheduler_is_issued_again_for_the_cleared_try_only(
+        logs: DecisionLogs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI, Airflow 3.3.2 + SQLite: the scheduler ended the run ``failed`` from states read before our clear
+    committed, so c.0/d.0 stayed ``none`` and nothing ever ran. The watcher clears again exactly the tasks still
+    at the try our clear left them; a task that started a new try since, or that we never cleared, is left alone.
+
+        a -> b ==> c#0 ==> d#0        (c#0 failed; the decision restarts c.0 + d.0)
+    """
+    import time
+
+    from airflow_region_failover.airflow import listener
+    from airflow_region_failover.airflow.listener import Watcher
+
+    kick = Watcher._kick
+    record(logs, event("c.0", at=time.time() - 5), time.time() - 5)
+    api = FakeApi()
+    watcher = restarted_scheduler(logs, api, monkeypatch)
+    watcher.tick()
+    assert api.cleared == [["c.0", "d.0"]]
+    monkeypatch.setattr(Watcher, "_kick", kick)
+    probe = {("rf_e2e_budget", "r1"): [("c.0", 1), ("d.0", 2), ("side.0", 0)]}
+    monkeypatch.setattr(listener, "_not_restarted", lambda since: probe)
+    watcher.tick()
+    assert api.cleared[1:] == [["c.0"]], "d.0 ran again since (try 2); side.0 was never cleared by us"
+    probe.clear()
+    watcher.tick()
+    assert api.cleared[1:] == [["c.0"]]
+
+
 class _Ti:
     dag_id, run_id, task_id = "rf_e2e_budget", "r1", "c.0"
 

@@ -13,8 +13,9 @@ Rules:
   (stored in S3 with the decision) is still ahead, is rescheduled to it (``up_for_reschedule``): no worker slot
   is held while waiting, and the delay survives any scheduler or worker restart.
 - **Scheduler path**: the watcher thread applies every pending decision once its failed tasks have left the running
-  states (at most ``SETTLE_TIMEOUT_S`` later), requeues tasks the clear stopped while running (Airflow parks
-  them in ``up_for_retry``), and catches failures no hook reported: measured, a SIGKILLed *task process* fires
+  states (at most ``SETTLE_TIMEOUT_S`` later), clears again tasks a clear did not restart (stopped while
+  running and parked in ``up_for_retry``, or left ``none`` when the scheduler ended the run concurrently), and
+  catches failures no hook reported: measured, a SIGKILLed *task process* fires
   no hook anywhere (its supervisor reports FAILED), and a killed supervisor fires the hook in the scheduler only
   after ``task_instance_heartbeat_timeout``; so it polls the metadata DB every ``watch_interval`` s for failed
   step tasks. Pending decisions live in S3, so a restarted scheduler finds them (and looks back
@@ -290,7 +291,7 @@ class Watcher:
         try:
             self._kick()
         except Exception:
-            log.exception("region failover: could not requeue cleared tasks")
+            log.exception("region failover: could not requeue cleared tasks (will retry)")
 
     def _apply(self, dag_id: str, run_id: str) -> None:
         """Apply the run's due decision once its failed tasks have left the running states (see module doc)."""
@@ -320,12 +321,20 @@ class Watcher:
         return not downstream or not (_states(dag_id, run_id, downstream) & {"None", "none", "scheduled"})
 
     def _kick(self) -> None:
-        """Requeue tasks our clear stopped while running: Airflow parks them in up_for_retry with retry_delay."""
-        for (dag_id, run_id), tasks in _up_for_retry().items():
+        """Clear again the tasks one of our clears did not restart (still at the try it cleared):
+
+        - ``up_for_retry``: the clear stopped them while running, and Airflow parks them for ``retry_delay``;
+        - ``none`` in a run that has ended: the scheduler decided the run's end from states it read before our
+          clear committed, and its write won (a lost update; measured on 3.3.2 + SQLite in CI: run ``failed``,
+          the cleared tasks ``none`` for good). A second clear of an ended run queues it again.
+        A task the user marked since (skipped/failed/success) or that started a new try is never touched.
+        """
+        for (dag_id, run_id), tasks in _not_restarted(_utc(time.time() - max(self.lookback, 60.0))).items():
             doc = self.services.logs().read(dag_id, run_id)
             stopped = [t for t, n in tasks if doc["cleared_tries"].get(t) == n]
             if stopped:
-                log.info("region failover: requeue %s of %s/%s (stopped by the restart)", stopped, dag_id, run_id)
+                log.warning("region failover: clear %s of %s/%s again (not restarted by our clear)", stopped,
+                            dag_id, run_id)
                 self.services.api().clear(dag_id, run_id, stopped)
 
     def _handle(self, event: FailureEvent) -> None:
@@ -382,17 +391,23 @@ def _states(dag_id: str, run_id: str, task_ids: list[str]) -> set[str]:
     return {str(getattr(state, "value", state)) for (state,) in rows}
 
 
-def _up_for_retry() -> dict[tuple[str, str], list[tuple[str, int]]]:
-    """Step tasks waiting in up_for_retry, per run: ``(task_id, try_number)``."""
+def _not_restarted(ended_since: Any) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    """Step tasks a clear may have failed to restart, per run, as ``(task_id, try_number)``: those waiting in
+    ``up_for_retry``, and those in state ``none`` of a run that ended after ``ended_since``."""
+    from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from airflow.utils.state import TaskInstanceState
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from sqlalchemy import and_, or_
 
+    ended = and_(TaskInstance.state.is_(None), DagRun.state.in_([DagRunState.FAILED, DagRunState.SUCCESS]),
+                 DagRun.end_date >= ended_since)
     with create_session() as session:
         rows = (session.query(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id,
                               TaskInstance.try_number)
-                .filter(TaskInstance.state == TaskInstanceState.UP_FOR_RETRY,
-                        TaskInstance.operator.in_(OPERATOR_NAMES)).all())
+                .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
+                .filter(TaskInstance.operator.in_(OPERATOR_NAMES),
+                        or_(TaskInstance.state == TaskInstanceState.UP_FOR_RETRY, ended)).all())
     out: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for dag_id, run_id, task_id, try_number in rows:
         out.setdefault((dag_id, run_id), []).append((task_id, int(try_number or 0)))

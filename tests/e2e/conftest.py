@@ -22,7 +22,7 @@ from airflow_region_failover.local.airflow_stack import (
 )
 
 E2E_DAGS = Path(__file__).parent / "dags"
-DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_budget")
+DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget")
 #: Independent scenarios triggered together by the first test needing one (their waits overlap).
 PREFETCH = {
     "region": ("rf_e2e_region", {"fail": {"c#0": 1}}),

@@ -101,6 +101,34 @@ def test_deleted_producer_result_backtracks_to_producer_region(e2e: Any, tmp_pat
     assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
 
 
+def test_deterministic_producer_re_produced_byte_identical_keeps_finished_consumers(e2e: Any,
+                                                                                   tmp_path: Path) -> None:
+    """As the backtracking test, but ``b`` is declared ``deterministic``: b#1 re-produces its deleted partition
+    byte-identical, so the finished consumers c#1 and d#1 keep their committed results (restarted, not recomputed).
+
+        a#0 -> b#0 ==+==> c#0 ==> d#0        c#0 fails after b->c#1 was deleted
+        a#1 -> b#1 ==+==> c#1 ==> d#1        (-> PIPELINED, ==> BLOCKING)
+    """
+    dag_id, gate = "rf_e2e_deterministic", tmp_path / "gate"
+    run_id = e2e.api.trigger(dag_id, {"fail": {"c#0": 1}, "gate": str(gate)})
+    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
+    e2e.wait_until(lambda: e2e.states(dag_id, run_id).get("d.1") == "success", 900, "d#1 done")
+    before = _attempts(e2e, dag_id, run_id, ["b->c#1", "c->d#1", "d#1"])
+    checksum = e2e.store.manifest(dag_id, run_id, PartitionId("b->c", 1)).content_checksum
+    assert _delete_partition(e2e, dag_id, run_id, "b->c", 1) > 0
+    (gate / "go").touch()
+    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
+    [decision] = _applied(e2e.history(dag_id, run_id))
+    assert sorted(decision["restart"]) == ["a.1", "b.1", "c.0", "c.1", "d.0", "d.1"]
+    tries = e2e.tries(dag_id, run_id)
+    assert tries["b.1"] == tries["c.1"] == tries["d.1"] == 2, tries
+    after = _attempts(e2e, dag_id, run_id, ["b->c#1", "c->d#1", "d#1"])
+    assert before == {"b->c#1": 1, "c->d#1": 1, "d#1": 1} and after == {"b->c#1": 2, "c->d#1": 1, "d#1": 1}
+    assert e2e.store.manifest(dag_id, run_id, PartitionId("b->c", 1)).content_checksum == checksum
+    assert "kept BLOCKING partition c->d#1" in e2e.stack.task_log(dag_id, run_id, "c.1", 2)
+    assert _d_output(e2e, dag_id, run_id) == E2E_DAG["expected_d"]()
+
+
 def test_full_strategy_reruns_every_task(e2e: Any) -> None:
     """``full``: every task of the run gets a second try, the unrelated ``side`` included."""
     _, run_id, state = e2e.finished("full")

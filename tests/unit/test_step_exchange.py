@@ -78,6 +78,8 @@ def test_ref_of_another_partition_is_refused() -> None:
 class FakeManifest:
     attempt: int
     row_count: int = 5
+    partition: PartitionId = field(default_factory=lambda: PartitionId("rows", 0))
+    content_checksum: str = "c" * 64
 
 
 @dataclass
@@ -86,13 +88,15 @@ class FakeStore:
     reads: list[PartitionId] = field(default_factory=list)
 
     def manifest(self, dag_id: str, run_id: str, partition: PartitionId) -> FakeManifest:
-        return FakeManifest(self.current_attempt)
+        return FakeManifest(self.current_attempt, partition=partition)
 
     def read(self, spark: Any, dag_id: str, run_id: str, partition: PartitionId) -> str:
         self.reads.append(partition)
         return "frame"
 
-    def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> FakeManifest:
+    def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
+              inputs: tuple[Any, ...] = ()) -> FakeManifest:
+        self.inputs = inputs
         return FakeManifest(attempt, 42)
 
 
@@ -104,9 +108,23 @@ def test_read_returns_exactly_the_published_attempt() -> None:
     assert store.reads == [PartitionId("rows", 0)]
 
 
-def test_write_records_rows_of_the_commit() -> None:
-    written = StoreIO(FakeStore(1)).write("frame", ref("rows", 1, attempt=3))  # type: ignore[arg-type]
-    assert written.rows == 42 and written.attempt == 3
+def test_write_records_rows_of_the_commit_and_the_input_versions() -> None:
+    store = FakeStore(1)
+    written = StoreIO(store).write("frame", ref("rows", 1, attempt=3), ("v",))  # type: ignore[arg-type]
+    assert written.rows == 42 and written.attempt == 3 and store.inputs == ("v",)
+
+
+def test_input_versions_are_checked_like_reads_and_name_the_partition() -> None:
+    """Only BLOCKING inputs have versions; a superseded one is the failover cause, named."""
+    from airflow_region_failover.spark.step import input_versions
+
+    refs = {GRAPH.inputs("join")[0]: (ref("rows", 0, attempt=2), ref("rows", 1, attempt=2)),
+            GRAPH.inputs("clean")[0]: (ref("gen->clean", 0, "PIPELINED", attempt=2),)}
+    versions = input_versions(StoreIO(FakeStore(2)), refs)  # type: ignore[arg-type]
+    assert [(str(v.partition), v.attempt) for v in versions] == [("rows#0", 2), ("rows#1", 2)]
+    with pytest.raises(InputUnavailable, match=r"input partition rows#0 is unavailable: .*current version is "
+                                               r"attempt 3"):
+        input_versions(StoreIO(FakeStore(3)), refs)  # type: ignore[arg-type]
 
 
 def test_outputs_must_match_declared_results() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.errors import ManifestError
-from airflow_region_failover.store.manifest import Manifest, ObjectEntry, Retirement
+from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement
 
 OBJECTS = (ObjectEntry("r/data/p00000/a000001-abcdef12/part-00000-t0.parquet", 10, "a" * 64),)
 
@@ -26,6 +26,19 @@ def test_round_trip_and_checksum() -> None:
     assert Manifest.from_json(m.to_json(), where="k") == m
     assert m.content_checksum == manifest(attempt=2, writer="12345678").content_checksum  # same bytes
     assert m.content_checksum != manifest(objects=(ObjectEntry(OBJECTS[0].key, 10, "b" * 64),)).content_checksum
+
+
+def test_input_versions_round_trip_and_are_optional() -> None:
+    """``inputs`` records what the producing try read; manifests of older writers (no field) decode to ()."""
+    inputs = (InputVersion(PartitionId("x->a", 0), 2, "c" * 64), InputVersion(PartitionId("x->a", 1), 1, "d" * 64))
+    m = manifest(inputs=inputs)
+    assert Manifest.from_json(m.to_json(), where="k").inputs == inputs
+    assert "inputs" not in json.loads(manifest().to_json())
+    assert Manifest.from_json(manifest().to_json(), where="k").inputs == ()
+    body = json.loads(m.to_json())
+    body["inputs"][0]["partition"] = "no-index"
+    with pytest.raises(ManifestError, match="malformed"):
+        Manifest.from_json(json.dumps(body).encode(), where="k")
 
 
 @pytest.mark.parametrize("mutate, message", [

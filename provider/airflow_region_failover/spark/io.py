@@ -10,15 +10,17 @@ connection (``ResultStore.from_airflow``).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.spark.exchange import PartitionRef
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_region_failover.store import ResultStore
+    from airflow_region_failover.store import InputVersion, Manifest, ResultStore
 
 _LOCK = threading.Lock()
 _STORE: list[ResultStore] = []
@@ -30,20 +32,43 @@ class StoreIO:
 
     store: ResultStore
 
-    def write(self, frame: DataFrame, ref: PartitionRef) -> PartitionRef:
-        """Persist and commit ``frame`` as ``ref``'s partition and attempt; returns ``ref`` with its row count."""
-        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt)
+    def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = ()) -> PartitionRef:
+        """Persist and commit ``frame`` as ``ref``'s partition and attempt, recording the BLOCKING ``inputs`` it
+        was computed from; returns ``ref`` with its row count."""
+        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs)
         return replace(ref, rows=manifest.row_count)
+
+    def versions(self, refs: Iterable[PartitionRef]) -> tuple[InputVersion, ...]:
+        """The version (attempt, content checksum) of every BLOCKING partition in ``refs``, checked like
+        :meth:`read` (``NotAvailable`` if the current version is missing or another attempt)."""
+        from airflow_region_failover.store.manifest import InputVersion
+
+        current = (self._current(ref) for ref in refs if ref.exchange == "BLOCKING")
+        return tuple(sorted((InputVersion(m.partition, m.attempt, m.content_checksum) for m in current),
+                            key=lambda v: v.partition))
+
+    def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
+        """The current committed manifest of ``partition``, or None if it has none."""
+        from airflow_region_failover.store.errors import NotAvailable
+
+        try:
+            return self.store.manifest(dag_id, run_id, partition)
+        except NotAvailable:
+            return None
 
     def read(self, spark: SparkSession, ref: PartitionRef) -> DataFrame:
         """The DataFrame of exactly ``ref``'s attempt (``NotAvailable`` if the current version is another)."""
+        self._current(ref)
+        return self.store.read(spark, ref.dag_id, ref.run_id, ref.partition)
+
+    def _current(self, ref: PartitionRef) -> Manifest:
         from airflow_region_failover.store.errors import NotAvailable
 
         current = self.store.manifest(ref.dag_id, ref.run_id, ref.partition)
         if current.attempt != ref.attempt:
             raise NotAvailable(f"{ref.partition}: its producer published attempt {ref.attempt}, but the current "
                                f"version is attempt {current.attempt}")
-        return self.store.read(spark, ref.dag_id, ref.run_id, ref.partition)
+        return current
 
 
 def open_store_io() -> StoreIO:

@@ -69,6 +69,19 @@ def read_inputs(spark: SparkSession, io: Any, refs: Mapping[Edge, Sequence[Parti
     return inputs
 
 
+def input_versions(io: Any, refs: Mapping[Edge, Sequence[PartitionRef]]) -> tuple[Any, ...]:
+    """The versions of the BLOCKING partitions this try reads (:class:`InputUnavailable` naming a missing one)."""
+    from airflow_region_failover.store.errors import NotAvailable
+
+    versions = []
+    for ref in (r for rs in refs.values() for r in rs):
+        try:
+            versions.extend(io.versions([ref]))
+        except NotAvailable as exc:
+            raise InputUnavailable(ref.partition, str(exc)) from exc
+    return tuple(sorted(versions, key=lambda v: v.partition))
+
+
 def _read(spark: SparkSession, io: Any, ref: PartitionRef) -> DataFrame:
     from airflow_region_failover.store.errors import NotAvailable
 
@@ -79,21 +92,47 @@ def _read(spark: SparkSession, io: Any, ref: PartitionRef) -> DataFrame:
 
 
 def write_outputs(io: Any, graph: JobGraph, subtask: SubtaskId, returned: object, sctx: StepContext,
-                  ti: Any) -> dict[str, int]:
-    """Write every output partition of this try and publish its ref; returns rows written per result."""
-    from airflow_region_failover.airflow.operator import xcom_key
-
+                  ti: Any, inputs: tuple[Any, ...] = ()) -> dict[str, int]:
+    """Write every output partition of this try (recording the BLOCKING ``inputs`` versions it was computed from)
+    and publish its ref; returns rows written per result."""
     frames = match_outputs(graph, subtask.step, returned)
     exchanges = {r.id: r.exchange.value for r in output_results(graph, subtask.step)}
     rows: dict[str, int] = {}
     for result, frame in frames.items():
         ref = PartitionRef(result, subtask.index, exchanges[result], sctx.dag_id, sctx.run_id, sctx.try_number)
-        written = io.write(frame, ref)
-        ti.xcom_push(key=xcom_key(result), value=written.to_json())
+        written = io.write(frame, ref, inputs)
+        publish(ti, written)
         rows[result] = written.rows
         log.info("wrote %s partition %s (attempt %d, %d rows)", written.exchange, written.partition,
                  written.attempt, written.rows)
     return rows
+
+
+def publish(ti: Any, ref: PartitionRef) -> None:
+    """Publish where this task's partition of ``ref.result`` lives (the XCom its consumers pull)."""
+    from airflow_region_failover.airflow.operator import xcom_key
+
+    ti.xcom_push(key=xcom_key(ref.result), value=ref.to_json())
+
+
+def keep_outputs(io: Any, runtime: JobRuntime, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
+                 versions: tuple[Any, ...], sctx: StepContext, ti: Any) -> dict[str, Any] | None:
+    """If this restarted try may keep its committed outputs (:mod:`.reuse`), publish them and return the
+    task's summary; otherwise None (the subtask runs)."""
+    from airflow_region_failover.failover.options import parse_options
+    from airflow_region_failover.spark.reuse import kept_outputs
+
+    strategy = parse_options(runtime.options, strict=False).failover_strategy
+    kept = kept_outputs(io, runtime.graph, subtask, refs, versions, sctx, strategy)
+    if kept is None:
+        return None
+    for ref in kept:
+        publish(ti, ref)
+        log.info("kept BLOCKING partition %s (attempt %d, %d rows): its inputs are byte-identical to the ones it "
+                 "was computed from, so try %d does not recompute it", ref.partition, ref.attempt, ref.rows,
+                 sctx.try_number)
+    return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in kept},
+            "kept": {r.result: r.attempt for r in kept}}
 
 
 def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,6 +146,10 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     refs = pull_refs(ti, graph, subtask)
     sctx = step_context(graph, subtask, refs, context)
     io = open_store_io()
+    versions = input_versions(io, refs)
+    kept = keep_outputs(io, runtime, subtask, refs, versions, sctx, ti)
+    if kept is not None:
+        return kept
     if impl.script is not None:
         from airflow_region_failover.spark.submit import submit_script
 
@@ -116,7 +159,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     inputs = read_inputs(spark, io, refs)
     assert impl.fn is not None
     returned = impl.fn(spark, inputs, sctx)
-    rows = write_outputs(io, graph, subtask, returned, sctx, ti)
+    rows = write_outputs(io, graph, subtask, returned, sctx, ti, versions)
     return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": rows}
 
 

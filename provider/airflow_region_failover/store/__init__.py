@@ -40,10 +40,11 @@ from airflow_region_failover.store.errors import (
 )
 from airflow_region_failover.store.facade import ResultStore
 from airflow_region_failover.store.lifecycle import Retention, SweepReport
-from airflow_region_failover.store.manifest import Manifest, ObjectEntry, Retirement
+from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement
 
 __all__ = [
     "AlreadyCommitted",
+    "InputVersion",
     "Manifest",
     "ManifestError",
     "Mode",

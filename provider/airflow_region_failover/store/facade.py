@@ -18,7 +18,7 @@ from airflow_region_failover.store.availability import Mode, Probe, StoreAvailab
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
 from airflow_region_failover.store.errors import AlreadyCommitted, Superseded
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
-from airflow_region_failover.store.manifest import Manifest, Retirement
+from airflow_region_failover.store.manifest import InputVersion, Manifest, Retirement
 from airflow_region_failover.store.objects import Objects
 
 if TYPE_CHECKING:
@@ -55,15 +55,17 @@ class ResultStore:
         return self.layout.run(dag_id, run_id)
 
     # -- writing -----------------------------------------------------------------------------------------------
-    def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> Manifest:
-        """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit).
+    def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
+              inputs: tuple[InputVersion, ...] = ()) -> Manifest:
+        """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
+        ``inputs`` (the BLOCKING input versions the producer read) are recorded in the manifest.
 
         Raises :class:`Superseded` (a newer attempt owns the partition) or :class:`AlreadyCommitted` (another
         writer of this attempt won); in both cases this writer's data is deleted and the standing commit is kept.
         """
         target = self._begin(dag_id, run_id, partition, attempt)
         writer = spark_io.write_with_driver if self.config.spark_io == "driver" else spark_io.write_with_executors
-        return self._finish(target, lambda: writer(df, target), df.schema.json())
+        return self._finish(target, lambda: writer(df, target), df.schema.json(), inputs)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
                     spark_schema: str = "") -> Manifest:
@@ -88,11 +90,13 @@ class ResultStore:
         return spark_io.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
                                self.config.part_size, self.config.upload_threads)
 
-    def _finish(self, target: spark_io.Target, write: Callable[[], spark_io.Written], schema: str) -> Manifest:
+    def _finish(self, target: spark_io.Target, write: Callable[[], spark_io.Written], schema: str,
+                inputs: tuple[InputVersion, ...] = ()) -> Manifest:
         try:
             written = write()
             manifest = Manifest(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt,
-                                target.writer, schema, written.rows, written.objects, protocol.now_iso())
+                                target.writer, schema, written.rows, written.objects, protocol.now_iso(),
+                                inputs=inputs)
             protocol.commit(self.objects, target.keys, manifest)
         except (AlreadyCommitted, Superseded):
             self._discard(target)

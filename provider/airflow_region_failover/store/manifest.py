@@ -2,9 +2,10 @@
 
 A manifest names the run, the result partition, the producer attempt and writer, the Arrow/Spark schema, the row
 count, and every data object (key relative to the run prefix, size, SHA-256). Its ``content_checksum`` is the
-SHA-256 of the objects' ``size:sha256`` lines in order: equal checksums mean byte-identical partitions, which lets
-the failover loop keep the consumers of a re-produced ``deterministic`` step. Decoding rejects unknown formats,
-versions and every malformed field, naming the manifest's key.
+SHA-256 of the objects' ``size:sha256`` lines in order: equal checksums mean byte-identical partitions. ``inputs``
+(optional; absent in manifests of older writers) lists the BLOCKING input versions the producing try read, which
+lets a restarted consumer of a re-produced ``deterministic`` step keep its result (:mod:`..spark.reuse`). Decoding
+rejects unknown formats, versions and every malformed field, naming the manifest's key.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_region_failover.graph.errors import RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.errors import ManifestError
 
@@ -39,6 +41,24 @@ def content_checksum(objects: tuple[ObjectEntry, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class InputVersion:
+    """One BLOCKING input partition version the producing try read: its attempt and content checksum."""
+
+    partition: PartitionId
+    attempt: int
+    content_checksum: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (inside a manifest)."""
+        return {"partition": str(self.partition), "attempt": self.attempt, "content_checksum": self.content_checksum}
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> InputVersion:
+        """Parse the JSON form (``KeyError``/``TypeError``/``ValueError`` when malformed)."""
+        return cls(PartitionId.parse(_str(body["partition"])), _int(body["attempt"]), _str(body["content_checksum"]))
+
+
+@dataclass(frozen=True)
 class Manifest:
     """The commit record of ``partition`` produced by ``attempt`` (writer token ``writer``) in one DAG run."""
 
@@ -52,6 +72,7 @@ class Manifest:
     objects: tuple[ObjectEntry, ...]
     committed_at: str
     content_checksum: str = ""
+    inputs: tuple[InputVersion, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.content_checksum:
@@ -79,6 +100,8 @@ class Manifest:
             "content_checksum": self.content_checksum,
             "committed_at": self.committed_at,
         }
+        if self.inputs:
+            body["inputs"] = [i.to_dict() for i in self.inputs]
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -94,7 +117,7 @@ class Manifest:
             raise ManifestError(f"manifest {where} has version {body.get('version')!r}; this store reads {VERSION}")
         try:
             return cls._from_body(body)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RegionFailoverError) as exc:
             raise ManifestError(f"manifest {where} is malformed: {exc!r}") from None
 
     @classmethod
@@ -113,6 +136,7 @@ class Manifest:
             objects=objects,
             committed_at=_str(body["committed_at"]),
             content_checksum=_str(body["content_checksum"]),
+            inputs=tuple(InputVersion.from_dict(i) for i in body.get("inputs", ())),
         )
         if manifest.content_checksum != content_checksum(objects):
             raise ValueError("content_checksum does not match the listed objects")

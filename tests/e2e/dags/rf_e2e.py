@@ -1,4 +1,5 @@
-"""Small region-failover DAGs for the end-to-end tests (one graph, four option sets).
+"""Small region-failover DAGs for the end-to-end tests (one graph, five option sets; ``b`` is declared
+``deterministic`` in ``rf_e2e_deterministic`` only; ``rf_e2e_budget`` stays last, unit tests use it).
 
 Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING ALL_TO_ALL-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
 plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
@@ -96,6 +97,9 @@ OPTION_SETS = {
                     "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"},
     "rf_e2e_delayed": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
                        "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "30 s"},
+    "rf_e2e_deterministic": {"jobmanager.execution.failover-strategy": "region",
+                             "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3",
+                             "restart-strategy.fixed-delay.delay": "1 s"},
     "rf_e2e_budget": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
                       "restart-strategy.fixed-delay.attempts": "1", "restart-strategy.fixed-delay.delay": "0 s"},
 }
@@ -108,7 +112,7 @@ for _dag_id, _options in OPTION_SETS.items():
              tags=["region-failover", "e2e"]) as _dag:
         _job = RegionJob(options=_options)
         _job.step("a", step_a, parallelism=2)
-        _job.step("b", step_b, parallelism=2)
+        _job.step("b", step_b, parallelism=2, deterministic=_dag_id == "rf_e2e_deterministic")
         _job.step("c", step_c, parallelism=2)
         _job.step("d", step_d, parallelism=2)
         _job.step("side", step_side)

@@ -1,0 +1,107 @@
+"""Keeping a restarted consumer's committed result (DESIGN rule 2, :mod:`airflow_region_failover.spark.reuse`),
+against a fake store view (single-module unit tests).
+
+    gen#0 ==> join#0 ==> report#0        gen (deterministic) --BLOCKING ALL_TO_ALL--> join
+    gen#1 ==> join#1 ==/                 join --BLOCKING--> report;  side --PIPELINED--> tail
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
+from airflow_region_failover.graph.model import Edge
+from airflow_region_failover.spark.context import StepContext
+from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.reuse import kept_outputs
+from airflow_region_failover.store.manifest import InputVersion, Manifest
+
+GRAPH = (JobGraphBuilder().step("gen", parallelism=2, deterministic=True).step("join", parallelism=2)
+         .step("report").step("side").step("tail")
+         .edge("gen", "join", exchange="BLOCKING", result="rows")
+         .edge("join", "report", exchange="BLOCKING")
+         .edge("side", "tail", exchange="PIPELINED").build())
+NONDET = (JobGraphBuilder().step("gen", parallelism=2).step("join", parallelism=2).step("report")
+          .edge("gen", "join", exchange="BLOCKING", result="rows")
+          .edge("join", "report", exchange="BLOCKING").build())
+
+
+def v(partition: str, attempt: int, checksum: str) -> InputVersion:
+    return InputVersion(PartitionId.parse(partition), attempt, checksum * 64)
+
+
+def committed(partition: str, attempt: int, inputs: tuple[InputVersion, ...]) -> Manifest:
+    return Manifest("d", "r", PartitionId.parse(partition), attempt, "w", "{}", 7, (), "t", inputs=inputs)
+
+
+@dataclass
+class FakeIO:
+    manifests: dict[PartitionId, Manifest] = field(default_factory=dict)
+
+    def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
+        return self.manifests.get(partition)
+
+
+def refs_of(graph: object, subtask: SubtaskId, attempts: dict[str, int]) -> dict[Edge, tuple[PartitionRef, ...]]:
+    from airflow_region_failover.graph.subtasks import consumed_partitions
+
+    return {e: tuple(PartitionRef(p.result, p.index, e.exchange.value, "d", "r", attempts.get(str(p), 1))
+                     for p in ps)
+            for e, ps in consumed_partitions(graph, subtask).items()}  # type: ignore[arg-type]
+
+
+def ctx(subtask: SubtaskId, try_number: int) -> StepContext:
+    return StepContext(subtask=subtask, parallelism=2, deterministic=False, partitions={}, dag_id="d", run_id="r",
+                       try_number=try_number, params={}, airflow={})
+
+
+BEFORE = (v("rows#0", 1, "a"), v("rows#1", 1, "b"))
+JOIN0 = SubtaskId("join", 0)
+
+
+def keep(io: FakeIO, current: tuple[InputVersion, ...], try_number: int = 2, graph: object = GRAPH,
+         subtask: SubtaskId = JOIN0, strategy: str = "region") -> tuple[PartitionRef, ...] | None:
+    refs = refs_of(graph, subtask, {str(c.partition): c.attempt for c in current})
+    return kept_outputs(io, graph, subtask, refs, current, ctx(subtask, try_number), strategy)  # type: ignore[arg-type]
+
+
+def test_consumer_of_a_deterministic_producer_re_produced_byte_identical_is_kept() -> None:
+    """gen#1 re-produced (attempt 2) with the same checksum: join#0 keeps its committed attempt 1."""
+    io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
+    [ref] = keep(io, (v("rows#0", 1, "a"), v("rows#1", 2, "b"))) or pytest.fail("not kept")
+    assert (ref.partition, ref.attempt, ref.rows, ref.exchange) == (PartitionId("join->report", 0), 1, 7,
+                                                                     "BLOCKING")
+
+
+@pytest.mark.parametrize("why, current, try_number, strategy", [
+    ("a re-produced input differs", (v("rows#0", 1, "a"), v("rows#1", 2, "X")), 2, "region"),
+    ("an input was added", (*BEFORE, v("rows#2", 1, "c")), 2, "region"),
+    ("first try: nothing to keep", BEFORE, 1, "region"),
+    ("full strategy reruns everything", BEFORE, 2, "full"),
+])
+def test_consumer_runs(why: str, current: tuple[InputVersion, ...], try_number: int, strategy: str) -> None:
+    io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
+    assert keep(io, current, try_number, strategy=strategy) is None, why
+
+
+def test_consumer_runs_without_a_committed_output_or_a_recorded_input_list() -> None:
+    assert keep(FakeIO(), BEFORE) is None
+    old_writer = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, ())})
+    assert keep(old_writer, BEFORE) is None
+
+
+def test_re_produced_input_of_a_step_not_declared_deterministic_is_not_trusted() -> None:
+    """Same bytes, but ``gen`` is not declared deterministic: Flink's rule (every consumer reruns) stands."""
+    io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
+    assert keep(io, (v("rows#0", 1, "a"), v("rows#1", 2, "b")), graph=NONDET) is None
+    assert keep(io, BEFORE, graph=NONDET) is not None, "unchanged inputs need no declaration"
+
+
+def test_pipelined_exchanges_and_sources_always_run() -> None:
+    io = FakeIO({PartitionId("tail", 0): committed("tail#0", 1, ()),
+                 PartitionId("side->tail", 0): committed("side->tail#0", 1, ()),
+                 PartitionId("gen", 0): committed("rows#0", 1, ())})
+    assert keep(io, (), subtask=SubtaskId("tail", 0)) is None
+    assert keep(io, (), subtask=SubtaskId("gen", 0)) is None

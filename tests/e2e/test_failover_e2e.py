@@ -36,6 +36,13 @@ def _applied(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in doc["decisions"] if d["status"] == "applied"]
 
 
+def _the_decision(e2e: Any, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The run's one applied decision (the whole run explained if there is not exactly one)."""
+    applied = _applied(e2e.history(dag_id, run_id))
+    assert len(applied) == 1, e2e.explain(dag_id, run_id)
+    return applied[0]
+
+
 def _check_tries(tries: dict[str, int], failed: set[str], restarted: set[str]) -> None:
     """Failed tasks ran twice; other restarted tasks at most twice (a consumer that never ran gets its first
     try); every task outside the restart set kept its single try."""
@@ -64,7 +71,7 @@ def test_region_failure_reruns_failed_region_and_consumers(e2e: Any) -> None:
     _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0"}, {"d.0"})
     assert set(_attempts(e2e, "rf_e2e_region", run_id, ["b->c#0", "b->c#1", "c->d#1"]).values()) == {1}
     assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
-    [decision] = _applied(e2e.history("rf_e2e_region", run_id))
+    decision = _the_decision(e2e, "rf_e2e_region", run_id)
     assert _reasons(decision) == {"c#0": "failed", "d#0": "consumer"}
     assert decision["reused"] == ["b->c#0", "b->c#1"]
     _check_history_cli(e2e, "rf_e2e_region", run_id)
@@ -95,7 +102,7 @@ def test_deleted_producer_result_backtracks_to_producer_region(e2e: Any, tmp_pat
     tries = e2e.tries("rf_e2e_region", run_id)
     _check_tries(tries, {"c.0"}, {"a.1", "b.1", "c.1", "d.0", "d.1"})
     assert tries["a.1"] == tries["b.1"] == tries["c.1"] == 2, "ran before the failure, so rerun"
-    [decision] = _applied(e2e.history("rf_e2e_region", run_id))
+    decision = _the_decision(e2e, "rf_e2e_region", run_id)
     assert _reasons(decision) == {"a#1+b#1": "producer-unavailable", "c#0": "failed", "c#1": "consumer",
                                   "d#0": "consumer", "d#1": "consumer"}
     assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
@@ -118,7 +125,7 @@ def test_deterministic_producer_re_produced_byte_identical_keeps_finished_consum
     assert _delete_partition(e2e, dag_id, run_id, "b->c", 1) > 0
     (gate / "go").touch()
     assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
-    [decision] = _applied(e2e.history(dag_id, run_id))
+    decision = _the_decision(e2e, dag_id, run_id)
     assert sorted(decision["restart"]) == ["a.1", "b.1", "c.0", "c.1", "d.0", "d.1"]
     tries = e2e.tries(dag_id, run_id)
     assert tries["b.1"] == tries["c.1"] == tries["d.1"] == 2, tries
@@ -135,7 +142,7 @@ def test_full_strategy_reruns_every_task(e2e: Any) -> None:
     assert state == "success", e2e.explain("rf_e2e_full", run_id)
     tries = e2e.tries("rf_e2e_full", run_id)
     assert all(tries[t] == 2 for t in ("a.0", "a.1", "b.0", "b.1", "c.0", "c.1", "side.0")), tries
-    [decision] = _applied(e2e.history("rf_e2e_full", run_id))
+    decision = _the_decision(e2e, "rf_e2e_full", run_id)
     assert decision["strategy"] == "full" and "full" in _reasons(decision).values()
     assert _d_output(e2e, "rf_e2e_full", run_id) == E2E_DAG["expected_d"]()
 
@@ -158,6 +165,7 @@ def test_two_concurrent_failures_are_one_merged_restart(e2e: Any, tmp_path: Path
     run_id, state = e2e.run("rf_e2e_region", conf)
     assert state == "success", e2e.explain("rf_e2e_region", run_id)
     doc = e2e.history("rf_e2e_region", run_id)
+    assert len(doc["decisions"]) == 1, e2e.explain("rf_e2e_region", run_id)
     [decision] = doc["decisions"]
     assert decision["status"] == "applied"
     assert sorted(f["task_id"] for f in decision["failures"]) == ["c.0", "c.1"]
@@ -170,7 +178,7 @@ def test_sigkilled_task_is_recovered_through_the_scheduler(e2e: Any) -> None:
     """c#0 SIGKILLs its own process (no hook fires anywhere) -> the scheduler's watcher records and restarts."""
     _, run_id, state = e2e.finished("kill")
     assert state == "success", e2e.explain("rf_e2e_region", run_id)
-    [decision] = _applied(e2e.history("rf_e2e_region", run_id))
+    decision = _the_decision(e2e, "rf_e2e_region", run_id)
     assert [f["path"] for f in decision["failures"]] == ["scheduler"]
     _check_tries(e2e.tries("rf_e2e_region", run_id), {"c.0"}, {"d.0"})
 
@@ -180,7 +188,7 @@ def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None
     runs only 30 s after the failure: it is rescheduled to the restart time (no worker slot held meanwhile)."""
     _, run_id, state = e2e.finished("delayed")
     assert state == "success", e2e.explain("rf_e2e_delayed", run_id)
-    [decision] = _applied(e2e.history("rf_e2e_delayed", run_id))
+    decision = _the_decision(e2e, "rf_e2e_delayed", run_id)
     failed_at = decision["failures"][0]["at"]
     assert decision["apply_at"] >= failed_at + 29.9 > decision["applied_at"]
     _check_tries(e2e.tries("rf_e2e_delayed", run_id), {"d.0"}, set())
@@ -196,8 +204,7 @@ def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spar
     and their manifests."""
     run_id, state = e2e.run("tpch_etl", {"fail_once": True})
     assert state == "success", e2e.explain("tpch_etl", run_id)
-    doc = e2e.history("tpch_etl", run_id)
-    [decision] = _applied(doc)
+    decision = _the_decision(e2e, "tpch_etl", run_id)
     reasons = {r["subtasks"][0]: r["reason"] for r in decision["regions"]}
     # aggregate#1 is committed or still at work when aggregate#0 fails: either way available, never restarted
     assert reasons == {"aggregate#0": "failed", "report#0": "consumer"}, reasons
@@ -213,6 +220,9 @@ def _check_report(e2e: Any, run_id: str, spark_connect: str) -> None:
 
     etl = runpy.run_path(str(Path(__file__).parents[2] / "dags" / "tpch_etl.py"))
     spark = SparkSession.builder.remote(spark_connect).getOrCreate()
-    expected = [tuple(r) for r in etl["expected_report"](spark).collect()]
+    try:
+        expected = [tuple(r) for r in etl["expected_report"](spark).collect()]
+    finally:
+        spark.stop()  # else the client's threads retry against the server stopped at session end, delaying exit
     got = e2e.store.read_arrow("tpch_etl", run_id, PartitionId("report", 0)).to_pylist()
     assert [tuple(r.values()) for r in got] == expected

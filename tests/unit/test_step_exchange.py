@@ -81,17 +81,24 @@ class FakeManifest:
     partition: PartitionId = field(default_factory=lambda: PartitionId("rows", 0))
     content_checksum: str = "c" * 64
 
+    def version(self) -> Any:
+        from airflow_region_failover.store.manifest import InputVersion
+
+        return InputVersion(self.partition, self.attempt, self.content_checksum)
+
 
 @dataclass
 class FakeStore:
     current_attempt: int
     reads: list[PartitionId] = field(default_factory=list)
+    lookups: int = 0
 
     def manifest(self, dag_id: str, run_id: str, partition: PartitionId) -> FakeManifest:
+        self.lookups += 1
         return FakeManifest(self.current_attempt, partition=partition)
 
-    def read(self, spark: Any, dag_id: str, run_id: str, partition: PartitionId) -> str:
-        self.reads.append(partition)
+    def read_version(self, spark: Any, manifest: FakeManifest) -> str:
+        self.reads.append(manifest.partition)
         return "frame"
 
     def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
@@ -108,6 +115,14 @@ def test_read_returns_exactly_the_published_attempt() -> None:
     assert store.reads == [PartitionId("rows", 0)]
 
 
+def test_read_of_a_version_already_looked_up_does_not_look_it_up_again() -> None:
+    store = FakeStore(current_attempt=2)
+    io = StoreIO(store)  # type: ignore[arg-type]
+    current = io.current(ref("rows", 0, attempt=2))
+    assert io.read(None, ref("rows", 0, attempt=2), current) == "frame"  # type: ignore[arg-type]
+    assert store.lookups == 1 and store.reads == [PartitionId("rows", 0)]
+
+
 def test_write_records_rows_of_the_commit_and_the_input_versions() -> None:
     store = FakeStore(1)
     written = StoreIO(store).write("frame", ref("rows", 1, attempt=3), ("v",))  # type: ignore[arg-type]
@@ -116,15 +131,15 @@ def test_write_records_rows_of_the_commit_and_the_input_versions() -> None:
 
 def test_input_versions_are_checked_like_reads_and_name_the_partition() -> None:
     """Only BLOCKING inputs have versions; a superseded one is the failover cause, named."""
-    from airflow_region_failover.spark.step import input_versions
+    from airflow_region_failover.spark.step import current_inputs, input_versions
 
     refs = {GRAPH.inputs("join")[0]: (ref("rows", 0, attempt=2), ref("rows", 1, attempt=2)),
             GRAPH.inputs("clean")[0]: (ref("gen->clean", 0, "PIPELINED", attempt=2),)}
-    versions = input_versions(StoreIO(FakeStore(2)), refs)  # type: ignore[arg-type]
+    versions = input_versions(current_inputs(StoreIO(FakeStore(2)), refs))  # type: ignore[arg-type]
     assert [(str(v.partition), v.attempt) for v in versions] == [("rows#0", 2), ("rows#1", 2)]
     with pytest.raises(InputUnavailable, match=r"input partition rows#0 is unavailable: .*current version is "
                                                r"attempt 3"):
-        input_versions(StoreIO(FakeStore(3)), refs)  # type: ignore[arg-type]
+        current_inputs(StoreIO(FakeStore(3)), refs)  # type: ignore[arg-type]
 
 
 def test_outputs_must_match_declared_results() -> None:

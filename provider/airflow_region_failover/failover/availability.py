@@ -65,10 +65,7 @@ class BeingProduced:
     @classmethod
     def of(cls, committed: AvailabilityChecker, graph: JobGraph, at_work: Iterable[SubtaskId]) -> BeingProduced:
         """``committed`` extended with every partition the subtasks ``at_work`` produce."""
-        results: dict[str, list[str]] = {}
-        for result in graph.results:
-            results.setdefault(result.producer, []).append(result.id)
-        return cls(committed, frozenset(PartitionId(r, s.index) for s in at_work for r in results.get(s.step, ())))
+        return cls(committed, frozenset(PartitionId(r.id, s.index) for s in at_work for r in graph.outputs(s.step)))
 
     def is_available(self, partition: PartitionId) -> bool:
         """True if ``partition``'s producer is at work or the partition is committed and intact."""

@@ -10,7 +10,6 @@ connection (``ResultStore.from_airflow``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -38,15 +37,6 @@ class StoreIO:
         manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs)
         return replace(ref, rows=manifest.row_count)
 
-    def versions(self, refs: Iterable[PartitionRef]) -> tuple[InputVersion, ...]:
-        """The version (attempt, content checksum) of every BLOCKING partition in ``refs``, checked like
-        :meth:`read` (``NotAvailable`` if the current version is missing or another attempt)."""
-        from airflow_region_failover.store.manifest import InputVersion
-
-        current = (self._current(ref) for ref in refs if ref.exchange == "BLOCKING")
-        return tuple(sorted((InputVersion(m.partition, m.attempt, m.content_checksum) for m in current),
-                            key=lambda v: v.partition))
-
     def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
         """The current committed manifest of ``partition``, or None if it has none."""
         from airflow_region_failover.store.errors import NotAvailable
@@ -56,12 +46,14 @@ class StoreIO:
         except NotAvailable:
             return None
 
-    def read(self, spark: SparkSession, ref: PartitionRef) -> DataFrame:
-        """The DataFrame of exactly ``ref``'s attempt (``NotAvailable`` if the current version is another)."""
-        self._current(ref)
-        return self.store.read(spark, ref.dag_id, ref.run_id, ref.partition)
+    def read(self, spark: SparkSession, ref: PartitionRef, current: Manifest | None = None) -> DataFrame:
+        """The DataFrame of exactly ``ref``'s attempt (``NotAvailable`` if the current version is another);
+        ``current`` is that version when the caller already looked it up with :meth:`current`."""
+        return self.store.read_version(spark, current if current is not None else self.current(ref))
 
-    def _current(self, ref: PartitionRef) -> Manifest:
+    def current(self, ref: PartitionRef) -> Manifest:
+        """The current committed manifest of ``ref``'s partition, which must be ``ref``'s attempt
+        (``NotAvailable`` otherwise)."""
         from airflow_region_failover.store.errors import NotAvailable
 
         current = self.store.manifest(ref.dag_id, ref.run_id, ref.partition)

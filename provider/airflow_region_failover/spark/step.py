@@ -60,33 +60,41 @@ def step_context(graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequen
     )
 
 
-def read_inputs(spark: SparkSession, io: Any, refs: Mapping[Edge, Sequence[PartitionRef]]) -> dict[str, DataFrame]:
-    """One DataFrame per input: the union (by column name) of the partitions read over that edge."""
+def read_inputs(spark: SparkSession, io: Any, refs: Mapping[Edge, Sequence[PartitionRef]],
+                current: Mapping[PartitionRef, Any] | None = None) -> dict[str, DataFrame]:
+    """One DataFrame per input: the union (by column name) of the partitions read over that edge (``current``:
+    manifests already looked up by :func:`current_inputs`, read without a second lookup)."""
     inputs: dict[str, DataFrame] = {}
     for edge, edge_refs in refs.items():
-        frames = [_read(spark, io, ref) for ref in edge_refs]
+        frames = [_read(spark, io, ref, (current or {}).get(ref)) for ref in edge_refs]
         inputs[input_name(edge)] = functools.reduce(lambda a, b: a.unionByName(b), frames)
     return inputs
 
 
-def input_versions(io: Any, refs: Mapping[Edge, Sequence[PartitionRef]]) -> tuple[Any, ...]:
-    """The versions of the BLOCKING partitions this try reads (:class:`InputUnavailable` naming a missing one)."""
+def current_inputs(io: Any, refs: Mapping[Edge, Sequence[PartitionRef]]) -> dict[PartitionRef, Any]:
+    """The current manifest of every BLOCKING partition this try reads, checked to be the published attempt
+    (:class:`InputUnavailable` naming a missing or superseded one)."""
     from airflow_region_failover.store.errors import NotAvailable
 
-    versions = []
-    for ref in (r for rs in refs.values() for r in rs):
+    current = {}
+    for ref in (r for rs in refs.values() for r in rs if r.exchange == "BLOCKING"):
         try:
-            versions.extend(io.versions([ref]))
+            current[ref] = io.current(ref)
         except NotAvailable as exc:
             raise InputUnavailable(ref.partition, str(exc)) from exc
-    return tuple(sorted(versions, key=lambda v: v.partition))
+    return current
 
 
-def _read(spark: SparkSession, io: Any, ref: PartitionRef) -> DataFrame:
+def input_versions(current: Mapping[PartitionRef, Any]) -> tuple[Any, ...]:
+    """The versions of the inputs in ``current`` as a manifest records them (sorted by partition)."""
+    return tuple(sorted((m.version() for m in current.values()), key=lambda v: v.partition))
+
+
+def _read(spark: SparkSession, io: Any, ref: PartitionRef, current: Any = None) -> DataFrame:
     from airflow_region_failover.store.errors import NotAvailable
 
     try:
-        return io.read(spark, ref)
+        return io.read(spark, ref, current)
     except NotAvailable as exc:
         raise InputUnavailable(ref.partition, str(exc)) from exc
 
@@ -146,7 +154,8 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     refs = pull_refs(ti, graph, subtask)
     sctx = step_context(graph, subtask, refs, context)
     io = open_store_io()
-    versions = input_versions(io, refs)
+    current = current_inputs(io, refs)
+    versions = input_versions(current)
     kept = keep_outputs(io, runtime, subtask, refs, versions, sctx, ti)
     if kept is not None:
         return kept
@@ -156,7 +165,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
         rows = submit_script(impl, graph, subtask, refs, sctx, io, ti)
         return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": rows}
     spark = get_session(resolve_target(impl.spark_conn_id))
-    inputs = read_inputs(spark, io, refs)
+    inputs = read_inputs(spark, io, refs, current)
     assert impl.fn is not None
     returned = impl.fn(spark, inputs, sctx)
     rows = write_outputs(io, graph, subtask, returned, sctx, ti, versions)

@@ -120,7 +120,11 @@ class ResultStore:
 
     def read(self, spark: SparkSession, dag_id: str, run_id: str, partition: PartitionId) -> DataFrame:
         """The current committed version as a DataFrame (pinned to that manifest's objects)."""
-        manifest = self.manifest(dag_id, run_id, partition)
+        return self.read_version(spark, self.manifest(dag_id, run_id, partition))
+
+    def read_version(self, spark: SparkSession, manifest: Manifest) -> DataFrame:
+        """The committed version ``manifest`` (as returned by :meth:`manifest`) as a DataFrame."""
+        dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
         target = spark_io.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
         return spark_io.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io)

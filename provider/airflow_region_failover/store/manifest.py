@@ -78,6 +78,10 @@ class Manifest:
         if not self.content_checksum:
             object.__setattr__(self, "content_checksum", content_checksum(self.objects))
 
+    def version(self) -> InputVersion:
+        """This commit as a consumer records it: partition, attempt and content checksum."""
+        return InputVersion(self.partition, self.attempt, self.content_checksum)
+
     @property
     def total_bytes(self) -> int:
         """The sum of the objects' sizes."""

@@ -8,7 +8,7 @@ What is measured, per case (each case is a job graph, one failed subtask and a f
   restart set (``decision.restart``); ``plan+lost`` = the same failure with some BLOCKING partitions unavailable
   (exercises the upstream rule). ``total`` = topology + plan + plan+lost: a graph-to-two-decisions figure, the
   number the "< 1 s" target applies to. Building/validating the :class:`JobGraph` itself is shown apart (``graph``).
-* **brute force** (:mod:`airflow_region_failover.reference`: every exchange expanded into explicit subtask edges,
+* **brute force** (:mod:`tests.support.reference`: every exchange expanded into explicit subtask edges,
   N x M for ALL_TO_ALL, then networkx): ``regions`` = ``reference_regions(graph)``; ``restart`` and
   ``restart+lost`` = ``reference_restart(...)`` for the same two failures (each call recomputes its own regions
   from the graph, as the reference does). The brute force cannot run at 10,000 x 10,000 (10^8 explicit edges), so
@@ -42,11 +42,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import Distribution, JobGraph, JobGraphBuilder, PartitionId, SubtaskId
-from airflow_region_failover.reference import reference_regions, reference_restart
+from tests.support.reference import reference_regions, reference_restart
 
 TARGET_SECONDS = 1.0
 

@@ -25,8 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "provider"))
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- bench_recovery_e2e:begin -->", "<!-- bench_recovery_e2e:end -->"
 
@@ -110,12 +111,11 @@ def write_readme(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Start the stack, run the variants, print (and optionally record) the figures."""
-    from airflow_region_failover.airflow.decisions import DecisionLogs, S3LogBackend
-    from airflow_region_failover.local.airflow_stack import AirflowStack, merged_dags_folder, platform_env
-    from airflow_region_failover.local.seaweedfs import SeaweedFS
-    from airflow_region_failover.local.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.config import client_for
     from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.runlog import RunLogs
+    from devtools.airflow_stack import AirflowStack, merged_dags_folder, platform_env
+    from devtools.seaweedfs import SeaweedFS
+    from devtools.spark_connect import SparkConnectServer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
@@ -131,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.start()
         store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
                                           endpoint.bucket)
-        logs = DecisionLogs(S3LogBackend(client_for(store.config.access), endpoint.bucket),
-                            "region-failover/failover/v1")
+        logs = RunLogs(store.objects)
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "region": [], "full": []}
         with stack.client() as api:
             for dag_id in ("tpch_etl", "tpch_etl_full"):

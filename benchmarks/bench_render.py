@@ -59,8 +59,8 @@ BASELINE_FILE = textwrap.dedent("""
 """)
 PARSE = textwrap.dedent("""
     import sys, time
-    import airflow.sdk, airflow_region_failover.authoring, airflow_region_failover.airflow.render
-    import airflow_region_failover.airflow.operator
+    import airflow.sdk, airflow_region_failover.authoring, airflow_region_failover.rendering.task_groups
+    import airflow_region_failover.operators.step
     from airflow.dag_processing.dagbag import DagBag
     t = time.perf_counter()
     bag = DagBag(sys.argv[1])

@@ -11,7 +11,7 @@ server), and its first query. Each repetition here is such a fresh process (``py
 * **first query** / **warm query** — ``spark.range(200_000).selectExpr("sum(id)")`` twice.
 
 The Connect server is started once by this script (``SparkConnectServer`` of
-:mod:`airflow_region_failover.local.spark_connect`, ``local[2]``), as the demo and the docker stack do; its
+:mod:`devtools.spark_connect`, ``local[2]``), as the demo and the docker stack do; its
 start-up is printed apart, since it is paid once, not per task. Best of R (default 3); the 2 cores are shared
 with other jobs, so figures are noisy.
 
@@ -28,10 +28,12 @@ import sys
 import time
 from typing import Any
 
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
+
 TASK = """
 import json, os, sys, time
 t0 = time.perf_counter()
-from airflow_region_failover.spark.session import SparkTarget, get_session, stop_sessions
+from airflow_region_failover.spark.session import SparkTarget, get_session
 mode, url = sys.argv[1], sys.argv[2]
 import pyspark.sql, pyspark.sql.connect.session  # both modes pay the same Python imports
 t1 = time.perf_counter()
@@ -41,7 +43,7 @@ spark.range(200_000).selectExpr("sum(id)").collect()
 t3 = time.perf_counter()
 spark.range(200_000).selectExpr("sum(id)").collect()
 t4 = time.perf_counter()
-stop_sessions()
+spark.stop()
 print(json.dumps({"imports": t1 - t0, "session": t2 - t1, "first_query": t3 - t2, "warm_query": t4 - t3}))
 """
 
@@ -67,8 +69,8 @@ def best_of(mode: str, url: str, repeat: int) -> dict[str, float]:
 
 
 def main() -> None:
-    from airflow_region_failover.local.spark_connect import SparkConnectServer
     from airflow_region_failover.spark.session import CONNECT, EMBEDDED
+    from devtools.spark_connect import SparkConnectServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)

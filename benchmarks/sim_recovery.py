@@ -59,10 +59,11 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import Exchange, JobGraph, JobGraphBuilder, PartitionId, SubtaskId
-from airflow_region_failover.reference import explicit_edges
+from tests.support.reference import explicit_edges
 
 # ------------------------------------------------------------------------------------------------- graph families
 

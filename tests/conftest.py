@@ -20,7 +20,7 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A running SeaweedFS server: yields its ``S3Endpoint`` (endpoint_url, access_key, secret_key, bucket)."""
-    from airflow_region_failover.local.seaweedfs import SeaweedFS
+    from devtools.seaweedfs import SeaweedFS
 
     server = SeaweedFS(bucket="region-failover-test", data_dir=tmp_path_factory.mktemp("seaweedfs"))
     try:
@@ -33,7 +33,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A running local Spark Connect server (``local[2]``): yields its ``sc://127.0.0.1:<port>`` URL."""
-    from airflow_region_failover.local.spark_connect import SparkConnectServer
+    from devtools.spark_connect import SparkConnectServer
 
     server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), cores=2)
     try:
@@ -48,7 +48,7 @@ def _no_leaked_spark_connect_mode() -> Iterator[None]:
     """A test that builds a Spark Connect session in this process makes PySpark set ``SPARK_CONNECT_MODE_ENABLED``
     in ``os.environ``, after which no later test (nor a child it starts) could build an embedded session; the
     marker is put back as it was after each test."""
-    from airflow_region_failover.local.processes import PYSPARK_CLIENT_MARKERS
+    from devtools.processes import PYSPARK_CLIENT_MARKERS
 
     before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
     yield

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_region_failover.spark.submit import run_script_step
+from airflow_region_failover import run_script_step
 
 
 def load(spark: Any, inputs: Any, context: Any) -> Any:

@@ -1,7 +1,8 @@
 """airflow-provider-region-failover: Flink-style region failover for PySpark pipelines on Apache Airflow 3.
 
-Importing this package is cheap and pure: the core (``graph``, ``failover``) needs only networkx, so the CLI runs
-without Airflow, boto3 or pyspark. The Airflow-facing names are resolved lazily on first access.
+Importing this package is cheap and pure: the core (``graph``, ``failover``) needs only the standard library, so
+the CLI runs without Airflow, boto3 or pyspark. The Airflow-facing names are resolved lazily on first access.
+``ARCHITECTURE.md`` in the repository describes every package.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from airflow_region_failover.graph import (
 _LAZY: dict[str, str] = {
     "RegionJob": "airflow_region_failover.authoring",
     "StepContext": "airflow_region_failover.spark.context",
-    "RegionStepOperator": "airflow_region_failover.airflow.operator",
+    "RegionStepOperator": "airflow_region_failover.operators.step",
     "run_script_step": "airflow_region_failover.spark.submit",
-    "task_id_of": "airflow_region_failover.airflow.render",
-    "subtask_of": "airflow_region_failover.airflow.render",
-    "job_of": "airflow_region_failover.airflow.render",
+    "task_id_of": "airflow_region_failover.naming",
+    "subtask_of": "airflow_region_failover.naming",
+    "job_of": "airflow_region_failover.job",
 }
 
 __all__ = [

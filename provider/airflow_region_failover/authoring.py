@@ -27,7 +27,8 @@ Rules:
   function signature or missing script (naming the step), bad failover/restart options (:class:`OptionError`
   naming the key);
 * options use Flink's key names; unset keys come from ``[region_failover]`` in airflow.cfg
-  (:func:`default_options`), then the job's own ``options``, then ``failover_strategy``/``restart_strategy``.
+  (:func:`~airflow_region_failover.conf.restart_defaults`), then the job's own ``options``, then
+  ``failover_strategy``/``restart_strategy`` (layered by :func:`~airflow_region_failover.failover.options.resolve`).
 """
 
 from __future__ import annotations
@@ -35,54 +36,27 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from airflow.sdk import DAG
+from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_region_failover import conf
+from airflow_region_failover.exceptions import GraphError
+from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
+from airflow_region_failover.failover.restart import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.builder import JobGraphBuilder
-from airflow_region_failover.graph.errors import GraphError, OptionError
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
+from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
+from airflow_region_failover.naming import task_id_of
+from airflow_region_failover.operators.step import RegionStepOperator
+from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
+from airflow_region_failover.spark.exchange import check_sinks
 
-if TYPE_CHECKING:
-    from airflow.sdk import DAG
-
-    from airflow_region_failover.airflow.render import RenderedJob
-
-StepFunction = Callable[..., Any]
 StepSource = StepFunction | str | Path
-
-FAILOVER_STRATEGY = "jobmanager.execution.failover-strategy"
-RESTART_STRATEGY = "restart-strategy.type"
-_TYPE_SEGMENTS = ("fixed-delay", "failure-rate", "exponential-delay")
-
-
-@dataclass(frozen=True)
-class StepImpl:
-    """How one step runs: a Python ``fn`` or a ``script`` path, on ``spark_conn_id`` (None: the default), with
-    extra keyword arguments for its operators (``retries``, ``pool``, ``executor_config``...)."""
-
-    step_id: str
-    fn: StepFunction | None = None
-    script: str | None = None
-    spark_conn_id: str | None = None
-    task_kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class JobRuntime:
-    """What every step operator of a rendered job shares in the worker: the job and the step implementations."""
-
-    graph: JobGraph
-    options: Mapping[str, str]
-    impls: Mapping[str, StepImpl]
-
-    def impl(self, step_id: str) -> StepImpl:
-        """The implementation of ``step_id``."""
-        return self.impls[step_id]
 
 
 class RegionJob:
@@ -98,11 +72,11 @@ class RegionJob:
     ) -> None:
         self._builder = JobGraphBuilder()
         self._impls: dict[str, StepImpl] = {}
-        self._options = {str(k): _option_value(k, v) for k, v in (options or {}).items()}
+        self._options = {str(k): conf.option_text(k, v) for k, v in (options or {}).items()}
         if failover_strategy is not None:
-            self._options[FAILOVER_STRATEGY] = failover_strategy
+            self._options[FAILOVER_STRATEGY_KEY] = failover_strategy
         if restart_strategy is not None:
-            self._options[RESTART_STRATEGY] = restart_strategy
+            self._options[RESTART_STRATEGY_TYPE_KEY] = restart_strategy
         self._spark_conn_id = spark_conn_id
 
     def step(
@@ -181,19 +155,15 @@ class RegionJob:
 
     def options(self) -> dict[str, str]:
         """The effective, validated options: ``[region_failover]`` defaults overridden by this job's."""
-        return resolve_options(self._options)
+        return resolve(conf.restart_defaults(), self._options)
 
     def render(self, dag: DAG | None = None) -> RenderedJob:
         """Validate everything and build the TaskGroups and tasks in ``dag`` (default: the current DAG).
 
         Call it last in the DAG file: tasks created afterwards would copy the (large) job document param.
         """
-        from airflow_region_failover.airflow.operator import RegionStepOperator
-        from airflow_region_failover.airflow.render import JobSpec, render_job, task_id_of
-        from airflow_region_failover.spark.exchange import check_sinks
-
         dag = dag or _current_dag()
-        runtime = JobRuntime(self.graph(), self.options(), dict(self._impls))
+        runtime = JobRuntime(JobSpec(self.graph(), self.options()), dict(self._impls))
         check_sinks(runtime.graph)
 
         def make_task(subtask: SubtaskId, group: Any) -> RegionStepOperator:
@@ -201,12 +171,10 @@ class RegionJob:
             return RegionStepOperator(task_id=task_id_of(subtask), subtask=str(subtask), runtime=runtime,
                                       dag=dag, task_group=group, **impl.task_kwargs)
 
-        return render_job(dag, JobSpec(runtime.graph, runtime.options), make_task)
+        return render_job(dag, runtime.spec, make_task)
 
 
 def _current_dag() -> DAG:
-    from airflow.sdk.definitions._internal.contextmanager import DagContext
-
     dag = DagContext.get_current()
     if dag is None:
         raise GraphError("RegionJob.render() needs a DAG: call it inside `with DAG(...):` or pass dag=")
@@ -250,47 +218,3 @@ def _check_signature(where: str, fn: StepFunction) -> None:
                          "context)") from None
     except ValueError:  # builtins without a signature: accept
         return
-
-
-def _option_value(key: object, value: object) -> str:
-    """Options are strings as Flink writes them; ints, floats, bools and timedeltas are converted, anything else
-    is an error naming the key."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    if isinstance(value, timedelta):
-        return f"{int(value / timedelta(milliseconds=1))} ms"
-    raise OptionError(f"option {key!r}: value {value!r} must be a string such as '3' or '10 s'")
-
-
-def default_options() -> dict[str, str]:
-    """The ``[region_failover]`` defaults as Flink keys (:class:`OptionError` naming a bad config option)."""
-    extra = conf.json_object("restart_strategy_options", "Flink keys")
-    options = {str(k): _option_value(k, v) for k, v in extra.items()}
-    options[FAILOVER_STRATEGY] = conf.value("failover_strategy", "region")
-    options[RESTART_STRATEGY] = conf.value("restart_strategy", "fixed-delay")
-    return options
-
-
-def _type_specific(key: str) -> bool:
-    """Whether ``key`` belongs to one restart strategy type (``restart-strategy.<type>.<name>``)."""
-    parts = key.split(".")
-    return len(parts) == 3 and parts[0] == "restart-strategy" and parts[1] in _TYPE_SEGMENTS
-
-
-def resolve_options(job_options: Mapping[str, str]) -> dict[str, str]:
-    """Defaults overridden by ``job_options``, validated by the failover core (:class:`OptionError` naming the
-    key). Defaults of another restart strategy type than the job's are dropped (a job choosing
-    ``exponential-delay`` does not inherit ``fixed-delay`` settings from airflow.cfg)."""
-    from airflow_region_failover.failover.options import parse_options, parse_restart_strategy_type
-
-    defaults = default_options()
-    if RESTART_STRATEGY in job_options:
-        chosen = parse_restart_strategy_type(job_options[RESTART_STRATEGY])
-        default_type = parse_restart_strategy_type(defaults[RESTART_STRATEGY], f"[region_failover] {RESTART_STRATEGY}")
-        if chosen != default_type:
-            defaults = {k: v for k, v in defaults.items() if not _type_specific(k)}
-    options = {**defaults, **job_options}
-    parse_options(options)
-    return dict(sorted(options.items()))

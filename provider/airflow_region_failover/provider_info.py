@@ -111,7 +111,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "operators": [
             {"integration-name": "Region Failover",
-             "python-modules": ["airflow_region_failover.airflow.operator"]},
+             "python-modules": ["airflow_region_failover.operators.step"]},
         ],
         # Connection types this provider *uses* (defined by the apache-spark and amazon providers; listing them
         # under "connection-types" would register them twice).

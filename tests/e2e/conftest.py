@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from airflow_region_failover.local.airflow_stack import (
+from devtools.airflow_stack import (
     REPO_ROOT,
     AirflowStack,
     merged_dags_folder,
@@ -109,9 +109,8 @@ class E2E:
 @pytest.fixture(scope="session")
 def e2e(s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     """The shared stack (started once; ~30-60 s)."""
-    from airflow_region_failover.airflow.decisions import DecisionLogs, S3LogBackend
-    from airflow_region_failover.store.config import client_for
     from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.runlog import RunLogs
 
     home = tmp_path_factory.mktemp("airflow")
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
@@ -121,8 +120,7 @@ def e2e(s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFac
     try:
         store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
                                           s3_server.bucket)
-        logs = DecisionLogs(S3LogBackend(client_for(store.config.access), s3_server.bucket),
-                            "region-failover/failover/v1")
+        logs = RunLogs(store.objects)
         with stack.client() as api:
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)

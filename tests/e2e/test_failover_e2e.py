@@ -78,14 +78,12 @@ def test_region_failure_reruns_failed_region_and_consumers(e2e: Any) -> None:
 
 
 def _check_history_cli(e2e: Any, dag_id: str, run_id: str) -> None:
-    """``history_main`` (behind ``region-failover history``) reads the same log with Airflow's configuration."""
+    """``region-failover history DAG_ID RUN_ID`` reads the same log with Airflow's configuration."""
     import subprocess
     import sys
 
-    code = "import sys; from airflow_region_failover.airflow.history import history_main; " \
-           "sys.exit(history_main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", code, dag_id, run_id], env=e2e.stack.env(), capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-m", "airflow_region_failover", "history", dag_id, run_id],
+                          env=e2e.stack.env(), capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "APPLIED" in done.stdout and "restarts: failed" in done.stdout and "restarts: consumer" in done.stdout
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_region_failover.local.processes import inherited_environment
+from devtools.processes import inherited_environment
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ _RUNNER = r"""
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.spark.io import open_store_io
+from airflow_region_failover.spark.partitions import open_store_io
 
 dag_id, sink = sys.argv[1], sys.argv[2]
 bag = DagBag(sys.argv[3])
@@ -36,8 +36,10 @@ dag = bag.get_dag(dag_id)
 run = dag.test()
 out = {"state": str(run.state), "run_id": run.run_id}
 if str(run.state) == "success":
-    table = open_store_io().store.read_arrow(dag_id, run.run_id, PartitionId(sink, 0))
+    store = open_store_io().store
+    table = store.read_arrow(dag_id, run.run_id, PartitionId(sink, 0))
     out["rows"] = table.to_pylist()
+    out["inputs"] = [str(v.partition) for v in store.manifest(dag_id, run.run_id, PartitionId(sink, 0)).inputs]
     module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == dag.fileloc), None)
     expected = getattr(module, "expected_report", None)
     if expected is not None:
@@ -107,6 +109,8 @@ def test_daily_sales_runs_green_with_spark_submit(airflow_env: dict[str, str]) -
     result = run_example(airflow_env, "daily_sales", "load")
     assert sorted(r["category"] for r in result["rows"]) == ["books", "garden", "music", "toys"]
     assert sum(r["sales"] for r in result["rows"]) == 2 * 3_000
+    # the script step runs the same subtask code as a function step: its manifest records what it read
+    assert result["inputs"] == ["daily_sales#0", "daily_sales#1"]
 
 
 def test_tpch_etl_on_spark_connect(airflow_env: dict[str, str], spark_connect: str) -> None:

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.local.seaweedfs import S3Endpoint, SeaweedFS
 from airflow_region_failover.store import (
     AlreadyCommitted,
     ReleaseRefused,
@@ -25,6 +24,7 @@ from airflow_region_failover.store import (
     StoreUnreachable,
     Superseded,
 )
+from devtools.seaweedfs import S3Endpoint, SeaweedFS
 
 pytestmark = pytest.mark.integration
 
@@ -234,7 +234,7 @@ def test_unsafe_ids_are_rejected_before_any_request(s3_server: S3Endpoint, prefi
 
 
 def test_gc_dry_run_then_real(s3_server: S3Endpoint, prefix: str) -> None:
-    from airflow_region_failover.store.gc import run_gc
+    from airflow_region_failover.cli.gc import run_gc
 
     store = make_store(s3_server, prefix)
     for run in ("a", "b"):

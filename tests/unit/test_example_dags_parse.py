@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 
-from airflow_region_failover.airflow.render import JOB_PARAM, job_of, subtask_of
+from airflow_region_failover.job import job_of
+from airflow_region_failover.naming import JOB_PARAM, subtask_of
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 EXAMPLES = {"tpch_etl", "shard_pipeline", "daily_sales"}

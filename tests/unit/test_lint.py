@@ -14,7 +14,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff() -> None:
-    done = _run("ruff", "check", "provider", "tests", "benchmarks", "dags")
+    done = _run("ruff", "check", "provider", "tests", "benchmarks", "dags", "devtools", "plugins")
     assert done.returncode == 0, done.stdout + done.stderr
 
 

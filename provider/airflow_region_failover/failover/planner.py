@@ -22,33 +22,29 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from airflow_region_failover.failover.availability import AvailabilityChecker
-from airflow_region_failover.failover.decision import Reason, RegionRestart, RestartDecision
+from airflow_region_failover.failover.options import FailoverStrategy
+from airflow_region_failover.failover.restart_plan import Reason, RegionRestart, RestartPlan
 from airflow_region_failover.failover.topology import FailoverTopology
-from airflow_region_failover.graph.errors import OptionError
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
-
-FAILOVER_STRATEGY_KEY = "jobmanager.execution.failover-strategy"
-STRATEGIES = ("region", "full")
 
 
 def plan_restart(
     topology: FailoverTopology,
     failed: SubtaskId,
     checker: AvailabilityChecker,
-    strategy: str = "region",
+    strategy: FailoverStrategy | str = FailoverStrategy.REGION,
     unavailable: Iterable[PartitionId] = (),
-) -> RestartDecision:
-    """The restart decision for the failure of ``failed`` (see the module docstring for the rules)."""
-    if strategy not in STRATEGIES:
-        raise OptionError(f"{FAILOVER_STRATEGY_KEY}: {strategy!r} is unknown; use 'region' or 'full'")
+) -> RestartPlan:
+    """The restart plan for the failure of ``failed`` (see the module docstring for the rules)."""
+    chosen = FailoverStrategy.parse(strategy)
     walk = _RegionWalk(topology, checker, frozenset(unavailable))
     walk.run(topology.regions.region_of(failed).index, f"{failed} failed")
-    if strategy == "full":
+    if chosen is FailoverStrategy.FULL:
         walk.add_all_remaining()
     restarts = tuple(
         RegionRestart(topology.regions.regions[i], reason, cause) for i, (reason, cause) in sorted(walk.pulled.items())
     )
-    return RestartDecision(failed, strategy, restarts)
+    return RestartPlan(failed, chosen, restarts)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """PURE: the job graph model, its validation and JSON format, subtask expansion and failover regions.
 
-Imports nothing but the standard library (and networkx in the brute-force reference only).
+Imports nothing but the standard library.
 """
 
 from airflow_region_failover.graph.builder import JobGraphBuilder

@@ -15,71 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cached_property
-from typing import TypeVar
 
+from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
 from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.graph.validation import validate
 
-_E = TypeVar("_E", bound=Enum)
-
-
-class Exchange(str, Enum):
-    """How a result is exchanged: ``PIPELINED`` (ephemeral, same attempt) or ``BLOCKING`` (persisted)."""
-
-    PIPELINED = "PIPELINED"
-    BLOCKING = "BLOCKING"
-
-    @classmethod
-    def parse(cls, value: object, *, where: str) -> Exchange:
-        """Parse ``value`` (case-insensitive name or member); ``where`` names the offending edge."""
-        return _parse_enum(cls, value, where=where, what="exchange")
-
-
-class Distribution(str, Enum):
-    """Which producer partitions each consumer subtask reads: ``ALL_TO_ALL`` or ``POINTWISE``."""
-
-    ALL_TO_ALL = "ALL_TO_ALL"
-    POINTWISE = "POINTWISE"
-
-    @classmethod
-    def parse(cls, value: object, *, where: str) -> Distribution:
-        """Parse ``value`` (case-insensitive name or member); ``where`` names the offending edge."""
-        return _parse_enum(cls, value, where=where, what="distribution")
-
-
-def _parse_enum(cls: type[_E], value: object, *, where: str, what: str) -> _E:
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str):
-        for member in cls:
-            if member.value == value.upper().replace("-", "_"):
-                return member
-    names = " or ".join(m.value for m in cls)
-    raise GraphError(f"{where}: {what} {value!r} is unknown; use {names}")
-
-
-@dataclass(frozen=True)
-class Step:
-    """A job vertex: one PySpark computation split into ``parallelism`` subtasks."""
-
-    id: str
-    parallelism: int = 1
-    deterministic: bool = False
-
-
-@dataclass(frozen=True)
-class Edge:
-    """``source`` produces result ``result``, which ``target`` consumes with ``distribution``."""
-
-    source: str
-    target: str
-    exchange: Exchange
-    distribution: Distribution = Distribution.ALL_TO_ALL
-    result: str = ""
-
-    def __str__(self) -> str:
-        return f"edge {self.source} -> {self.target}"
+__all__ = ["Distribution", "Edge", "Exchange", "JobGraph", "Result", "Step"]
 
 
 @dataclass(frozen=True)
@@ -103,8 +45,6 @@ class JobGraph:
     @classmethod
     def of(cls, steps: Iterable[Step], edges: Iterable[Edge]) -> JobGraph:
         """Validate and build a graph (see :func:`~.validation.validate` for the rules and messages)."""
-        from airflow_region_failover.graph.validation import validate
-
         ordered_steps, resolved_edges = validate(tuple(steps), tuple(edges))
         return cls(ordered_steps, resolved_edges, {s.id: s for s in ordered_steps})
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import replace
 
+from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
 from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import check_result_id, check_step_id, default_result_id
-from airflow_region_failover.graph.model import Distribution, Edge, Exchange, Step
 
 
 def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[Step, ...], tuple[Edge, ...]]:

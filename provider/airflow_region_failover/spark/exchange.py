@@ -6,7 +6,7 @@ Rules:
   consumer reads exactly the refs its producers' current tries published. Airflow 3 deletes a task's XComs when
   its next try starts, and a consumer only runs once every producer it reads has succeeded, so after a restart
   the consumer reads the new try's output, never a stale one; the read is also pinned to the ref's attempt
-  (:mod:`.io`). A missing ref is an :class:`InputUnavailable` naming the partition (the failover cause);
+  (:mod:`.partitions`). A missing ref is an :class:`InputUnavailable` naming the partition (the failover cause);
 * BLOCKING partitions are committed store versions (attempt = the producer's try number); PIPELINED partitions
   are *scratch*: written under the producer try's own attempt, read only through that try's ref, retired when
   the producer's next try begins (the store's commit protocol) and swept by the store's life-cycle;
@@ -22,24 +22,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.graph.errors import GraphError, RegionFailoverError
+from airflow_region_failover.exceptions import GraphError, InputUnavailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId, default_result_id
 from airflow_region_failover.graph.model import Exchange, JobGraph, Result
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-
-class StepOutputError(RegionFailoverError):
-    """A step function returned something that does not match the results its step declares."""
-
-
-class InputUnavailable(RegionFailoverError):
-    """A partition a subtask must read is not available; ``partition`` names it (the failover cause)."""
-
-    def __init__(self, partition: PartitionId, why: str) -> None:
-        super().__init__(f"input partition {partition} is unavailable: {why}")
-        self.partition = partition
 
 
 @dataclass(frozen=True)

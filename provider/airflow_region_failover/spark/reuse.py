@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from airflow_region_failover.failover.options import FailoverStrategy
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.spark.context import StepContext
@@ -29,10 +30,11 @@ from airflow_region_failover.spark.exchange import PartitionRef, output_results
 
 def kept_outputs(io: Any, graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
                  current: Iterable[Any], sctx: StepContext,
-                 strategy: str = "region") -> tuple[PartitionRef, ...] | None:
+                 strategy: FailoverStrategy | str = FailoverStrategy.REGION) -> tuple[PartitionRef, ...] | None:
     """The refs of ``subtask``'s committed outputs if this try may keep them (module rule), else None.
     ``current``: the versions of the BLOCKING inputs this try would read; ``io`` answers ``committed``."""
-    if strategy != "region" or sctx.try_number <= 1 or not _only_blocking(graph, subtask.step):
+    region = FailoverStrategy.parse(strategy) is FailoverStrategy.REGION
+    if not region or sctx.try_number <= 1 or not _only_blocking(graph, subtask.step):
         return None
     if not any(refs.values()):
         return None

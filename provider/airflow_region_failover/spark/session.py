@@ -10,26 +10,24 @@ Rules (connection types of the apache-spark provider):
   the client-mode driver); script steps are spark-submitted through ``SparkSubmitHook`` (:mod:`.submit`).
 
 Any other connection type is an error naming the connection and the types accepted. Sessions are cached per
-process and target; :func:`stop_sessions` stops them (tests, benchmarks).
+process and target (a stopped one is rebuilt on the next request).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover import conf
-from airflow_region_failover.graph.errors import OptionError
+from airflow_region_failover.exceptions import OptionError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 EMBEDDED, CONNECT, CLUSTER = "embedded", "connect", "cluster"
-_SESSIONS: dict[SparkTarget, SparkSession] = {}
-_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -60,9 +58,7 @@ def resolve_target(conn_id: str | None = None) -> SparkTarget:
     spark_conf = default_conf()
     if conn_id is None:
         return SparkTarget(EMBEDDED, conf.value("spark_master", "local[*]") or "local[*]", None, spark_conf)
-    from airflow.providers.common.compat.sdk import BaseHook
-
-    conn = BaseHook.get_connection(conn_id)
+    conn = conf.connection(conn_id)
     if conn.conn_type == "spark_connect":
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
@@ -86,16 +82,17 @@ def _master_url(conn: Any) -> str:
 
 
 def get_session(target: SparkTarget) -> SparkSession:
-    """A (cached) SparkSession for ``target``."""
-    session = _SESSIONS.get(target)
-    if session is not None and _alive(session):
-        return session
-    with _LOCK:
-        session = _SESSIONS.get(target)
-        if session is None or not _alive(session):
-            session = _build(target)
-            _SESSIONS[target] = session
+    """A (cached) SparkSession for ``target``; a cached session that was stopped is replaced."""
+    session = _session(target)
+    if not _alive(session):
+        _session.cache_clear()
+        session = _session(target)
     return session
+
+
+@functools.cache
+def _session(target: SparkTarget) -> SparkSession:
+    return _build(target)
 
 
 def _build(target: SparkTarget) -> SparkSession:
@@ -120,12 +117,3 @@ def _alive(session: SparkSession) -> bool:
         return context is None or getattr(context, "_jsc", None) is not None
     except Exception:
         return False
-
-
-def stop_sessions() -> None:
-    """Stop every cached session (embedded JVMs exit; Connect sessions are released on the server)."""
-    with _LOCK:
-        sessions = list(_SESSIONS.values())
-        _SESSIONS.clear()
-    for session in sessions:
-        session.stop()

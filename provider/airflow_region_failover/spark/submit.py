@@ -3,7 +3,7 @@
 
 A script step's file ends with::
 
-    from airflow_region_failover.spark.submit import run_script_step
+    from airflow_region_failover import run_script_step
 
     def transform(spark, inputs, context):
         return inputs["clean"].groupBy("k").count()
@@ -14,10 +14,11 @@ A script step's file ends with::
 Rules: the operator passes the subtask's spec (graph, input refs, its attempt, store location) as one base64 JSON
 argument ``--region-failover-spec``; S3 credentials travel only in the environment (``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY``), never in arguments or logs. After the application exits successfully the operator
-checks that every output partition is committed *by this try's attempt* and publishes the refs; anything else
-fails the task naming the partition. The ``spark`` connection is the step's ``spark_conn_id`` if it is of type
-``spark``, else
-``[region_failover] spark_submit_conn_id``, else none: spark-submit on ``[region_failover] spark_master``.
+checks that every output partition is committed *by this try's attempt* and hands the refs back for
+publication; anything else fails the task naming the partition. The script side runs the same
+:func:`~.compute.compute` as a function step, so its manifests record the input versions it read too. The
+``spark`` connection is the step's ``spark_conn_id`` if it is of type ``spark``, else ``[region_failover]
+spark_submit_conn_id``, else none: spark-submit on ``[region_failover] spark_master``.
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, JobGraph
+from airflow_region_failover.job import StepImpl
+from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.context import StepContext, input_name
-from airflow_region_failover.spark.exchange import PartitionRef, match_outputs, output_results
+from airflow_region_failover.spark.exchange import PartitionRef, output_results
+from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.session import CLUSTER, default_conf, resolve_target
+from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
 
 SPEC_ARG = "--region-failover-spec"
 LOCAL_CONN_ID = "region_failover_local_spark"
@@ -54,7 +61,7 @@ def decode_spec(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def build_spec(graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-               sctx: StepContext, store: Any) -> dict[str, Any]:
+               sctx: StepContext, store: ResultStore) -> dict[str, Any]:
     """What the script needs: graph, subtask, input refs, its attempt, and the store location (no secrets)."""
     config = store.config
     return {
@@ -71,7 +78,7 @@ def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if isinstance(v, (str, int, float, bool, type(None), list, dict))}
 
 
-def _env(store: Any) -> dict[str, str]:
+def _env(store: ResultStore) -> dict[str, str]:
     env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     credentials = store.config.access.credentials
@@ -83,22 +90,20 @@ def _env(store: Any) -> dict[str, str]:
     return env
 
 
-def submit_script(impl: Any, graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-                  sctx: StepContext, io: Any, ti: Any) -> dict[str, int]:
-    """spark-submit ``impl.script`` for ``subtask``, then verify and publish its committed outputs."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+def submit_script(impl: StepImpl, graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
+                  sctx: StepContext, io: StoreIO) -> tuple[PartitionRef, ...]:
+    """spark-submit ``impl.script`` for ``subtask``, then verify its committed outputs; returns their refs."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # deferred: optional provider
 
-    from airflow_region_failover.airflow.operator import xcom_key
-    from airflow_region_failover.spark.session import default_conf
-
-    conn_id = submit_conn_id(impl.spark_conn_id)
+    assert impl.script is not None
     hook = SparkSubmitHook(
-        conn_id=conn_id, conf=dict(default_conf()), name=f"{sctx.dag_id}.{subtask.step}.{subtask.index}",
+        conn_id=submit_conn_id(impl.spark_conn_id), conf=dict(default_conf()),
+        name=f"{sctx.dag_id}.{subtask.step}.{subtask.index}",
         application_args=[SPEC_ARG, encode_spec(build_spec(graph, subtask, refs, sctx, io.store))],
         env_vars=_env(io.store),
     )
     hook.submit(application=impl.script)
-    rows: dict[str, int] = {}
+    written = []
     for result in output_results(graph, subtask.step):
         ref = PartitionRef(result.id, subtask.index, result.exchange.value, sctx.dag_id, sctx.run_id,
                            sctx.try_number)
@@ -106,17 +111,13 @@ def submit_script(impl: Any, graph: JobGraph, subtask: SubtaskId, refs: Mapping[
         if manifest.attempt != ref.attempt:
             raise RuntimeError(f"script step {subtask} finished but {ref.partition} is committed by attempt "
                                f"{manifest.attempt}, not this try's attempt {ref.attempt}")
-        ti.xcom_push(key=xcom_key(result.id), value={**ref.to_json(), "rows": manifest.row_count})
-        rows[result.id] = manifest.row_count
-    return rows
+        written.append(PartitionRef(**{**ref.to_json(), "rows": manifest.row_count}))
+    return tuple(written)
 
 
 def submit_conn_id(step_conn_id: str | None) -> str:
     """The ``spark`` connection to spark-submit with: the step's if it is one (a job-wide ``spark_connect``
     connection is skipped), else ``[region_failover] spark_submit_conn_id``, else a ``local`` one."""
-    from airflow_region_failover import conf
-    from airflow_region_failover.spark.session import CLUSTER, resolve_target
-
     if step_conn_id and resolve_target(step_conn_id).mode == CLUSTER:
         return step_conn_id
     return conf.value("spark_submit_conn_id", "") or _local_conn()
@@ -124,25 +125,18 @@ def submit_conn_id(step_conn_id: str | None) -> str:
 
 def _local_conn() -> str:
     """A ``spark`` connection on ``local[*]`` (environment-variable connection) for scripts without one."""
-    from airflow_region_failover import conf
-
     master = conf.value("spark_master", "local[*]") or "local[*]"
     os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_CONN_ID.upper()}", json.dumps({"conn_type": "spark", "host": master}))
     return LOCAL_CONN_ID
 
 
 def run_script_step(fn: Callable[..., Any], argv: Sequence[str] | None = None) -> None:
-    """The script side: read the inputs, call ``fn(spark, inputs, context)``, write and commit the outputs."""
-    from pyspark.sql import SparkSession
-
-    from airflow_region_failover.spark.io import StoreIO
-    from airflow_region_failover.spark.step import read_inputs
+    """The script side: :func:`~.compute.compute` with the subtask the operator passed (inputs, outputs, commit)."""
+    from pyspark.sql import SparkSession  # deferred: only the spark-submitted application needs pyspark here
 
     spec = decode_spec(sys.argv if argv is None else argv)
     graph = jsonformat.from_dict(spec["graph"])
     subtask = SubtaskId.parse(spec["subtask"])
-    io = StoreIO(_store(spec["store"]))
-    spark = SparkSession.builder.getOrCreate()
     edges = {input_name(e): e for e in graph.inputs(subtask.step)}
     refs = {edges[name]: tuple(PartitionRef(**r) for r in rs) for name, rs in spec["inputs"]}
     context = spec["context"]
@@ -150,16 +144,10 @@ def run_script_step(fn: Callable[..., Any], argv: Sequence[str] | None = None) -
     sctx = StepContext(subtask, step.parallelism, step.deterministic,
                        {input_name(e): tuple(r.partition for r in rs) for e, rs in refs.items()},
                        context["dag_id"], context["run_id"], int(context["try_number"]), context["params"])
-    frames = match_outputs(graph, subtask.step, fn(spark, read_inputs(spark, io, refs), sctx))
-    exchanges = {r.id: r.exchange.value for r in output_results(graph, subtask.step)}
-    for result, frame in frames.items():
-        io.write(frame, PartitionRef(result, subtask.index, exchanges[result], sctx.dag_id, sctx.run_id,
-                                     sctx.try_number))
+    compute(SparkSession.builder.getOrCreate(), StoreIO(_store(spec["store"])), graph, subtask, refs, sctx, fn)
 
 
-def _store(location: Mapping[str, Any]) -> Any:
-    from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
-
+def _store(location: Mapping[str, Any]) -> ResultStore:
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     credentials = S3Credentials(key, secret, os.environ.get("AWS_SESSION_TOKEN")) if key and secret else None
     access = S3Access(location.get("endpoint_url"), location.get("region") or "us-east-1", credentials)

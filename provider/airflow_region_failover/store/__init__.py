@@ -2,8 +2,10 @@
 
 Modules, each answering one question: :mod:`.keys` (where does every key go), :mod:`.manifest` (what a commit
 records), :mod:`.commit` (which attempt is the committed version), :mod:`.availability` (can it be read
-again), :mod:`.spark_io` (how a DataFrame gets in and out), :mod:`.lifecycle` (when is it deleted),
-:mod:`.config` (how S3 is reached), :mod:`.objects` (guarded S3 calls). :class:`ResultStore` is the facade.
+again), :mod:`.parquet` (how a DataFrame gets into Parquet objects and out), :mod:`.lifecycle` (when is it
+deleted), :mod:`.config` (how S3 is reached), :mod:`.objects` (guarded S3 calls), :mod:`.runlog` (where the
+failover decision logs live). :class:`ResultStore` is the facade. Errors are in
+:mod:`airflow_region_failover.exceptions` (re-exported here).
 
 Key layout (``R = <prefix>/v1/<dag>/<run>``, ``P = p<index:05d>``, ``A = a<attempt:06d>``)::
 
@@ -20,15 +22,14 @@ Commit / supersede protocol (attempt = Airflow ``try_number``, increasing within
 3. it *commits* by creating ``manifests/P/A.json`` with ``If-None-Match: *`` — one winner per attempt, a second
    committer gets :class:`AlreadyCommitted`; an attempt at or below the fence, or below a committed newer
    attempt, gets :class:`Superseded`;
-4. the failover loop may *retire* the current version of a partition it is about to re-produce.
+4. *retire* (:meth:`ResultStore.retire`) makes the current version of a partition unavailable until a newer
+   attempt commits (the protocol's operator for a caller that knows a version must not be read again).
 
 Readers use the committed attempt with the highest number above the fence (never a data listing); so a rerun
 in the same DAG run becomes visible atomically when it commits, and a zombie older attempt can never replace it.
 """
 
-from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
-from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig
-from airflow_region_failover.store.errors import (
+from airflow_region_failover.exceptions import (
     AlreadyCommitted,
     ManifestError,
     NotAvailable,
@@ -38,6 +39,8 @@ from airflow_region_failover.store.errors import (
     Superseded,
     UnsafeKeyError,
 )
+from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
+from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig
 from airflow_region_failover.store.facade import ResultStore
 from airflow_region_failover.store.lifecycle import Retention, SweepReport
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 
+from airflow_region_failover.exceptions import ManifestError, NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.commit import PartitionState, load_manifest, scan_result
-from airflow_region_failover.store.errors import ManifestError, NotAvailable
 from airflow_region_failover.store.keys import RunKeys, check_partition
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Objects

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from airflow_region_failover.exceptions import AlreadyCommitted, NotAvailable, Superseded
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.errors import AlreadyCommitted, NotAvailable, Superseded
 from airflow_region_failover.store.keys import RunKeys
 from airflow_region_failover.store.manifest import Manifest, Retirement
 from airflow_region_failover.store.objects import Objects

@@ -2,19 +2,21 @@
 
 Rules: bucket and prefix come from configuration (``[region_failover] store_bucket`` / ``store_prefix``, or
 arguments); credentials come from an Airflow ``aws`` connection through the amazon provider's ``S3Hook`` (its
-session's frozen credentials and the connection's ``extra.endpoint_url``), or are given explicitly for tests and
-the CLI, or fall back to boto3's default chain. Secrets are never part of a ``repr`` or a log line. A boto3
-client is created once per process and :class:`S3Access` and reused (creating one costs ~0.5 s); retries and
-timeouts are bounded so an unreachable server yields :class:`~.errors.StoreUnreachable` quickly.
+session's frozen credentials and the connection's S3 endpoint), or are given explicitly for tests and the CLI,
+or fall back to boto3's default chain. Secrets are never part of a ``repr`` or a log line. A boto3 client is
+created once per process and :class:`S3Access` and reused (creating one costs ~0.5 s); retries and timeouts are
+bounded so an unreachable server yields :class:`~airflow_region_failover.exceptions.StoreUnreachable` quickly.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field, replace
+import functools
+from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.lifecycle import Retention
 
 DEFAULT_PREFIX = "region-failover"
 DEFAULT_CONN_ID = "aws_default"
@@ -94,10 +96,6 @@ class StoreConfig:
         """The key layout of this configuration."""
         return Layout(self.bucket, self.prefix)
 
-    def with_access(self, **changes: Any) -> StoreConfig:
-        """A copy with some :class:`S3Access` fields changed (e.g. ``max_attempts=1`` in tests)."""
-        return replace(self, access=replace(self.access, **changes))
-
 
 def access_from_airflow(conn_id: str = DEFAULT_CONN_ID, **tuning: Any) -> S3Access:
     """Resolve an Airflow ``aws`` connection into :class:`S3Access` (credentials via ``S3Hook.get_session``)."""
@@ -110,9 +108,8 @@ def access_from_airflow(conn_id: str = DEFAULT_CONN_ID, **tuning: Any) -> S3Acce
     if frozen is not None:
         fc = frozen.get_frozen_credentials()
         credentials = S3Credentials(fc.access_key, fc.secret_key, fc.token)
-    extra = hook.get_connection(conn_id).extra_dejson
-    endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url")
-    region = session.region_name or extra.get("region_name") or "us-east-1"
+    endpoint = hook.conn_config.get_service_endpoint_url("s3")
+    region = session.region_name or hook.conn_config.region_name or "us-east-1"
     return S3Access(endpoint_url=endpoint, region=region, credentials=credentials, **tuning)
 
 
@@ -122,8 +119,6 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     Keys: ``store_bucket`` (required), ``store_prefix`` (default ``region-failover``), ``store_aws_conn_id``
     (default ``aws_default``). ``overrides`` replace fields of the result.
     """
-    from airflow_region_failover import conf
-
     bucket = conf.value("store_bucket", "")
     if not bucket and "bucket" not in overrides:
         raise ValueError("set [region_failover] store_bucket (AIRFLOW__REGION_FAILOVER__STORE_BUCKET)")
@@ -136,19 +131,21 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     return StoreConfig(**values)
 
 
-_CLIENTS: dict[S3Access, Any] = {}
-_LOCK = threading.Lock()
-
-
+@functools.cache
 def client_for(access: S3Access) -> Any:
-    """The process-wide boto3 S3 client for ``access`` (created once, thread-safe, reused)."""
-    client = _CLIENTS.get(access)
-    if client is None:
-        with _LOCK:
-            client = _CLIENTS.get(access)
-            if client is None:
-                import boto3
+    """The process-wide boto3 S3 client for ``access`` (created once, reused; boto3 clients are thread-safe)."""
+    import boto3
 
-                client = boto3.session.Session().client("s3", **access.client_kwargs())
-                _CLIENTS[access] = client
-    return client
+    return boto3.session.Session().client("s3", **access.client_kwargs())
+
+
+def retention_from_airflow() -> Retention | None:
+    """``[region_failover] store_keep_last_runs`` / ``store_keep_days`` (``None`` when neither is set)."""
+    runs = conf.value("store_keep_last_runs", "") or ""
+    days = conf.value("store_keep_days", "") or ""
+    if not runs.strip() and not days.strip():
+        return None
+    try:
+        return Retention(int(runs) if runs.strip() else None, float(days) if days.strip() else None)
+    except ValueError as exc:
+        raise ValueError(f"[region_failover] store_keep_last_runs={runs!r} / store_keep_days={days!r}: {exc}") from None

@@ -6,17 +6,18 @@ key layout and the commit / supersede protocol it implements.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover.exceptions import AlreadyCommitted, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import commit as protocol
-from airflow_region_failover.store import lifecycle, spark_io
+from airflow_region_failover.store import lifecycle, parquet
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
-from airflow_region_failover.store.errors import AlreadyCommitted, Superseded
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, Retirement
 from airflow_region_failover.store.objects import Objects
@@ -64,7 +65,7 @@ class ResultStore:
         writer of this attempt won); in both cases this writer's data is deleted and the standing commit is kept.
         """
         target = self._begin(dag_id, run_id, partition, attempt)
-        writer = spark_io.write_with_driver if self.config.spark_io == "driver" else spark_io.write_with_executors
+        writer = parquet.write_with_driver if self.config.spark_io == "driver" else parquet.write_with_executors
         return self._finish(target, lambda: writer(df, target), df.schema.json(), inputs)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
@@ -72,7 +73,7 @@ class ResultStore:
         """Persist an Arrow table (no Spark) and commit it; ``spark_schema`` defaults to one derived from Arrow."""
         target = self._begin(dag_id, run_id, partition, attempt)
         schema = spark_schema or _spark_schema_of(table)
-        return self._finish(target, lambda: spark_io.write_arrow(table, target), schema)
+        return self._finish(target, lambda: parquet.write_arrow(table, target), schema)
 
     def begin_attempt(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> tuple[Retirement, ...]:
         """Fence all attempts below ``attempt`` (the supersede step; :meth:`write` does it too)."""
@@ -80,17 +81,17 @@ class ResultStore:
         check_index(attempt, what=f"attempt of {partition}", minimum=1)
         return protocol.begin_attempt(self.objects, keys, check_partition(partition), attempt)
 
-    def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> spark_io.Target:
+    def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> parquet.Target:
         keys = self.run_keys(dag_id, run_id)
         retired = self.begin_attempt(dag_id, run_id, partition, attempt)
         if retired:
             log.info("%s of %s/%s: attempt %d superseded attempts %s", partition, dag_id, run_id, attempt,
                      [r.attempt for r in retired])
         lifecycle.record_run(self.objects, keys)
-        return spark_io.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
+        return parquet.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
                                self.config.part_size, self.config.upload_threads)
 
-    def _finish(self, target: spark_io.Target, write: Callable[[], spark_io.Written], schema: str,
+    def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
                 inputs: tuple[InputVersion, ...] = ()) -> Manifest:
         try:
             written = write()
@@ -106,7 +107,7 @@ class ResultStore:
                  len(manifest.objects), manifest.total_bytes)
         return manifest
 
-    def _discard(self, target: spark_io.Target) -> None:
+    def _discard(self, target: parquet.Target) -> None:
         prefix = target.keys.attempt_data(target.partition, target.attempt, target.writer)
         try:
             self.objects.delete([item.key for item in self.objects.listing(prefix)])
@@ -125,15 +126,15 @@ class ResultStore:
     def read_version(self, spark: SparkSession, manifest: Manifest) -> DataFrame:
         """The committed version ``manifest`` (as returned by :meth:`manifest`) as a DataFrame."""
         dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
-        target = spark_io.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
+        target = parquet.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
-        return spark_io.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io)
+        return parquet.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io)
 
     def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
         """The current committed version as an Arrow table (no Spark)."""
         keys = self.run_keys(dag_id, run_id)
         manifest = protocol.current_manifest(self.objects, keys, check_partition(partition))
-        return spark_io.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
+        return parquet.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
                                    self.config.upload_threads)
 
     def partitions(self, dag_id: str, run_id: str, result: str) -> tuple[PartitionId, ...]:
@@ -192,6 +193,12 @@ class ResultStore:
     def dags(self) -> list[str]:
         """The dag ids that have stored runs."""
         return lifecycle.list_dags(self.objects, self.layout)
+
+
+@functools.cache
+def default_store() -> ResultStore:
+    """The result store of this deployment (``[region_failover]`` + its aws connection), built once per process."""
+    return ResultStore.from_airflow()
 
 
 def _spark_schema_of(table: pa.Table) -> str:

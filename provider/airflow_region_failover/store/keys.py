@@ -8,6 +8,9 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     R/<result>/retired/P/A.json                   retirement marker of one attempt (conditional create)
     R/<result>/data/P/A-<writer>/part-<k:05d>-t<try>.parquet   data objects of one writer of one attempt
 
+    <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
+    <prefix>/failover/v1/_pending/<dag>/<run>                    marker: the run has a decision not applied yet
+
 Rules: ``dag`` and ``run`` are Airflow ids encoded injectively: ASCII letters, digits, ``_`` and ``-`` stay,
 every other printable ASCII character becomes ``.xx`` (its hex code), so a part never holds ``/`` or ``..``
 and is never a ``.``/``..`` segment; non-ASCII, control characters, empty ids and over-long ids are rejected.
@@ -22,11 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from airflow_region_failover.exceptions import UnsafeKeyError
 from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import PartitionId, key_part
-from airflow_region_failover.store.errors import UnsafeKeyError
 
 FORMAT_ROOT = "v1"
+FAILOVER_ROOT = "failover/v1"
 MAX_AIRFLOW_ID = 250
 _PLAIN = re.compile(r"[A-Za-z0-9_-]")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
@@ -197,8 +201,29 @@ class Layout:
 
     @property
     def root(self) -> str:
-        """``<prefix>/v1``: the store's versioned root; nothing is ever written outside it."""
+        """``<prefix>/v1``: the store's versioned root of results."""
         return _join(self.prefix, FORMAT_ROOT)
+
+    @property
+    def failover_root(self) -> str:
+        """``<prefix>/failover/v1``: the decision logs (outside the results' tree, so gc never sweeps them)."""
+        return _join(self.prefix, FAILOVER_ROOT)
+
+    def run_log(self, dag_id: str, run_id: str) -> str:
+        """``<prefix>/failover/v1/runs/<dag>/<run>/log.json``: one run's decision log."""
+        return f"{self.failover_root}/runs/{self._run_part(dag_id, run_id)}/log.json"
+
+    def pending_marker(self, dag_id: str, run_id: str) -> str:
+        """``<prefix>/failover/v1/_pending/<dag>/<run>``: the run has a decision not applied yet."""
+        return f"{self.pending_prefix()}{self._run_part(dag_id, run_id)}"
+
+    def pending_prefix(self) -> str:
+        """Prefix of every pending marker."""
+        return f"{self.failover_root}/_pending/"
+
+    @staticmethod
+    def _run_part(dag_id: str, run_id: str) -> str:
+        return f"{encode_airflow_id(dag_id, what='dag id')}/{encode_airflow_id(run_id, what='run id')}"
 
     def run(self, dag_id: str, run_id: str) -> RunKeys:
         """The keys of one DAG run (validates both ids)."""
@@ -211,15 +236,16 @@ class Layout:
         return _join(self.root, encode_airflow_id(dag_id, what="dag id")) + "/"
 
     def check(self, key: str) -> str:
-        """Return ``key`` (or a ``/``-ended prefix) if it lies under the root and is plain; else raise.
+        """Return ``key`` (or a ``/``-ended prefix) if it lies under one of the two roots and is plain; else raise.
 
         Plain: ASCII ``[A-Za-z0-9_./-]`` only, no empty (``//``), ``.`` or ``..`` segment.
         """
         segments = key.removesuffix("/").split("/")
         if (
-            not key.startswith(self.root + "/")
+            not key.startswith((self.root + "/", self.failover_root + "/"))
             or not _SAFE_KEY.match(key)
             or any(s in {"", ".", ".."} for s in segments)
         ):
-            raise UnsafeKeyError(f"key {key!r} is outside s3://{self.bucket}/{self.root}/ or not plain")
+            raise UnsafeKeyError(f"key {key!r} is outside s3://{self.bucket}/{self.root}/ (or {self.failover_root}/) "
+                                 "or not plain")
         return key

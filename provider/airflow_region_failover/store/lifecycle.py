@@ -1,8 +1,8 @@
 """Life-cycle: release committed results nobody can need any more, and sweep what was never committed.
 
 Rules (Flink's partition life-cycle): a run's results are released only when its consumers are done *and* the
-run has finished, and never while a *hold* exists — the failover loop takes a hold (``_holds/<name>.json``)
-while a restart of the run is pending and drops it once applied. Retention keeps the newest ``keep_last_runs``
+run has finished, and never while a *hold* exists (``_holds/<name>.json``: whoever may still need the run's
+results takes one and drops it when done). Retention keeps the newest ``keep_last_runs``
 runs and every run younger than ``keep_days``; older finished, unheld runs are released. The sweeper deletes
 only data no committed manifest references (uncommitted attempts, losers of a commit race, orphans) and aborts
 incomplete multipart uploads — and only when their newest object is older than the grace period, so a writer
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from airflow_region_failover.exceptions import AlreadyCommitted, ManifestError, ReleaseRefused
 from airflow_region_failover.store.commit import now_iso
-from airflow_region_failover.store.errors import AlreadyCommitted, ManifestError, ReleaseRefused
 from airflow_region_failover.store.keys import Layout, RunKeys, decode_airflow_id
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Listed, Objects

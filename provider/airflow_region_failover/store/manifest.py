@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_region_failover.exceptions import ManifestError
 from airflow_region_failover.graph.errors import RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.errors import ManifestError
 
 FORMAT = "airflow-region-failover/result-manifest"
 VERSION = 1

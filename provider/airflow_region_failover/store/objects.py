@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from airflow_region_failover.store.errors import AlreadyCommitted, StoreError, StoreUnreachable
+from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed, StoreError, StoreUnreachable
 from airflow_region_failover.store.keys import Layout
 
 T = TypeVar("T")
@@ -60,8 +60,9 @@ class Objects:
         self.layout = layout
         self.bucket = layout.bucket
 
-    def put_if_absent(self, key: str, body: bytes, content_type: str = "application/json") -> None:
-        """Create ``key`` only if absent (``If-None-Match: *``); :class:`AlreadyCommitted` if it exists.
+    def put_if_absent(self, key: str, body: bytes, content_type: str = "application/json") -> str:
+        """Create ``key`` only if absent (``If-None-Match: *``) and return its ETag; :class:`AlreadyCommitted` if
+        it exists.
 
         A 409 ``ConditionalRequestConflict`` (a concurrent conditional write still in flight) is retried, so
         the answer is always the server's 200 or 412.
@@ -69,9 +70,9 @@ class Objects:
         self.layout.check(key)
         for delay in (0.05, 0.2, 0.5, 1.0, None):
             try:
-                call("conditional PUT", key, lambda: self.client.put_object(
+                response = call("conditional PUT", key, lambda: self.client.put_object(
                     Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*", ContentType=content_type))
-                return
+                return str(response.get("ETag", ""))
             except StoreUnreachable:
                 raise
             except Exception as exc:
@@ -81,14 +82,37 @@ class Objects:
                 if code not in {"ConditionalRequestConflict", "409"} or delay is None:
                     raise
                 time.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def put_if_match(self, key: str, body: bytes, etag: str, content_type: str = "application/json") -> str:
+        """Replace ``key`` only if its ETag is still ``etag`` (``If-Match``); returns the new ETag.
+
+        :class:`ConditionFailed` if the object changed (412) or a concurrent conditional write is in flight (409).
+        """
+        self.layout.check(key)
+        try:
+            response = call("conditional PUT", key, lambda: self.client.put_object(
+                Bucket=self.bucket, Key=key, Body=body, IfMatch=etag, ContentType=content_type))
+        except StoreUnreachable:
+            raise
+        except Exception as exc:
+            if _code(exc) in {"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"}:
+                raise ConditionFailed(f"{key} changed since it was read") from None
+            raise
+        return str(response["ETag"])
 
     def get(self, key: str) -> bytes | None:
         """The body of ``key``, or ``None`` if it does not exist."""
+        got = self.get_with_etag(key)
+        return None if got is None else got[0]
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        """The body and ETag of ``key`` (for a later :meth:`put_if_match`), or ``None`` if it does not exist."""
         response = self._unless_missing("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
         if response is None:
             return None
         body: bytes = response["Body"].read()
-        return body
+        return body, str(response["ETag"])
 
     def head_size(self, key: str) -> int | None:
         """The size of ``key``, or ``None`` if it does not exist."""

@@ -1,0 +1,298 @@
+"""Start and stop a real local Airflow 3 (api-server + scheduler + dag-processor) for the demo and e2e tests.
+
+Rules:
+- Everything lives in a fresh ``AIRFLOW_HOME`` (SQLite metadata DB, LocalExecutor, logs) unless one is given;
+  nothing is read from or written to the user's own Airflow configuration.
+- The API listens on 127.0.0.1 on a free port; the simple auth manager has one admin user whose password we
+  choose (written to its passwords file before start), so the REST API and the UI log-in are known.
+- The failover loop reaches the same API through the connection ``region_failover_api`` (set via
+  ``AIRFLOW_CONN_REGION_FAILOVER_API``); extra connections/config come in ``extra_env``.
+- ``stop()`` ends every process it started, including task processes and the JVMs they may have spawned
+  (process trees are walked, never killed by name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
+from devtools.processes import free_ports, inherited_environment
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COMPONENTS = ("api-server", "scheduler", "dag-processor")
+API_CONN_ENV = "AIRFLOW_CONN_REGION_FAILOVER_API"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    return free_ports(1)[0]
+
+
+@dataclass
+class AirflowStack:
+    """A local Airflow 3: call :meth:`start`, use :meth:`client`, always :meth:`stop` (or use ``with``)."""
+
+    dags_folder: Path = REPO_ROOT / "dags"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    home: Path | None = None
+    port: int = 0
+    username: str = "admin"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(12), repr=False)
+    parallelism: int = 4
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+    _logs: list[IO[bytes]] = field(default_factory=list, repr=False)
+    supervise: bool = True
+    restarts: dict[str, int] = field(default_factory=dict)
+    _own_home: bool = False
+    _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- life-cycle -------------------------------------------------------------------------------------------
+    def __enter__(self) -> AirflowStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """Base URL of the UI and the API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 180.0) -> AirflowStack:
+        """Migrate the DB, start the three components and wait until the health endpoint reports healthy."""
+        if self.home is None:
+            self.home = Path(tempfile.mkdtemp(prefix="rf-airflow-"))
+            self._own_home = True
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        env = self.env()
+        (self.home / "passwords.json").write_text(json.dumps({self.username: self.password}))
+        self._run_once(["db", "migrate"], env, timeout)
+        for component in COMPONENTS:
+            self._spawn(component, env)
+        self.wait_healthy(timeout)
+        if self.supervise:
+            threading.Thread(target=self._supervise, name="airflow-stack-supervisor", daemon=True).start()
+        return self
+
+    def _supervise(self, every: float = 2.0) -> None:
+        """Restart a component that exits (as systemd/Kubernetes would); count it in ``restarts``."""
+        while not self._stopping.wait(every):
+            with self._lock:
+                dead = [name for name, p in self._procs.items() if p.poll() is not None]
+                for name in dead:
+                    self.restarts[name] = self.restarts.get(name, 0) + 1
+                    self._spawn(name, self.env())
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Terminate every process started here (SIGTERM, then SIGKILL after ``grace``), children included."""
+        self._stopping.set()
+        with self._lock:
+            self._stop_processes(grace)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+        if self._own_home and self.home is not None and not os.environ.get("RF_KEEP_AIRFLOW_HOME"):
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    def _stop_processes(self, grace: float) -> None:
+        procs = [psutil.Process(p.pid) for p in self._procs.values() if p.poll() is None]
+        tree: list[psutil.Process] = []
+        for proc in procs:
+            try:
+                tree.extend([proc, *proc.children(recursive=True)])
+            except psutil.NoSuchProcess:
+                continue
+        for proc in tree:
+            _signal(proc, signal.SIGTERM)
+        _, alive = psutil.wait_procs(tree, timeout=grace)
+        for proc in alive:
+            _signal(proc, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=5)
+        for popen in self._procs.values():
+            popen.poll()
+        self._procs.clear()
+
+    # -- configuration ----------------------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        """The environment of every component (and of the task processes they start)."""
+        assert self.home is not None
+        home = str(self.home)
+        conn = {"conn_type": "http", "host": "127.0.0.1", "port": self.port,
+                "login": self.username, "password": self.password}
+        env = inherited_environment(("AIRFLOW__",))
+        env.update({
+            "AIRFLOW_HOME": home,
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.home / "plugins"),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.username}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": f"{home}/passwords.json",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__CORE__FERNET_KEY": "",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__SECRET_KEY": _stable_secret(self.home, "secret_key"),
+            "AIRFLOW__API_AUTH__JWT_SECRET": _stable_secret(self.home, "jwt_secret"),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "60",
+            "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(free_port()),
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": f"{home}/logs",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            API_CONN_ENV: json.dumps(conn),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "provider"), os.environ.get("PYTHONPATH")])),
+            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        })
+        env.update(self.extra_env)
+        return env
+
+    def credentials(self) -> ApiCredentials:
+        """Credentials of the admin user for :class:`AirflowRestClient`."""
+        return ApiCredentials(self.url, self.username, self.password)
+
+    def client(self) -> AirflowRestClient:
+        """A new REST client logged in as the admin user (close it when done)."""
+        return AirflowRestClient(self.credentials())
+
+    # -- processes --------------------------------------------------------------------------------------------
+    def _run_once(self, args: list[str], env: dict[str, str], timeout: float) -> None:
+        done = subprocess.run([*_airflow_cmd(), *args], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow {' '.join(args)} failed: {done.stderr[-2000:]}")
+
+    def _spawn(self, component: str, env: dict[str, str]) -> None:
+        assert self.home is not None
+        log = (self.home / f"{component}.log").open("ab")
+        self._logs.append(log)
+        self._procs[component] = subprocess.Popen(
+            [*_airflow_cmd(), component], env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+
+    def wait_healthy(self, timeout: float = 180.0) -> None:
+        """Wait until metadatabase, scheduler and dag-processor report healthy; raise with log tails if not."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        with AirflowRestClient(self.credentials(), timeout=5.0) as api:
+            while time.monotonic() < deadline:
+                self._check_alive()
+                try:
+                    last = api.health()
+                    if all(last.get(k, {}).get("status") == "healthy"
+                           for k in ("metadatabase", "scheduler", "dag_processor")):
+                        api.token()
+                        return
+                except (RestError, OSError, ValueError):
+                    pass
+                time.sleep(0.5)
+        raise TimeoutError(f"Airflow not healthy after {timeout:.0f} s: {last}\n{self.log_tails()}")
+
+    def _check_alive(self) -> None:
+        dead = {name: p.returncode for name, p in self._procs.items() if p.poll() is not None}
+        if dead and not self.supervise:
+            raise RuntimeError(f"Airflow components exited: {dead}\n{self.log_tails()}")
+
+    def log_tails(self, chars: int = 1500) -> str:
+        """The end of each component's log (for error messages)."""
+        assert self.home is not None
+        parts = []
+        for component in COMPONENTS:
+            path = self.home / f"{component}.log"
+            if path.exists():
+                parts.append(f"--- {component} ---\n{path.read_text(errors='replace')[-chars:]}")
+        return "\n".join(parts)
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The text of one task attempt's log file ('' if absent)."""
+        assert self.home is not None
+        base = self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+        path = base / f"attempt={try_number}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _airflow_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("airflow")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "airflow"]
+
+
+def _stable_secret(home: Path, name: str) -> str:
+    """A random secret kept in the home, so restarted components share it (JWTs stay valid)."""
+    path = home / f".{name}"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+        proc.send_signal(sig)
+
+
+S3_CONN_ID = "region_failover_s3"
+SPARK_CONN_ID = "region_failover_spark"
+
+
+def platform_env(s3: Any, spark_url: str | None, bucket: str | None = None,
+                 prefix: str = "region-failover") -> dict[str, str]:
+    """Environment wiring Airflow to a local S3 server (``S3Endpoint``-like) and a Spark Connect server.
+
+    Connections ``region_failover_s3`` (type ``aws``, ``endpoint_url`` in its extra) and
+    ``region_failover_spark`` (type ``spark_connect``) are defined through ``AIRFLOW_CONN_*`` variables and named in
+    ``[region_failover]``; ``spark_url`` None keeps embedded Spark.
+    """
+    aws = {"conn_type": "aws", "login": s3.access_key, "password": s3.secret_key,
+           "extra": {"endpoint_url": s3.endpoint_url, "region_name": getattr(s3, "region", "us-east-1")}}
+    env = {
+        f"AIRFLOW_CONN_{S3_CONN_ID.upper()}": json.dumps(aws),
+        "AIRFLOW__REGION_FAILOVER__STORE_AWS_CONN_ID": S3_CONN_ID,
+        "AIRFLOW__REGION_FAILOVER__STORE_BUCKET": bucket or s3.bucket,
+        "AIRFLOW__REGION_FAILOVER__STORE_PREFIX": prefix,
+    }
+    if spark_url:
+        host, _, port = spark_url.removeprefix("sc://").partition(":")
+        spark = {"conn_type": "spark_connect", "host": host, "port": int(port or 15002)}
+        env[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps(spark)
+        env["AIRFLOW__REGION_FAILOVER__SPARK_CONN_ID"] = SPARK_CONN_ID
+    return env
+
+
+def merged_dags_folder(target: Path, *files: Path) -> Path:
+    """A DAGs folder holding symlinks to ``files`` (e.g. the example ETL plus test DAGs)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for file in files:
+        link = target / file.name
+        if not link.exists():
+            link.symlink_to(file.resolve())
+    return target

@@ -1,0 +1,109 @@
+"""The demo: a local S3 server, a Spark Connect server and Airflow 3, then the example ETL with one failure.
+
+``./dev demo [--exit] [--no-fail] [--port N]`` (``python -m devtools.demo`` from the repository root).
+
+Rules: everything runs on 127.0.0.1 in temporary directories and is stopped on exit (Ctrl-C, or right after the
+run with ``--exit``). It prints the UI address and the admin credentials first, then each task state change,
+then what was restarted and why (the failover history) and the final state of the run and of every task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_region_failover.plugins.history import format_history
+from airflow_region_failover.store.facade import ResultStore
+from airflow_region_failover.store.runlog import RunLogs
+from devtools.airflow_stack import AirflowStack, platform_env
+from devtools.seaweedfs import SeaweedFS
+from devtools.spark_connect import SparkConnectServer
+
+DAG_ID = "tpch_etl"
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _follow(api: Any, run_id: str, timeout: float) -> str:
+    """Print task state changes until the run ends; return its final state."""
+    seen: dict[str, tuple[str, int]] = {}
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        for ti in api.task_instances(DAG_ID, run_id):
+            now = (str(ti["state"]), int(ti["try_number"]))
+            if seen.get(ti["task_id"]) != now:
+                seen[ti["task_id"]] = now
+                _say(f"  {time.monotonic() - start:6.1f} s  {ti['task_id']:<18} {now[0]:<16} try {now[1]}")
+        state = str(api.dag_run(DAG_ID, run_id)["state"])
+        if state in ("success", "failed"):
+            return state
+        time.sleep(1.0)
+    return "timeout"
+
+
+def _summary(api: Any, logs: Any, run_id: str, state: str) -> None:
+    _say(f"\n== Failover history (region-failover history {DAG_ID} {run_id}) ==")
+    _say(format_history(logs.read(DAG_ID, run_id)))
+    _say("\n== Final state ==")
+    _say(f"run {run_id}: {state.upper()}")
+    for ti in sorted(api.task_instances(DAG_ID, run_id), key=lambda t: t["task_id"]):
+        _say(f"  {ti['task_id']:<18} {ti['state']:<10} tries: {ti['try_number']}")
+
+
+def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, timeout: float = 1200.0) -> int:
+    """Start everything, run the ETL, print the outcome; keep the UI up until Ctrl-C if ``keep_open``."""
+    s3, spark, stack = SeaweedFS(bucket="region-failover"), SparkConnectServer(cores=2), None
+    try:
+        _say("Starting SeaweedFS (S3) ...")
+        endpoint = s3.start()
+        _say(f"  S3 at {endpoint.endpoint_url}, bucket {endpoint.bucket}")
+        _say("Starting a Spark Connect server ...")
+        spark_url = spark.start()
+        _say(f"  Spark Connect at {spark_url}")
+        _say("Starting Airflow 3 (api-server, scheduler, dag-processor; SQLite, LocalExecutor) ...")
+        stack = AirflowStack(port=port, extra_env=platform_env(endpoint, spark_url)).start()
+        _say(f"  Airflow UI: {stack.url}   user: {stack.username}   password: {stack.password}")
+        store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
+                                          endpoint.bucket)
+        logs = RunLogs(store.objects)
+        with stack.client() as api:
+            api.wait_for_dag(DAG_ID, timeout=300)
+            run_id = api.trigger(DAG_ID, {"fail_once": fail_once})
+            _say(f"\nTriggered {DAG_ID} run {run_id} with fail_once={fail_once} "
+                 f"(see {stack.url}/dags/{DAG_ID}/runs/{run_id})")
+            state = _follow(api, run_id, timeout)
+            _summary(api, logs, run_id, state)
+        if keep_open:
+            _say(f"\nThe UI stays up at {stack.url} (user {stack.username}, password {stack.password}). "
+                 "Ctrl-C to stop everything.")
+            while True:
+                time.sleep(3600)
+        return 0 if state == "success" else 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        _say("Stopping ...")
+        if stack is not None:
+            stack.stop()
+        spark.cleanup()
+        s3.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m devtools.demo [--exit] [--no-fail] [--port N]``."""
+    parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--exit", action="store_true", help="stop everything when the run has finished (CI)")
+    parser.add_argument("--no-fail", action="store_true", help="run without the injected failure")
+    parser.add_argument("--port", type=int, default=0, help="port of the Airflow UI/API (default: a free one)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return run_demo(fail_once=not args.no_fail, keep_open=not args.exit, port=args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

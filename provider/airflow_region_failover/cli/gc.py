@@ -1,0 +1,58 @@
+"""``region-failover gc``: sweep uncommitted attempts and orphans, and apply retention (maintenance DAG too).
+
+Rules: the sweep only removes what no committed manifest references and what is older than ``--grace``; held
+runs are skipped. Retention runs only when ``[region_failover] store_keep_last_runs`` and/or ``store_keep_days``
+are set, and releases a run only if Airflow's REST API (connection ``[region_failover] api_conn_id``) says it is
+``success`` or ``failed`` — a run whose state cannot be read counts as unfinished and is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from airflow_region_failover.failover.values import parse_duration_ms
+from airflow_region_failover.plugins.rest import default_api
+from airflow_region_failover.store.config import retention_from_airflow
+from airflow_region_failover.store.facade import ResultStore, default_store
+from airflow_region_failover.store.lifecycle import Retention
+
+FINISHED = frozenset({"success", "failed"})
+
+
+def run_finished_via_rest(dag_id: str) -> Callable[[str], bool]:
+    """``run_id -> finished?`` asked through Airflow's REST API; any error answers ``False`` (keep the run)."""
+    client = default_api()
+
+    def finished(run_id: str) -> bool:
+        try:
+            return str(client.dag_run(dag_id, run_id).get("state")) in FINISHED
+        except Exception:
+            return False
+
+    return finished
+
+
+def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None,
+           run_finished: Callable[[str], Callable[[str], bool]], dry_run: bool = False) -> dict[str, Any]:
+    """Sweep, then apply retention per DAG; returns a summary (what was or would be removed)."""
+    report = store.sweep(grace_seconds, dry_run=dry_run)
+    released: dict[str, list[str]] = {}
+    if retention is not None:
+        for dag_id in store.dags():
+            runs = store.apply_retention(dag_id, retention, run_finished(dag_id), dry_run=dry_run)
+            if runs:
+                released[dag_id] = list(runs)
+    return {"dry_run": dry_run, "swept_objects": report.deleted_objects, "aborted_uploads": report.aborted_uploads,
+            "held_runs_skipped": len(report.skipped_runs), "released_runs": released}
+
+
+def gc_command(args: argparse.Namespace) -> int:
+    """CLI handler: ``--grace`` (Flink duration, default 1 h) and ``--dry-run``."""
+    grace = parse_duration_ms(getattr(args, "grace", "1 h"), "--grace") / 1000
+    summary = run_gc(default_store(), grace, retention_from_airflow(), run_finished_via_rest,
+                     dry_run=bool(getattr(args, "dry_run", False)))
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0

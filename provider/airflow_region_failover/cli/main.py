@@ -1,0 +1,146 @@
+"""``region-failover`` (also ``python -m airflow_region_failover``): look at regions and preview decisions.
+
+``regions``, ``plan``, ``backoff`` and ``dot`` need only the pure core: they import no Airflow, boto3 or
+pyspark. ``history`` and ``gc`` (:mod:`.history`, :mod:`.gc`) import the Airflow / S3 side when they run. Bad
+input exits 2 with one line on stderr naming the offending step, edge, option or file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from airflow_region_failover.exceptions import RegionFailoverError
+from airflow_region_failover.failover.availability import KnownAvailability
+from airflow_region_failover.failover.options import FailoverStrategy
+from airflow_region_failover.failover.planner import plan_restart
+from airflow_region_failover.failover.preview import preview
+from airflow_region_failover.failover.topology import FailoverTopology
+from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.dot import to_dot
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.graph.regions import compute_regions
+
+
+def _regions(args: argparse.Namespace) -> int:
+    regions = compute_regions(jsonformat.load(args.graph))
+    _print_json({"regions": [[str(s) for s in r.subtasks] for r in regions.regions]})
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    graph = jsonformat.load(args.graph)
+    failed = SubtaskId.parse(args.failed)
+    graph.step(failed.step)
+    unavailable = [PartitionId.parse(p) for p in args.unavailable]
+    for partition in unavailable:
+        graph.result(partition.result)
+    decision = plan_restart(
+        FailoverTopology.build(graph), failed, KnownAvailability.except_(unavailable), args.strategy
+    )
+    _print_json(decision.to_dict())
+    return 0
+
+
+def _backoff(args: argparse.Namespace) -> int:
+    options = dict(_key_value(item) for item in args.set)
+    events = _read_json(args.events, "events")
+    for row in preview(options, events, seed=args.seed):
+        print(json.dumps(row))
+    return 0
+
+
+def _dot(args: argparse.Namespace) -> int:
+    sys.stdout.write(to_dot(compute_regions(jsonformat.load(args.graph))))
+    return 0
+
+
+def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    """A sub-command implemented on the Airflow / S3 side, imported only when it runs (the core commands must work
+    without Airflow, boto3 or pyspark). Like Airflow's own CLI, it reads connections as a server process does
+    (secrets backends and the metadata DB)."""
+
+    def run(args: argparse.Namespace) -> int:
+        os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
+        handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+        return handler(args)
+
+    return run
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise RegionFailoverError(f"--set {item!r}: expected KEY=VALUE, e.g. restart-strategy.type=fixed-delay")
+    return key.strip(), value.strip()
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except OSError as exc:
+        raise RegionFailoverError(f"cannot read {what} file {path!r}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise RegionFailoverError(f"{what} file {path!r} is not valid JSON: {exc}") from None
+
+
+def _print_json(document: object) -> None:
+    print(json.dumps(document, indent=2))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``region-failover``."""
+    parser = argparse.ArgumentParser(prog="region-failover", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("regions", help="print the failover regions of a job graph (JSON)")
+    p.add_argument("graph", help="job graph JSON file")
+    p.set_defaults(run=_regions)
+    p = sub.add_parser("plan", help="print which subtasks restart after a failure, and why (JSON)")
+    p.add_argument("graph", help="job graph JSON file")
+    p.add_argument("--failed", required=True, help="the failed subtask, e.g. join#3")
+    p.add_argument("--unavailable", nargs="*", default=[], metavar="PARTITION", help="e.g. clean->join#0")
+    p.add_argument("--strategy", choices=[s.value for s in FailoverStrategy], default=FailoverStrategy.REGION.value)
+    p.set_defaults(run=_plan)
+    p = sub.add_parser("backoff", help="preview a restart strategy on a list of events (JSON lines)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a Flink restart option")
+    p.add_argument("--events", required=True, help='JSON file: [{"t": ms, "op": "failure"|"check"}, ...]')
+    p.add_argument("--seed", type=int, default=0, help="seed of the jitter's randomness")
+    p.set_defaults(run=_backoff)
+    p = sub.add_parser("dot", help="print Graphviz DOT of the steps coloured by region")
+    p.add_argument("graph", help="job graph JSON file")
+    p.set_defaults(run=_dot)
+    _add_lazy_commands(sub)
+    return parser
+
+
+def _add_lazy_commands(sub: Any) -> None:
+    p = sub.add_parser("history", help="print the failover decisions of a DAG run")
+    p.add_argument("dag_id")
+    p.add_argument("run_id")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=_delegate("airflow_region_failover.cli.history", "history_command"))
+    p = sub.add_parser("gc", help="sweep uncommitted attempts and orphaned prefixes, release expired results")
+    p.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
+    p.add_argument("--grace", default="1 h", help="minimum age of what is swept (Flink duration), default 1 h")
+    p.set_defaults(run=_delegate("airflow_region_failover.cli.gc", "gc_command"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except RegionFailoverError as exc:
+        print(f"region-failover: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

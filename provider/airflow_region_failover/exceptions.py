@@ -1,0 +1,88 @@
+"""Every error the provider raises, in one hierarchy rooted at :class:`RegionFailoverError`.
+
+Rule (the root's contract): a message is one line that names the offender — the step, edge, option, key,
+partition, connection or request — and the fix. The root and the errors of the pure core (:class:`GraphError`,
+:class:`OptionError`, :class:`InvalidStateError`) are defined in the core (``graph/``, ``failover/``), which may
+import nothing above itself; they are re-exported here, and every error of the adapters is defined here.
+Catch :class:`RegionFailoverError` to catch them all.
+"""
+
+from __future__ import annotations
+
+from airflow_region_failover.failover.restart.base import InvalidStateError
+from airflow_region_failover.graph.errors import GraphError, OptionError, RegionFailoverError
+from airflow_region_failover.graph.ids import PartitionId
+
+__all__ = [
+    "AlreadyCommitted",
+    "ConditionFailed",
+    "GraphError",
+    "InputUnavailable",
+    "InvalidStateError",
+    "ManifestError",
+    "NotAvailable",
+    "OptionError",
+    "RegionFailoverError",
+    "ReleaseRefused",
+    "RestError",
+    "StepOutputError",
+    "StoreError",
+    "StoreUnreachable",
+    "Superseded",
+    "UnsafeKeyError",
+]
+
+
+# -- the result store -------------------------------------------------------------------------------------------
+class StoreError(RegionFailoverError):
+    """Base class of every result-store error."""
+
+
+class UnsafeKeyError(StoreError):
+    """An id, bucket or prefix would build a key outside the configured bucket/prefix (or an ambiguous one)."""
+
+
+class ManifestError(StoreError):
+    """A manifest is malformed or of an unknown format version (the message names its key)."""
+
+
+class ConditionFailed(StoreError):
+    """A conditional write lost a race: the object exists (create-only) or changed since it was read (``If-Match``)."""
+
+
+class AlreadyCommitted(ConditionFailed):
+    """Another writer already committed this (partition, attempt): the first commit stands, this one is dropped."""
+
+
+class Superseded(StoreError):
+    """This attempt was retired or a newer attempt exists: a zombie's commit is refused."""
+
+
+class NotAvailable(StoreError):
+    """The partition has no current committed version (never committed, retired, or its objects are gone)."""
+
+
+class StoreUnreachable(StoreError):
+    """S3 did not answer after the configured bounded retries; nothing was committed."""
+
+
+class ReleaseRefused(StoreError):
+    """A release or clean-up was refused because a run is unfinished or a pending restart holds its results."""
+
+
+# -- running a subtask ------------------------------------------------------------------------------------------
+class StepOutputError(RegionFailoverError):
+    """A step function returned something that does not match the results its step declares."""
+
+
+class InputUnavailable(RegionFailoverError):
+    """A partition a subtask must read is not available; ``partition`` names it (the failover cause)."""
+
+    def __init__(self, partition: PartitionId, why: str) -> None:
+        super().__init__(f"input partition {partition} is unavailable: {why}")
+        self.partition = partition
+
+
+# -- Airflow's REST API -----------------------------------------------------------------------------------------
+class RestError(RegionFailoverError, RuntimeError):
+    """A REST call failed; the message names the method, path and HTTP status (never a credential)."""

@@ -1,0 +1,124 @@
+"""The job: a validated graph with its failover/restart options parsed once, and how each step runs.
+
+Rules:
+
+* :class:`JobSpec` is what the run-time loop needs about a rendered job — its graph, its effective options (as
+  Flink keys) and the :class:`~.failover.options.FailoverConfig` parsed from them *once*, plus the failover
+  topology, built on first use and kept with the spec (a DAG is parsed once per process).
+* The spec travels in the DAG param :data:`~.naming.JOB_PARAM` as a versioned JSON document
+  (:meth:`JobSpec.to_document`), so the scheduler (serialized DAG) and every worker (parsed DAG) read the same
+  job with :func:`job_of`.
+* :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
+  extra operator arguments); :class:`JobRuntime` is the spec plus every step's implementation — what the step
+  operators of one rendered job share in the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from airflow_region_failover.exceptions import GraphError
+from airflow_region_failover.failover.availability import AvailabilityChecker
+from airflow_region_failover.failover.options import FailoverConfig, parse_options
+from airflow_region_failover.failover.planner import plan_restart
+from airflow_region_failover.failover.restart_plan import RestartPlan
+from airflow_region_failover.failover.topology import FailoverTopology
+from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.naming import JOB_PARAM
+
+JOB_DOCUMENT_FORMAT = 1
+
+StepFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job graph and its effective failover/restart options (Flink keys), validated."""
+
+    graph: JobGraph
+    options: Mapping[str, str]
+
+    @cached_property
+    def config(self) -> FailoverConfig:
+        """The options as one typed value (parsed on first use, then kept)."""
+        return parse_options(self.options, strict=False)
+
+    @cached_property
+    def topology(self) -> FailoverTopology:
+        """The failover topology of the graph (built on first use, then kept)."""
+        return FailoverTopology.build(self.graph)
+
+    def plan(self, failed: SubtaskId, checker: AvailabilityChecker,
+             unavailable: tuple[PartitionId, ...] = ()) -> RestartPlan:
+        """The core's restart plan for ``failed`` under this job's failover strategy."""
+        return plan_restart(self.topology, failed, checker, self.config.failover_strategy, unavailable)
+
+    def to_document(self) -> dict[str, Any]:
+        """The JSON document stored in the DAG param :data:`~.naming.JOB_PARAM`."""
+        return {"format": JOB_DOCUMENT_FORMAT, "graph": jsonformat.to_dict(self.graph),
+                "options": dict(sorted(self.options.items()))}
+
+    @classmethod
+    def from_document(cls, document: object) -> JobSpec:
+        """Parse a job document; :class:`GraphError` if it is not one."""
+        if not isinstance(document, dict) or document.get("format") != JOB_DOCUMENT_FORMAT:
+            raise GraphError(f"DAG param {JOB_PARAM!r} is not a region-failover job document (format "
+                             f"{JOB_DOCUMENT_FORMAT}); re-render the DAG with this provider version")
+        options = document.get("options", {})
+        if not isinstance(options, dict):
+            raise GraphError(f"DAG param {JOB_PARAM!r}: 'options' must be an object")
+        return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()})
+
+
+def job_of(dag: Any) -> JobSpec | None:
+    """The job rendered into ``dag`` — a parsed ``DAG`` (worker) or a ``SerializedDAG`` (scheduler) — or ``None``.
+
+    A parsed DAG keeps the decoded spec on the object (no JSON decoding per call); a serialized DAG is read from
+    the DAG-level param :data:`~.naming.JOB_PARAM` (the DAG's own default, never a run's ``conf`` override).
+    """
+    cached = getattr(dag, "_region_failover_spec", None)
+    if isinstance(cached, JobSpec):
+        return cached
+    params = getattr(dag, "params", None)
+    if params is None or JOB_PARAM not in params:
+        return None
+    return JobSpec.from_document(params[JOB_PARAM])
+
+
+@dataclass(frozen=True)
+class StepImpl:
+    """How one step runs: a Python ``fn`` or a ``script`` path, on ``spark_conn_id`` (None: the default), with
+    extra keyword arguments for its operators (``retries``, ``pool``, ``executor_config``...)."""
+
+    step_id: str
+    fn: StepFunction | None = None
+    script: str | None = None
+    spark_conn_id: str | None = None
+    task_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobRuntime:
+    """What every step operator of a rendered job shares in the worker: the job and the step implementations."""
+
+    spec: JobSpec
+    impls: Mapping[str, StepImpl]
+
+    @property
+    def graph(self) -> JobGraph:
+        """The job graph."""
+        return self.spec.graph
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        """The job's effective options."""
+        return self.spec.options
+
+    def impl(self, step_id: str) -> StepImpl:
+        """The implementation of ``step_id``."""
+        return self.impls[step_id]

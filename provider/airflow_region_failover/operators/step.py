@@ -1,0 +1,82 @@
+"""The step operator: one Airflow task runs one subtask of a job graph on Spark.
+
+Rule: ``execute`` first honours a restart backoff delay (a task restarted by region failover starts no earlier
+than its decision's restart time: it is rescheduled to it, ``up_for_reschedule``, so no worker slot is held), then
+runs the subtask (:func:`~airflow_region_failover.spark.subtask.run_subtask`): inputs at the versions its
+producers' current tries published, the step function or script, outputs committed under this try's attempt and
+published as XComs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowRescheduleException
+
+from airflow_region_failover import conf
+from airflow_region_failover.failover.handler import restart_wait
+from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.spark.subtask import run_subtask
+from airflow_region_failover.store.runlog import RunLogs, default_run_logs
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
+
+SLEEP_BELOW_S = 2.0
+"""A remaining restart delay shorter than this is slept off in place rather than rescheduled."""
+
+
+def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:
+    """Seconds this try of a restarted step task must still wait for its decision's restart time (rule: only the
+    first try after our clear waits; bounded by ``[region_failover] max_start_delay``). 0 when the decision log
+    cannot be read: an unreadable log never holds a task back."""
+    try:
+        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
+        wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
+        return min(wait, conf.float_value("max_start_delay", 3600.0))
+    except Exception:
+        log.exception("region failover: could not check the restart delay (starting now)")
+        return 0.0
+
+
+class RegionStepOperator(BaseOperator):  # type: ignore[misc]
+    """Run subtask ``subtask`` (``"step#i"``) of ``runtime``'s job graph (built by ``RegionJob.render``).
+
+    Its class name is :data:`~airflow_region_failover.naming.OPERATOR_NAME`: the watcher finds step tasks by it.
+    """
+
+    template_fields: Sequence[str] = ("subtask",)
+    ui_color = "#f4a460"
+    ui_fgcolor = "#000000"
+
+    def __init__(self, *, subtask: str, runtime: JobRuntime, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.subtask = subtask
+        self.runtime = runtime
+        parsed = SubtaskId.parse(subtask)
+        step = runtime.graph.step(parsed.step)
+        self.doc_md = (f"Subtask `{parsed}` ({parsed.index + 1} of {step.parallelism}) of step `{step.id}`"
+                       f"{' (deterministic)' if step.deterministic else ''}.")
+
+    def execute(self, context: Context) -> Any:
+        """Run the subtask; returns a summary (rows written per result) that Airflow stores as return value."""
+        self._wait_for_restart_time(context)
+        return run_subtask(self.runtime, SubtaskId.parse(self.subtask), context)
+
+    def _wait_for_restart_time(self, context: Context) -> None:
+        wait = restart_delay_left(context["ti"])
+        if wait <= 0:
+            return
+        self.log.info("region failover: %s waits %.1f s (restart backoff delay)", self.task_id, wait)
+        if wait < SLEEP_BELOW_S:
+            time.sleep(wait)
+            return
+        raise AirflowRescheduleException(reschedule_date=datetime.now(timezone.utc) + timedelta(seconds=wait))

@@ -1,0 +1,6 @@
+"""The Airflow plugin: the failover listener (:mod:`.listener`), the scheduler's watcher (:mod:`.watcher`) with its
+metadata-DB probes (:mod:`.probes`), who performs a restart (:mod:`.restarts`, through Airflow's REST API,
+:mod:`.rest`), and the failover history (:mod:`.history`, :mod:`.views`). :mod:`.plugin` registers them.
+
+Importing this package imports nothing heavy; the plugin class lives in :mod:`.plugin`.
+"""

@@ -1,0 +1,103 @@
+"""The failover listener: Airflow's task-instance hooks, in the worker and in the scheduler.
+
+Rules:
+- **Never raise, never block the scheduler.** Every hook catches and logs. In the scheduler the hook only queues
+  the failure; the watcher thread (:mod:`.watcher`) does the S3 and REST work.
+- **Worker path** (ordinary failure; measured on Airflow 3.3.2: ``on_task_instance_failed`` runs in the task
+  process while the task instance is still ``running`` in the DB — the supervisor reports FAILED only after the
+  process exits): plan and record the decision (durable, merged, counted; :func:`.restarts.handle_failure`). It
+  does not clear: clearing a ``running`` instance makes it ``restarting`` and Airflow then parks it in
+  ``up_for_retry`` for ``retry_delay``. The watcher clears it after a short merge window.
+- **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only.
+- A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from airflow.listeners import hookimpl
+
+from airflow_region_failover.failover.handler import FailureEvent
+from airflow_region_failover.job import JobSpec, job_of
+from airflow_region_failover.naming import subtask_of
+from airflow_region_failover.plugins.restarts import handle_failure
+from airflow_region_failover.plugins.watcher import Watcher
+
+log = logging.getLogger(__name__)
+
+
+def failure_event(ti: Any, error: object, path: str) -> FailureEvent:
+    """The failure of task instance ``ti`` (worker's ``RuntimeTaskInstance`` or scheduler's ORM row)."""
+    map_index = getattr(ti, "map_index", None)
+    return FailureEvent(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+                        map_index=int(map_index) if map_index is not None else -1,
+                        try_number=int(ti.try_number or 0), error=str(error or "")[:500], path=path, at=time.time())
+
+
+def _spec_of_task(ti: Any) -> JobSpec | None:
+    task = getattr(ti, "task", None)
+    dag = getattr(task, "dag", None) if task is not None else None
+    return job_of(dag) if dag is not None else None
+
+
+class FailoverListener:
+    """Listener object registered by the plugin (one per process)."""
+
+    def __init__(self) -> None:
+        self.watcher: Watcher | None = None
+
+    @hookimpl  # type: ignore[untyped-decorator]
+    def on_task_instance_failed(self, previous_state: Any, task_instance: Any, error: Any) -> None:
+        """Record a restart for a terminally failed step task; never raises."""
+        try:
+            self._on_failed(task_instance, error)
+        except Exception:
+            log.exception("region failover: listener failed (the failure is left to the watcher)")
+
+    def _on_failed(self, ti: Any, error: Any) -> None:
+        if subtask_of(ti.task_id) is None or str(getattr(ti, "state", "")).endswith("up_for_retry"):
+            return
+        in_worker = type(ti).__name__ == "RuntimeTaskInstance"
+        if not in_worker:
+            if self.watcher is not None:  # scheduler: hand over, never block the scheduling loop
+                self.watcher.submit(failure_event(ti, error, "scheduler"))
+            return
+        spec = _spec_of_task(ti)
+        if spec is not None:
+            handle_failure(failure_event(ti, error, "worker"), spec)
+
+    @hookimpl  # type: ignore[untyped-decorator]
+    def on_starting(self, component: Any) -> None:
+        """Start the watcher in the scheduler process; never raises.
+
+        The hook fires in ``Job.__init__``, before the runner sets ``job_type``: a short-lived thread waits for it
+        and starts the watcher only for ``SchedulerJob`` (not the dag-processor or triggerer).
+        """
+        try:
+            if type(component).__name__ == "Job" and self.watcher is None:
+                threading.Thread(target=self._start_if_scheduler, args=(component,), daemon=True,
+                                 name="region-failover-watcher-start").start()
+        except Exception:
+            log.exception("region failover: could not start the watcher")
+
+    def _start_if_scheduler(self, job: Any, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while getattr(job, "job_type", None) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if getattr(job, "job_type", None) == "SchedulerJob" and self.watcher is None:
+            self.watcher = Watcher()
+            self.watcher.start()
+
+    @hookimpl  # type: ignore[untyped-decorator]
+    def before_stopping(self, component: Any) -> None:
+        """Stop the watcher thread; never raises."""
+        try:
+            if self.watcher is not None and getattr(component, "job_type", None) == "SchedulerJob":
+                self.watcher.stop()
+                self.watcher = None
+        except Exception:
+            log.exception("region failover: could not stop the watcher")

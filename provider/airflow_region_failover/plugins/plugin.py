@@ -1,0 +1,63 @@
+"""The Airflow plugin: the failover listener (worker + scheduler), the history view, and nothing else.
+
+Rules (modelled on the openlineage provider's plugin): registered through the ``airflow.plugins`` entry point;
+importing it is cheap and never fails the component that loads it — the listener and the views are imported
+inside a guard, so if one cannot be built the plugin logs why and registers nothing of it.
+``[region_failover] enabled = False`` turns the failover loop off.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+log = logging.getLogger(__name__)
+
+
+def _enabled() -> bool:
+    try:
+        from airflow.configuration import conf
+
+        return bool(conf.getboolean("region_failover", "enabled", fallback=True))
+    except Exception:
+        return True
+
+
+def _listeners() -> list[Any]:
+    if not _enabled():
+        return []
+    try:
+        from airflow_region_failover.plugins.listener import FailoverListener  # deferred: a failure is logged
+
+        return [FailoverListener()]
+    except Exception:
+        log.exception("region failover: listener not registered")
+        return []
+
+
+def _fastapi_apps() -> list[dict[str, Any]]:
+    try:
+        from airflow_region_failover.plugins.views import URL_PREFIX, create_app  # deferred: a failure is logged
+
+        return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Region failover history"}]
+    except Exception:
+        log.exception("region failover: history view not registered")
+        return []
+
+
+class RegionFailoverPlugin(AirflowPlugin):  # type: ignore[misc]
+    """Region failover: listeners for task failures, a history view linked from every DAG run."""
+
+    name = "region_failover"
+    listeners = _listeners()
+    fastapi_apps = _fastapi_apps()
+    external_views = [
+        {
+            "name": "Failover history",
+            "href": "/region-failover/history/{DAG_ID}/{RUN_ID}",
+            "destination": "dag_run",
+            "url_route": "region_failover_history",
+        }
+    ]

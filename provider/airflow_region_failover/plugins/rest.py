@@ -1,0 +1,198 @@
+"""A small client for Airflow 3's public REST API (``/api/v2``): how the failover loop performs a restart.
+
+Rules:
+- Every change to task instances goes through the *public* API, authenticated like any user: a JWT from
+  ``POST /auth/token`` (username/password of the configured auth manager) or a pre-issued token.
+- Credentials come from an Airflow connection (or the caller); they are never logged, and ``repr`` hides them.
+- Clearing uses ``dry_run: false, only_failed: false, reset_dag_runs: true``: the API's defaults (dry run, only
+  failed tasks, run left as is) would leave a failed run failed and its cleared tasks never scheduled.
+- Calls are bounded: a timeout per request and a few retries on connection errors and 5xx answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from airflow_region_failover import conf
+from airflow_region_failover.exceptions import RestError
+
+__all__ = ["AirflowRestClient", "ApiCredentials", "RestError", "default_api"]
+
+DEFAULT_TIMEOUT = 10.0
+RETRIES = 3
+TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+
+
+@dataclass(frozen=True)
+class ApiCredentials:
+    """Where the API is and who we are. ``token`` wins over username/password when given."""
+
+    base_url: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_connection(cls, conn: Any) -> ApiCredentials:
+        """Build from an Airflow connection: ``http(s)://login:password@host:port``; extra ``token`` optional.
+
+        The connection's schema may be ``https``; a connection whose host already is a URL is taken as is.
+        """
+        extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
+        host = conn.host or "127.0.0.1"
+        if "://" in host:
+            base = host.rstrip("/")
+        else:
+            scheme = conn.schema or extra.get("scheme") or "http"
+            port = f":{conn.port}" if conn.port else ""
+            base = f"{scheme}://{host}{port}"
+        return cls(base, conn.login, conn.password, extra.get("token"))
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+class AirflowRestClient:
+    """Authenticated calls to ``/api/v2``. One ``httpx.Client`` per instance; close it (or use ``with``)."""
+
+    def __init__(self, creds: ApiCredentials, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._creds = creds
+        self._http = httpx.Client(base_url=creds.base_url, timeout=timeout)
+        self._token: str | None = creds.token
+
+    def __enter__(self) -> AirflowRestClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"AirflowRestClient({self._creds.base_url!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def token(self) -> str:
+        """Return a JWT, fetching one from ``POST /auth/token`` on first use."""
+        if self._token is None:
+            body = {"username": self._creds.username, "password": self._creds.password}
+            resp = self._send("POST", "/auth/token", json=body, auth=False)
+            self._token = str(resp.json()["access_token"])
+        return self._token
+
+    def _send(self, method: str, path: str, *, auth: bool = True, **kw: Any) -> httpx.Response:
+        last: str = ""
+        for attempt in range(RETRIES):
+            headers = {"Authorization": f"Bearer {self.token()}"} if auth else {}
+            try:
+                resp = self._http.request(method, path, headers=headers, **kw)
+            except httpx.TransportError as exc:
+                last = type(exc).__name__
+            else:
+                if resp.status_code == 401 and auth and self._creds.token is None and attempt == 0:
+                    self._token = None  # expired: fetch a fresh token once
+                    continue
+                if resp.status_code < 500:
+                    if resp.status_code >= 400:
+                        raise RestError(f"{method} {path} -> HTTP {resp.status_code}: {resp.text[:300]}")
+                    return resp
+                last = f"HTTP {resp.status_code}"
+            time.sleep(0.2 * (attempt + 1))
+        raise RestError(f"{method} {path} failed after {RETRIES} attempts ({last})")
+
+    def get(self, path: str, **params: Any) -> Any:
+        """GET ``/api/v2`` + path, returning the JSON body."""
+        return self._send("GET", "/api/v2" + path, params=params or None).json()
+
+    # -- DAGs and runs ------------------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        """``GET /api/v2/monitor/health`` (no auth needed)."""
+        return dict(self._send("GET", "/api/v2/monitor/health", auth=False).json())
+
+    def dag(self, dag_id: str) -> dict[str, Any]:
+        """The DAG's REST representation; raises :class:`RestError` (404) while it is not parsed yet."""
+        return dict(self.get(f"/dags/{_q(dag_id)}"))
+
+    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None) -> str:
+        """Create a manual run now and return its run id."""
+        body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {})}
+        if run_id:
+            body["dag_run_id"] = run_id
+        resp = self._send("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", json=body)
+        return str(resp.json()["dag_run_id"])
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        """The run's REST representation (``state``, ``note``, dates, ``conf``)."""
+        return dict(self.get(f"/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}"))
+
+    def set_run_note(self, dag_id: str, run_id: str, note: str) -> None:
+        """Replace the run's note (shown in the UI's run details)."""
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}"
+        self._send("PATCH", path, params={"update_mask": "note"}, json={"note": note})
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """Every task instance of the run (``task_id``, ``map_index``, ``state``, ``try_number``...)."""
+        path = f"/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances"
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.get(path, limit=100, offset=len(out))
+            out.extend(page["task_instances"])
+            if not page["task_instances"] or len(out) >= page["total_entries"]:
+                return out
+
+    def clear(self, dag_id: str, run_id: str, task_ids: Iterable[str | tuple[str, int]]) -> list[dict[str, Any]]:
+        """Clear exactly ``task_ids`` in run ``run_id`` (no downstream/upstream expansion) and requeue the run.
+
+        Returns the task instances the server cleared. Running ones become ``restarting`` and are stopped.
+        """
+        ids = [list(t) if isinstance(t, tuple) else t for t in task_ids]
+        body = {
+            "dag_run_id": run_id,
+            "task_ids": ids,
+            "dry_run": False,
+            "only_failed": False,
+            "reset_dag_runs": True,
+            "include_upstream": False,
+            "include_downstream": False,
+        }
+        resp = self._send("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", json=body)
+        return list(resp.json().get("task_instances", []))
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 300.0, poll: float = 1.0) -> str:
+        """Poll until the run is ``success`` or ``failed``; return that state or raise ``TimeoutError``."""
+        deadline = time.monotonic() + timeout
+        state = "?"
+        while time.monotonic() < deadline:
+            state = str(self.dag_run(dag_id, run_id)["state"])
+            if state in TERMINAL_RUN_STATES:
+                return state
+            time.sleep(poll)
+        raise TimeoutError(f"run {dag_id}/{run_id} still {state!r} after {timeout:.0f} s")
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Poll until the dag-processor has parsed ``dag_id``; return its representation."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.dag(dag_id)
+            except RestError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+
+@functools.cache
+def default_api() -> AirflowRestClient:
+    """The REST client of connection ``[region_failover] api_conn_id``, built once per process."""
+    return AirflowRestClient(ApiCredentials.from_connection(conf.connection(conf.value("api_conn_id",
+                                                                                       "region_failover_api"))))

@@ -1,0 +1,87 @@
+"""Fakes shared by unit tests: an in-memory objects layer with S3's conditional-write semantics and a REST API
+that records what the failover loop asks of Airflow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed
+from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.objects import Listed
+
+
+class MemoryObjects:
+    """The parts of :class:`~airflow_region_failover.store.objects.Objects` the decision logs use, in memory:
+    keys are checked by the same :class:`Layout`, conditional writes answer as S3 does."""
+
+    def __init__(self, layout: Layout | None = None) -> None:
+        self.layout = layout or Layout("region-failover", "rf")
+        self.bucket = self.layout.bucket
+        self.objects: dict[str, tuple[bytes, str]] = {}
+        self._n = 0
+
+    def _etag(self) -> str:
+        self._n += 1
+        return f'"{self._n}"'
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        return self.objects.get(self.layout.check(key))
+
+    def get(self, key: str) -> bytes | None:
+        got = self.get_with_etag(key)
+        return None if got is None else got[0]
+
+    def put_if_absent(self, key: str, body: bytes, content_type: str = "application/json") -> str:
+        if self.layout.check(key) in self.objects:
+            raise AlreadyCommitted(f"{key} already exists")
+        self.objects[key] = (body, self._etag())
+        return self.objects[key][1]
+
+    def put_if_match(self, key: str, body: bytes, etag: str, content_type: str = "application/json") -> str:
+        current = self.objects.get(self.layout.check(key))
+        if current is None or current[1] != etag:
+            raise ConditionFailed(f"{key} changed since it was read")
+        self.objects[key] = (body, self._etag())
+        return self.objects[key][1]
+
+    def delete(self, keys: list[str]) -> int:
+        for key in keys:
+            self.objects.pop(self.layout.check(key), None)
+        return len(keys)
+
+    def listing(self, prefix: str) -> Iterator[Listed]:
+        for key in sorted(k for k in self.objects if k.startswith(self.layout.check(prefix))):
+            yield Listed(key, len(self.objects[key][0]), 0.0)
+
+
+class FakeApi:
+    """Records clears and run notes; a clear reports every task as cleared at try 1; ``instances`` are the task
+    instances it lists."""
+
+    def __init__(self, instances: list[dict[str, Any]] | None = None) -> None:
+        self.cleared: list[list[str]] = []
+        self.notes: list[str] = []
+        self.instances = instances or []
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        return list(self.instances)
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> list[dict[str, Any]]:
+        self.cleared.append(list(task_ids))
+        return [{"task_id": t, "try_number": 1} for t in task_ids]
+
+    def set_run_note(self, dag_id: str, run_id: str, note: str) -> None:
+        self.notes.append(note)
+
+
+class KnownStore:
+    """A result store whose availability checker answers from a set of unavailable partitions."""
+
+    def __init__(self, unavailable: tuple[str, ...] = ()) -> None:
+        self.unavailable = unavailable
+
+    def checker(self, dag_id: str, run_id: str) -> Any:
+        from airflow_region_failover.failover.availability import KnownAvailability
+
+        return KnownAvailability.except_(self.unavailable)

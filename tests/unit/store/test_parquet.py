@@ -1,0 +1,62 @@
+"""How a partition becomes Parquet: row groups gathered from Spark's small batches, dictionary encoding only where
+the first batch repeats values (pure pyarrow; the upload end-to-end is in tests/integration)."""
+
+from __future__ import annotations
+
+import io
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+from moto import mock_aws
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store.parquet import dictionary_columns, row_groups
+
+
+def batch(start: int, n: int) -> pa.RecordBatch:
+    return pa.record_batch({
+        "id": pa.array(range(start, start + n), pa.int64()),
+        "country": pa.array([["de", "fr", "it"][i % 3] for i in range(n)]),
+        "tags": pa.array([[i, i + 1] for i in range(n)]),
+        "nothing": pa.nulls(n),
+    })
+
+
+def test_dictionary_only_for_flat_columns_that_repeat() -> None:
+    assert dictionary_columns(batch(0, 1000)) == ["country"]
+
+
+def test_dictionary_threshold_is_half_distinct() -> None:
+    half = pa.record_batch({"x": pa.array([i // 2 for i in range(100)])})  # 50 distinct of 100
+    more = pa.record_batch({"x": pa.array([i if i < 51 else 0 for i in range(100)])})  # 51 distinct
+    assert (dictionary_columns(half), dictionary_columns(more)) == (["x"], [])
+
+
+def test_row_groups_gather_batches_up_to_the_limit() -> None:
+    batches = [batch(i * 100, 100) for i in range(7)]
+    groups = list(row_groups(iter(batches), batches[0].nbytes * 3))
+    assert [g.num_rows for g in groups] == [300, 300, 100]
+    assert pa.concat_tables(groups).column("id").to_pylist() == list(range(700))
+    assert list(row_groups(iter([]), 10)) == []
+
+
+def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() -> None:
+    batches = [batch(i * 1000, 1000) for i in range(10)]
+    table = pa.Table.from_batches(batches)
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        store = ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
+        manifest = store.write_arrow(table, "etl", "run1", PartitionId("r", 0), 1)
+        [entry] = manifest.objects
+        key = store.run_keys("etl", "run1").run_prefix + entry.key
+        body = client.get_object(Bucket="bkt", Key=key)["Body"].read()
+    meta = pq.ParquetFile(io.BytesIO(body)).metadata
+    assert meta.num_row_groups == 1 and meta.num_rows == 10_000  # not one row group per batch
+    encodings = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).encodings
+                 for i in range(meta.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["country"])
+    assert not any("DICTIONARY" in e for e in encodings["id"])
+    assert pq.read_table(io.BytesIO(body)).equals(table)

@@ -1,0 +1,194 @@
+"""The import contract: layers import downwards only, the core is pure, and no two modules import each other.
+
+Layers (ARCHITECTURE.md): ``graph < failover < (exceptions, naming, conf, job) < store < spark < (rendering,
+operators, plugins, cli, authoring, provider_info) < (__init__, __main__)``. Every import of our own modules counts
+— module-level, function-local or under ``TYPE_CHECKING`` — and a function-local one must say why it is deferred
+(a comment with ``deferred`` on its line). Sideways imports inside a layer are allowed only where listed.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import airflow_region_failover
+
+PACKAGE = "airflow_region_failover"
+ROOT = Path(airflow_region_failover.__file__).parent
+
+LAYER: dict[str, int] = {
+    "graph": 0,
+    "failover": 1,
+    "exceptions": 2, "naming": 2, "conf": 2, "job": 2,
+    "store": 3,
+    "spark": 4,
+    "rendering": 5, "operators": 5, "plugins": 5, "cli": 5, "authoring": 5, "provider_info": 5,
+    "__init__": 6, "__main__": 6,
+}
+SIDEWAYS = {
+    ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"),
+    ("authoring", "operators"), ("authoring", "rendering"), ("authoring", "conf"),
+    ("cli", "plugins"),
+}
+PURE = {"graph", "failover"}
+PURE_THIRD_PARTY: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a module of ours (or, for purity, any module) found in ``source``."""
+
+    source: str  # module name of the importing file
+    target: str  # imported module (absolute)
+    line: int
+    local: bool  # inside a function
+    typing_only: bool  # under ``if TYPE_CHECKING:``
+    deferred_comment: bool
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = [PACKAGE, *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit_of(module: str) -> str:
+    """The layer unit of a module of ours: its subpackage or top-level module (``__init__`` for the package)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports_in(source: str, module: str, is_package: bool) -> Iterator[Import]:
+    """Every import statement of ``source`` (the file of ``module``), resolved to absolute module names."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+
+    def visit(node: ast.AST, local: bool, typing_only: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                yield from visit(child, True, typing_only)
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                yield from visit(child, local, True)
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                comment = "deferred" in lines[child.lineno - 1]
+                for target in _targets(child, module, is_package):
+                    yield Import(module, target, child.lineno, local, typing_only, comment)
+            else:
+                yield from visit(child, local, typing_only)
+
+    yield from visit(tree, False, False)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".")
+        anchor = anchor if is_package else anchor[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = ".".join([*anchor, base] if base else anchor)
+    # ``from pkg import name`` may name a submodule: count the submodule when it exists
+    found = []
+    for alias in node.names:
+        candidate = f"{base}.{alias.name}"
+        found.append(candidate if _is_our_module(candidate) else base)
+    return found
+
+
+def _is_our_module(name: str) -> bool:
+    if not name.startswith(PACKAGE + "."):
+        return False
+    rel = Path(*name.split(".")[1:])
+    return (ROOT / rel).with_suffix(".py").exists() or (ROOT / rel / "__init__.py").exists()
+
+
+def all_imports() -> list[Import]:
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        found.extend(imports_in(path.read_text(), module_name(path), path.name == "__init__.py"))
+    return found
+
+
+def violations(found: list[Import]) -> list[str]:
+    """Every breach of the contract, one line each (``file:line: what``)."""
+    out = []
+    for imp in found:
+        where = f"{imp.source}:{imp.line}"
+        ours = imp.target == PACKAGE or imp.target.startswith(PACKAGE + ".")
+        src_unit = unit_of(imp.source)
+        if not ours:
+            top = imp.target.split(".")[0]
+            if src_unit in PURE and top not in sys.stdlib_module_names and top != "__future__":
+                out.append(f"{where}: the pure core imports {imp.target!r} (only the standard library is allowed)")
+            continue
+        dst_unit = unit_of(imp.target)
+        if src_unit in PURE and dst_unit not in PURE:
+            out.append(f"{where}: the pure core imports {imp.target!r}")
+        if dst_unit != src_unit and LAYER[dst_unit] >= LAYER[src_unit] and (src_unit, dst_unit) not in SIDEWAYS:
+            out.append(f"{where}: upward import of {imp.target!r} ({src_unit} is layer {LAYER[src_unit]}, "
+                       f"{dst_unit} is layer {LAYER[dst_unit]})")
+        if imp.local and not imp.typing_only and not imp.deferred_comment:
+            out.append(f"{where}: function-local import of {imp.target!r} without a '# deferred: why' comment")
+    return out
+
+
+def cycles(found: list[Import]) -> list[list[str]]:
+    """Cycles among our modules through module-level (run-time) imports."""
+    graph: dict[str, set[str]] = {}
+    for imp in found:
+        if imp.local or imp.typing_only or not _is_our_module(imp.target):
+            continue
+        if imp.target != imp.source and not imp.source.startswith(imp.target + "."):  # a package's own parent
+            graph.setdefault(imp.source, set()).add(imp.target)
+    out, state = [], {}
+
+    def walk(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                out.append([*path[path.index(nxt):], nxt] if nxt in path else [node, nxt])
+            elif nxt not in state:
+                walk(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [node])
+    return out
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {unit_of(module_name(p)) for p in ROOT.rglob("*.py")}
+    assert units <= set(LAYER), f"give these a layer in ARCHITECTURE.md and here: {sorted(units - set(LAYER))}"
+
+
+def test_imports_follow_the_layers() -> None:
+    assert violations(all_imports()) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(all_imports()) == []
+
+
+@pytest.mark.parametrize("source, unit, expected", [
+    ("from airflow_region_failover.plugins.restarts import SERVICES", "store", "upward import"),
+    ("def f():\n    from airflow_region_failover.spark import session\n", "operators", "without a '# deferred"),
+    ("import boto3", "failover", "pure core imports 'boto3'"),
+    ("from airflow_region_failover.job import JobSpec", "graph", "pure core imports"),
+])
+def test_the_contract_catches_what_it_forbids(source: str, unit: str, expected: str) -> None:
+    """The checker itself: an upward import, an unexplained local import and an impure core import are flagged."""
+    found = list(imports_in(source, f"{PACKAGE}.{unit}.probe", False))
+    assert any(expected in v for v in violations(found)), violations(found)
+
+
+def test_cycles_are_found() -> None:
+    a = Import(f"{PACKAGE}.graph.model", f"{PACKAGE}.graph.validation", 1, False, False, False)
+    b = Import(f"{PACKAGE}.graph.validation", f"{PACKAGE}.graph.model", 1, False, False, False)
+    assert cycles([a, b])

@@ -54,6 +54,14 @@ class AirflowStack:
     port: int = 0
     username: str = "admin"
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12), repr=False)
+    #: further users of the simple auth manager, name -> role (``viewer``, ``user``, ``op``, ``admin``); their
+    #: passwords are generated (:attr:`passwords`).
+    users: Mapping[str, str] = field(default_factory=dict)
+    #: the ``[core] auth_manager`` class path (default: Airflow's simple auth manager)
+    auth_manager: str | None = None
+    #: the user the failover loop calls the REST API as (role ``user``: may clear tasks and write run notes), so
+    #: its clears are told apart from a person's in the audit log
+    api_user: str = "region-failover"
     parallelism: int = 4
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     _logs: list[IO[bytes]] = field(default_factory=list, repr=False)
@@ -62,6 +70,7 @@ class AirflowStack:
     _own_home: bool = False
     _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    passwords: dict[str, str] = field(default_factory=dict, repr=False)
 
     # -- life-cycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> AirflowStack:
@@ -83,8 +92,10 @@ class AirflowStack:
             self._own_home = True
         self.home.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
+        self.passwords = {self.username: self.password,
+                          **{name: secrets.token_urlsafe(12) for name in [*self.users, self.api_user]}}
         env = self.env()
-        (self.home / "passwords.json").write_text(json.dumps({self.username: self.password}))
+        (self.home / "passwords.json").write_text(json.dumps(self.passwords))
         self._run_once(["db", "migrate"], env, timeout)
         for component in COMPONENTS:
             self._spawn(component, env)
@@ -137,7 +148,7 @@ class AirflowStack:
         assert self.home is not None
         home = str(self.home)
         conn = {"conn_type": "http", "host": "127.0.0.1", "port": self.port,
-                "login": self.username, "password": self.password}
+                "login": self.api_user, "password": self.passwords.get(self.api_user, "")}
         env = inherited_environment(("AIRFLOW__",))
         env.update({
             "AIRFLOW_HOME": home,
@@ -147,7 +158,9 @@ class AirflowStack:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.username}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                [f"{self.username}:admin", f"{self.api_user}:user",
+                 *(f"{name}:{role}" for name, role in self.users.items())]),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": f"{home}/passwords.json",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__CORE__FERNET_KEY": "",
@@ -168,17 +181,22 @@ class AirflowStack:
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": f"{home}/logs",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
             API_CONN_ENV: json.dumps(conn),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "provider"), os.environ.get("PYTHONPATH")])),
+            # the provider, and the repository root for test support code the components may load (an auth manager)
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "provider"), str(REPO_ROOT),
+                                                        os.environ.get("PYTHONPATH")])),
             "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         })
+        if self.auth_manager:
+            env["AIRFLOW__CORE__AUTH_MANAGER"] = self.auth_manager
         env.update(self.extra_env)
         return env
 
-    def credentials(self) -> ApiCredentials:
-        """Credentials of the admin user for :class:`AirflowRestClient`."""
-        return ApiCredentials(self.url, self.username, self.password)
+    def credentials(self, user: str | None = None) -> ApiCredentials:
+        """Credentials of ``user`` (default: the admin user) for :class:`AirflowRestClient`."""
+        name = user or self.username
+        return ApiCredentials(self.url, name, self.passwords.get(name, self.password))
 
     def client(self) -> AirflowRestClient:
         """A new REST client logged in as the admin user (close it when done)."""

@@ -106,17 +106,29 @@ class SeaweedFS:
 
     def _start_once(self) -> S3Endpoint:
         access_key, secret_key = "AK" + secrets.token_hex(8).upper(), secrets.token_hex(20)
-        config = self._write_identity(access_key, secret_key)
+        self._write_identity(access_key, secret_key)
         self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
+        endpoint = S3Endpoint(f"http://127.0.0.1:{self._ports['s3.port']}", access_key, secret_key, self.bucket)
+        return self._launch(endpoint)
+
+    def _launch(self, endpoint: S3Endpoint) -> S3Endpoint:
         log = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - owned by the child
         self._process = subprocess.Popen(
-            self._command(config), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self._command(self.data_dir / "s3-identity.json"), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
-        endpoint = S3Endpoint(f"http://127.0.0.1:{self._ports['s3.port']}", access_key, secret_key, self.bucket)
         self._wait_ready(endpoint)
         self._endpoint = endpoint
         return endpoint
+
+    def outage(self, seconds: float) -> None:
+        """Take the server away for ``seconds`` (SIGKILL, as a crash or a network partition), then bring it back
+        on the same ports, credentials and data: what clients see as a transient S3 outage."""
+        endpoint = self.endpoint
+        self.kill()
+        time.sleep(seconds)
+        self._launch(endpoint)
 
     def _write_identity(self, access_key: str, secret_key: str) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

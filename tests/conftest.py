@@ -18,15 +18,22 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 # -- result store: a real S3-compatible server (SeaweedFS) on loopback, one per test session ------------------
 @pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A running SeaweedFS server: yields its ``S3Endpoint`` (endpoint_url, access_key, secret_key, bucket)."""
+def s3_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The running SeaweedFS server itself (``devtools.seaweedfs.SeaweedFS``: for tests that take it away)."""
     from devtools.seaweedfs import SeaweedFS
 
     server = SeaweedFS(bucket="region-failover-test", data_dir=tmp_path_factory.mktemp("seaweedfs"))
     try:
-        yield server.start()
+        server.start()
+        yield server
     finally:
         server.stop(grace=5)
+
+
+@pytest.fixture(scope="session")
+def s3_server(s3_process: object) -> object:
+    """A running SeaweedFS server: its ``S3Endpoint`` (endpoint_url, access_key, secret_key, bucket)."""
+    return s3_process.endpoint  # type: ignore[attr-defined]
 
 
 # -- Spark Connect: a real local Spark Connect server on a free loopback port, one per test session ------------

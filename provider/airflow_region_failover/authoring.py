@@ -36,6 +36,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_region_failover import conf
-from airflow_region_failover.exceptions import GraphError
+from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
 from airflow_region_failover.failover.restart import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.graph import jsonformat
@@ -55,6 +56,7 @@ from airflow_region_failover.naming import task_id_of
 from airflow_region_failover.operators.step import RegionStepOperator
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
+from airflow_region_failover.store.keys import encode_airflow_id
 
 StepSource = StepFunction | str | Path
 
@@ -88,13 +90,21 @@ class RegionJob:
         parallelism: int = 1,
         deterministic: bool = False,
         spark_conn_id: str | None = None,
+        reuse: bool = True,
         **task_kwargs: Any,
     ) -> str:
-        """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`)."""
+        """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`).
+
+        ``reuse=False``: a restarted try of this step always recomputes (e.g. a step with side effects outside
+        the store, such as a warehouse load), even when its inputs and code are unchanged.
+        """
         if step_id in self._impls:
             raise GraphError(f"step {step_id!r} is declared twice; give each step a unique id")
+        if not isinstance(reuse, bool):
+            raise GraphError(f"step {step_id!r}: reuse={reuse!r} must be True or False")
         self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic)
-        self._impls[step_id] = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs)
+        impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs)
+        self._impls[step_id] = replace(impl, reuse=reuse)
         return step_id
 
     def task(self, step_id: str | None = None, **step_kwargs: Any) -> Callable[[StepFunction], StepFunction]:
@@ -163,6 +173,7 @@ class RegionJob:
         Call it last in the DAG file: tasks created afterwards would copy the (large) job document param.
         """
         dag = dag or _current_dag()
+        _check_dag_id(dag.dag_id)
         runtime = JobRuntime(JobSpec(self.graph(), self.options()), dict(self._impls))
         check_sinks(runtime.graph)
 
@@ -179,6 +190,15 @@ def _current_dag() -> DAG:
     if dag is None:
         raise GraphError("RegionJob.render() needs a DAG: call it inside `with DAG(...):` or pass dag=")
     return dag
+
+
+def _check_dag_id(dag_id: str) -> None:
+    """The dag id is a key part of the result store: refuse, at parse time, one the store cannot key."""
+    try:
+        encode_airflow_id(dag_id, what="dag id")
+    except UnsafeKeyError as exc:
+        raise GraphError(f"{exc}; region-failover DAGs need an id the S3 result store can use as a key part "
+                         "(rename the DAG)") from None
 
 
 def _load_graph(source: str | Path | Mapping[str, Any]) -> JobGraph:

@@ -15,11 +15,16 @@ from airflow_region_failover.graph.ids import PartitionId
 
 __all__ = [
     "AlreadyCommitted",
+    "ClearOutcomeUnknown",
     "ConditionFailed",
+    "ConditionalWritesUnsupported",
+    "GraceTooShort",
     "GraphError",
+    "IncompleteCommit",
     "InputUnavailable",
     "InvalidStateError",
     "ManifestError",
+    "NestedDeployment",
     "NotAvailable",
     "OptionError",
     "RegionFailoverError",
@@ -70,6 +75,22 @@ class ReleaseRefused(StoreError):
     """A release or clean-up was refused because a run is unfinished or a pending restart holds its results."""
 
 
+class IncompleteCommit(StoreError):
+    """A commit was refused: an object its manifest lists is missing or has another size (nothing was committed)."""
+
+
+class GraceTooShort(StoreError):
+    """A sweep's grace period is below the minimum a live writer could be silent for (it could be swept)."""
+
+
+class ConditionalWritesUnsupported(StoreError):
+    """The S3 server ignores ``If-None-Match`` / ``If-Match``: every compare-and-swap would be last-writer-wins."""
+
+
+class NestedDeployment(StoreError):
+    """The store prefix lies inside another deployment's prefix (its sweeper would treat our keys as orphans)."""
+
+
 # -- running a subtask ------------------------------------------------------------------------------------------
 class StepOutputError(RegionFailoverError):
     """A step function returned something that does not match the results its step declares."""
@@ -85,4 +106,14 @@ class InputUnavailable(RegionFailoverError):
 
 # -- Airflow's REST API -----------------------------------------------------------------------------------------
 class RestError(RegionFailoverError, RuntimeError):
-    """A REST call failed; the message names the method, path and HTTP status (never a credential)."""
+    """A REST call failed; the message names the method, path and HTTP status (never a credential). ``status`` is
+    the HTTP status (``None`` when there was no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ClearOutcomeUnknown(RestError):
+    """A clear was sent but its answer was lost (time-out, dropped connection): it may or may not have cleared,
+    so it is not sent again blindly."""

@@ -9,15 +9,22 @@ Rules:
   (:meth:`JobSpec.to_document`), so the scheduler (serialized DAG) and every worker (parsed DAG) read the same
   job with :func:`job_of`.
 * :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
-  extra operator arguments); :class:`JobRuntime` is the spec plus every step's implementation — what the step
-  operators of one rendered job share in the worker.
+  extra operator arguments, whether a restarted try may keep its committed result); :class:`JobRuntime` is the
+  spec plus every step's implementation — what the step operators of one rendered job share in the worker.
+* A step's *code fingerprint* (:attr:`StepImpl.fingerprint`) is the SHA-256 of the file that defines its
+  function (the DAG file, or the module it imports the function from) plus the function's name, or of its script
+  file: any change to that file changes it, so a result computed by other code is never kept. A change in
+  another module the code imports is not seen: clear with reuse turned off (``region_failover_reuse: false``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from airflow_region_failover.exceptions import GraphError
@@ -32,6 +39,8 @@ from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.naming import JOB_PARAM
 
 JOB_DOCUMENT_FORMAT = 1
+REUSE_PARAM = "region_failover_reuse"
+"""The DAG param (default true) a run's conf may set to false: no restarted try of that run keeps a result."""
 
 StepFunction = Callable[..., Any]
 
@@ -100,6 +109,24 @@ class StepImpl:
     script: str | None = None
     spark_conn_id: str | None = None
     task_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    reuse: bool = True
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 of the code that computes this step (see the module rule)."""
+        digest = hashlib.sha256()
+        if self.script is not None:
+            digest.update(Path(self.script).read_bytes())
+            return digest.hexdigest()
+        assert self.fn is not None
+        try:
+            source = inspect.getsourcefile(self.fn)
+            digest.update(Path(source).read_bytes() if source else b"")
+        except (OSError, TypeError):
+            code = getattr(self.fn, "__code__", None)
+            digest.update(repr((getattr(code, "co_code", b""), getattr(code, "co_consts", ()))).encode())
+        digest.update(getattr(self.fn, "__qualname__", repr(self.fn)).encode())
+        return digest.hexdigest()
 
 
 @dataclass(frozen=True)

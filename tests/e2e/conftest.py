@@ -22,7 +22,23 @@ from devtools.airflow_stack import (
 )
 
 E2E_DAGS = Path(__file__).parent / "dags"
-DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget")
+DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
+           "rf_e2e_retries", "rf_e2e_code")
+#: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
+#: (tests.support.auth.DagDenyingAuthManager).
+USERS = {"viewer": "viewer", "outsider": "viewer"}
+DENIED = "outsider:rf_e2e_region"
+#: A second watcher, as a second scheduler would run one (HA): every scenario runs with two.
+SECOND_WATCHER = """
+import signal, threading
+from airflow_region_failover.plugins.watcher import Watcher
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+watcher = Watcher()
+watcher.start()
+stop.wait()
+watcher.stop()
+"""
 #: Independent scenarios triggered together by the first test needing one (their waits overlap).
 PREFETCH = {
     "region": ("rf_e2e_region", {"fail": {"c#0": 1}}),
@@ -30,17 +46,21 @@ PREFETCH = {
     "budget": ("rf_e2e_budget", {"fail": {"c#0": 5}}),
     "kill": ("rf_e2e_region", {"kill": ["c#0"]}),
     "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
+    "retries": ("rf_e2e_retries", {"fail": {"c#0": 1}}),
 }
 
 
 @dataclass
 class E2E:
-    """What a test needs: the stack, a REST client, the result store and the decision logs."""
+    """What a test needs: the stack, a REST client, the result store, the decision logs, the S3 server process and
+    the DAGs folder."""
 
     stack: AirflowStack
     api: Any
     store: Any
     logs: Any
+    s3: Any = None
+    dags: Path | None = None
     prefetched: dict[str, str] = field(default_factory=dict)
 
     def prefetch(self) -> None:
@@ -94,8 +114,8 @@ class E2E:
         return text
 
     def history(self, dag_id: str, run_id: str) -> dict[str, Any]:
-        """The run's decision log."""
-        return dict(self.logs.read(dag_id, run_id))
+        """The run's decision log (its JSON form)."""
+        return dict(self.logs.read(dag_id, run_id).to_json())
 
     def wait_until(self, predicate: Any, timeout: float = 120.0, what: str = "condition") -> None:
         """Poll ``predicate()`` until true."""
@@ -107,23 +127,36 @@ class E2E:
 
 
 @pytest.fixture(scope="session")
-def e2e(s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    """The shared stack (started once; ~30-60 s)."""
+def e2e(s3_process: Any, s3_server: Any, spark_connect: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    """The shared stack (started once; ~30-60 s), with a second watcher process beside the scheduler's."""
+    import shutil
+    import subprocess
+    import sys
+
     from airflow_region_failover.store.facade import ResultStore
     from airflow_region_failover.store.runlog import RunLogs
+    from devtools.processes import stop_group
 
     home = tmp_path_factory.mktemp("airflow")
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
-    stack = AirflowStack(dags_folder=dags, home=home / "home", extra_env=platform_env(s3_server, spark_connect),
-                         parallelism=8)
+    shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
+    stack = AirflowStack(dags_folder=dags, home=home / "home",
+                         extra_env={**platform_env(s3_server, spark_connect), "RF_TEST_DAG_DENIED": DENIED},
+                         parallelism=8, users=USERS, auth_manager="tests.support.auth.DagDenyingAuthManager")
     stack.start()
+    watcher = None
     try:
+        with open(stack.home / "second-watcher.log", "ab") as out:  # type: ignore[operator]
+            watcher = subprocess.Popen([sys.executable, "-c", SECOND_WATCHER], env=stack.env(), stdout=out,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
                                           s3_server.bucket)
         logs = RunLogs(store.objects)
         with stack.client() as api:
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)
-            yield E2E(stack, api, store, logs)
+            yield E2E(stack, api, store, logs, s3_process, dags)
     finally:
+        stop_group(watcher, 10)
         stack.stop()

@@ -88,7 +88,7 @@ def test_sigkill_mid_upload_leaves_nothing_visible_and_rerun_commits(s3_server: 
     manifest = store.write_arrow(random_table(1000), "etl", "r1", P, 2)  # ...and the rerun commits cleanly
     assert store.checker("etl", "r1", "deep").is_available(P)
     assert store.read_arrow("etl", "r1", P).num_rows == 1000 and manifest.attempt == 2
-    report = store.sweep(grace_seconds=0, now=time.time() + 1)
+    report = store.sweep(grace_seconds=3600, now=time.time() + 3601)
     assert report.aborted_uploads >= 1
     assert store.checker("etl", "r1", "deep", verify_checksums=True).is_available(P)
 
@@ -183,7 +183,7 @@ def test_release_and_gc_never_delete_what_a_pending_restart_needs(s3_server: S3E
     for run in ("old-held", "old-running", "new"):
         assert store.is_available("etl", run, P, "deep")
     assert not store.is_available("etl", "old-done", P)
-    report = store.sweep(grace_seconds=0, now=time.time() + 1)
+    report = store.sweep(grace_seconds=3600, now=time.time() + 3601)
     for run in ("old-held", "old-running", "new"):
         assert store.is_available("etl", run, P, "deep"), report
 
@@ -195,7 +195,7 @@ def test_sweeper_removes_uncommitted_attempts_only_after_grace(s3_server: S3Endp
     orphan = keys.data_object(P, 2, "abcdef0123456789", 0)
     store.objects.client.put_object(Bucket=s3_server.bucket, Key=orphan, Body=b"x" * 10)
     assert store.sweep(grace_seconds=3600).deleted_objects == 0
-    assert store.sweep(grace_seconds=0, now=time.time() + 1).deleted_objects == 1
+    assert store.sweep(grace_seconds=3600, now=time.time() + 3601).deleted_objects == 1
     assert store.is_available("etl", "sw", P, "deep")
 
 
@@ -249,9 +249,9 @@ def test_gc_dry_run_then_real(s3_server: S3Endpoint, prefix: str) -> None:
     time.sleep(1.1)  # created times differ, so "newest run" is well defined
     store.write_arrow(random_table(10), "etl", "c", P, 1)
     finished["c"] = False
-    dry = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, dry_run=True)
+    dry = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, dry_run=True, min_grace_seconds=0)
     assert dry["swept_objects"] == 1 and dry["released_runs"] == {"etl": ["b", "a"]}
     assert all(store.is_available("etl", r, P, "deep") for r in "abc")
-    real = run_gc(store, 0, Retention(keep_last_runs=1), run_finished)
+    real = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, min_grace_seconds=0)
     assert real["released_runs"] == {"etl": ["b", "a"]}
     assert store.is_available("etl", "c", P, "deep") and not store.is_available("etl", "a", P)

@@ -3,6 +3,7 @@ that records what the failover loop asks of Airflow."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,7 +82,47 @@ class KnownStore:
     def __init__(self, unavailable: tuple[str, ...] = ()) -> None:
         self.unavailable = unavailable
 
-    def checker(self, dag_id: str, run_id: str) -> Any:
+    def checker(self, dag_id: str, run_id: str, mode: Any = None) -> Any:
         from airflow_region_failover.failover.availability import KnownAvailability
 
         return KnownAvailability.except_(self.unavailable)
+
+
+# -- the failover loop on fakes: the rf_e2e_budget job, its failures, and services built from fakes -------------
+DAG, RUN = "rf_e2e_budget", "r1"
+
+
+@functools.cache
+def budget_spec() -> Any:
+    """The job of ``rf_e2e_budget`` (the e2e DAG module's last DAG): fixed-delay, attempts 1, delay 0 s."""
+    import runpy
+    from pathlib import Path
+
+    from airflow_region_failover.job import job_of
+
+    dags = runpy.run_path(str(Path(__file__).parents[1] / "e2e" / "dags" / "rf_e2e.py"))
+    return job_of(dags["_dag"])
+
+
+def failure(task: str = "c.0", try_number: int = 1, at: float = 100.0, **extra: Any) -> Any:
+    """A failure record of ``task`` as the worker's listener makes it."""
+    from airflow_region_failover.failover.run_log import FailureRecord
+
+    return FailureRecord(task, -1, try_number, "boom", "worker", at, **extra)
+
+
+def services(logs: Any, api: Any = None, store: Any = None, clear_number: Any = None) -> Any:
+    """:class:`~airflow_region_failover.plugins.restarts.Services` on fakes (defaults: a fresh :class:`FakeApi`
+    per call, every partition available, no clear count)."""
+    from airflow_region_failover.plugins.restarts import Services
+
+    return Services(logs=lambda: logs, store=lambda: store or KnownStore(),
+                    api=(lambda: api) if api is not None else FakeApi,
+                    clear_number=clear_number or (lambda dag_id, run_id: None))
+
+
+def edit_decision(logs: Any, number: int, **changes: Any) -> Any:
+    """Change fields of decision ``number`` of the test run in its stored log (a test's shortcut to a state)."""
+    from dataclasses import replace
+
+    return logs.update(DAG, RUN, lambda d: (d.with_decision(replace(d.decision(number), **changes)), None))[0]

@@ -139,3 +139,12 @@ def test_bad_dag_file_is_an_import_error_naming_the_step(tmp_path: Path) -> None
     assert not bag.dags
     (error,) = bag.import_errors.values()
     assert "unknown step 'load'" in error
+
+
+def test_a_dag_id_the_result_store_cannot_key_is_refused_at_parse_time() -> None:
+    """Non-ASCII dag ids are legal in Airflow but not in the store's keys: say so when the DAG file is parsed,
+    not when the first task writes."""
+    job = RegionJob()
+    job.step("extract", noop)
+    with pytest.raises(GraphError, match=r"dag id 'résumé'.*ASCII"), DAG("résumé", schedule=None):
+        job.render()

@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="print which subtasks restart after a failure, and why (JSON)")
     p.add_argument("graph", help="job graph JSON file")
     p.add_argument("--failed", required=True, help="the failed subtask, e.g. join#3")
-    p.add_argument("--unavailable", nargs="*", default=[], metavar="PARTITION", help="e.g. clean->join#0")
+    p.add_argument("--unavailable", nargs="+", action="extend", default=[], metavar="PARTITION",
+                   help="a partition that is gone, e.g. clean->join#0 (repeat the flag or list several)")
     p.add_argument("--strategy", choices=[s.value for s in FailoverStrategy], default=FailoverStrategy.REGION.value)
     p.set_defaults(run=_plan)
     p = sub.add_parser("backoff", help="preview a restart strategy on a list of events (JSON lines)")

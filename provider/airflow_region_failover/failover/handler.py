@@ -1,93 +1,69 @@
-"""The failure handler: pure transitions of a run's decision log (Flink's ``ExecutionFailureHandler``).
+"""The failure handler: what one failure does to a run's decision log (Flink's ``ExecutionFailureHandler``).
 
-The log is one JSON-able document per DAG run (stored with compare-and-swap by the store, applied by the plugin).
-Every function here is a pure function of the document it gets, so it can run inside a CAS retry loop. Rules:
+Every function here is pure — a new :class:`~.run_log.RunLog` from an old one — so it can run inside the
+compare-and-swap retry loop that stores the log. Rules:
 
-1. A failure is recorded once (idempotent key ``task:map_index:try``).
-2. A failure of a task that a previous decision already cleared, from the try that clear stopped, is *stale*
-   (the clear killed it): it is recorded as absorbed, never counted, never planned.
-3. Otherwise it counts against the FLIP-1 budgets and the restart backoff strategy (their state lives in the log,
-   so counts survive clears, which reset Airflow's own ``max_tries``). Exhausted -> an ``exhausted`` decision with
-   the reason, nothing to clear.
-4. While a decision is ``pending``, further failures are **merged** into it (union of the restart sets, every
-   failure listed): one global change at a time.
-5. A pending decision is claimed (``pending -> applying``) by exactly one process after the merge window
-   (:data:`MERGE_WINDOW_S`); once its tasks are cleared it is marked ``applied`` with the tries it cleared (rule 2).
-6. The backoff delay is honoured where the restarted tasks start (:func:`restart_wait`): only the first try after
-   the clear of an applied decision waits, until the decision's ``apply_at``.
-Task ids are opaque strings here: the caller maps subtasks to the ids it clears.
+1. **Once.** A failure is recorded once (its key is ``task:map_index:try``).
+2. **Stale.** A failure of the try one of our clears stopped is absorbed: never counted, never planned.
+3. **Epochs.** A failed try started after a clear we did not make (a person re-ran the run, or cleared tasks by
+   hand) begins a new epoch: a fresh restart strategy and budget, as a resubmitted Flink job gets.
+4. **Counted.** Otherwise it counts against the FLIP-1 budgets and the restart backoff strategy (their state
+   lives in the log, so counts survive clears). Exhausted -> an ``exhausted`` decision with the reason.
+5. **One change at a time.** While a decision is pending, further failures are merged into it (union of the
+   restart sets, every failure listed).
+6. **Apply once.** A due pending decision is claimed (``pending -> applying``) by exactly one process
+   (:func:`claim`); it becomes ``applied`` with the tries its clear stopped (:func:`mark_applied`), ``abandoned``
+   if the API refuses the clear for good (:func:`close`), or ``cancelled`` if a person stopped the run.
+7. **Backoff where the task starts.** Only the first try after the clear of an applied decision waits, until the
+   decision's ``apply_at`` (:func:`restart_wait`); :func:`restarted_as` says why our clear restarted a try.
+Task ids are the caller's names for subtasks (:attr:`FailureHandler.task_id`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from airflow_region_failover.failover.budget import FailureBudget
 from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.failover.restart import RestartBackoffStrategy
 from airflow_region_failover.failover.restart_plan import RestartPlan
+from airflow_region_failover.failover.run_log import (
+    Decision,
+    DecisionStatus,
+    EventRecord,
+    FailureRecord,
+    Reclear,
+    RegionRecord,
+    RunLog,
+    frozen,
+)
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions
 
-LOG_FORMAT = 1
-OPEN_STATUSES = ("pending", "applying")
 STUCK_APPLYING_S = 60.0
-MERGE_WINDOW_S = 1.0
-"""A pending decision is cleared no earlier than this after it was created (or its delay, if shorter): failures
-arriving meanwhile are merged into it. The backoff delay itself is enforced when the restarted tasks start."""
-
-RunLog = dict[str, Any]
-"""A run's decision log (JSON-able)."""
+"""A decision claimed longer ago than this without being marked applied is claimed again (its claimer died)."""
 
 
-def new_log(dag_id: str, run_id: str) -> RunLog:
-    """An empty run log: no failures seen, strategy and budget in their initial state."""
-    return {"format": LOG_FORMAT, "dag_id": dag_id, "run_id": run_id, "events": {}, "decisions": [],
-            "strategy_state": None, "budget_state": None, "cleared_tries": {}}
+class Outcome(str, Enum):
+    """What handling one failure did."""
 
-
-def open_decision(doc: RunLog) -> dict[str, Any] | None:
-    """The run's decision that is decided but not applied yet (at most one), or None."""
-    return next((d for d in doc["decisions"] if d["status"] in OPEN_STATUSES), None)
-
-
-def clear_at(decision: dict[str, Any]) -> float:
-    """When a pending decision may be cleared: after the merge window, never later than its restart time."""
-    return min(float(decision["apply_at"]), float(decision["created"]) + MERGE_WINDOW_S)
+    CREATED = "created"
+    MERGED = "merged"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+    EXHAUSTED = "exhausted"
+    IGNORED = "ignored"
 
 
 @dataclass(frozen=True)
-class FailureEvent:
-    """One failed task instance, as seen by a listener or the scheduler's watcher."""
+class HandlingResult:
+    """Flink's ``FailureHandlingResult``: the outcome, the decision the failure joined, and when it restarts."""
 
-    dag_id: str
-    run_id: str
-    task_id: str
-    map_index: int
-    try_number: int
-    error: str
-    path: str
-    at: float
-
-    @property
-    def key(self) -> str:
-        """Idempotency key: the same try of the same task instance is one failure."""
-        return f"{self.task_id}:{self.map_index}:{self.try_number}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for the log."""
-        return {"task_id": self.task_id, "map_index": self.map_index, "try_number": self.try_number,
-                "error": self.error[:500], "path": self.path, "at": self.at}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What recording a failure did: ``kind`` in created/merged/duplicate/stale/exhausted/ignored."""
-
-    kind: str
+    outcome: Outcome
     decision_id: int | None = None
     apply_at: float | None = None
 
@@ -103,141 +79,198 @@ def reused_partitions(graph: JobGraph, restart: Iterable[SubtaskId]) -> list[str
     return sorted(str(p) for p in reused)
 
 
-# -- recording a failure ----------------------------------------------------------------------------------------
-def record_failure(doc: RunLog, event: FailureEvent, config: FailoverConfig, plan: RestartPlan | None,
-                   restart_ids: Sequence[str], reused: Sequence[str], now: float) -> Outcome:
-    """Apply rules 1-4 to ``doc`` in place. ``plan`` is the core's plan for this failure (None: not a subtask of
-    the job), ``restart_ids`` the task ids of ``plan.restart``, ``reused`` the partitions the restart reads."""
-    if event.key in doc["events"]:
-        return Outcome("duplicate", doc["events"][event.key].get("decision"))
-    if plan is None:
-        return Outcome("ignored")
-    cleared = doc["cleared_tries"].get(event.task_id)
-    if cleared is not None and event.try_number <= cleared:
-        doc["events"][event.key] = {"stale": True, "at": now}
-        return Outcome("stale")
-    current = open_decision(doc)
-    if current is not None and current["status"] == "applying" and event.task_id in current["restart"]:
-        doc["events"][event.key] = {"stale": True, "decision": current["id"], "at": now}
-        return Outcome("stale", current["id"])
-    strategy, budget = _restore(doc, config, now)
-    strategy.notify_failure(int(now * 1000))
-    budget.record(str(plan.failed))
-    exhausted = budget.exhausted() or _strategy_refuses(strategy, config)
-    doc["strategy_state"], doc["budget_state"] = strategy.state_dict(), budget.state_dict()
-    left = _budget_left(config, budget, strategy)
-    if exhausted:
-        return _exhaust(doc, event, plan, exhausted, left, now)
-    if current is not None and current["status"] == "pending":
-        return _merge(doc, current, event, plan, restart_ids, left, now)
-    decision = _decision_base(doc, event, "pending", now)
-    delay = strategy.get_backoff_time() / 1000.0
-    decision.update({
-        "strategy": plan.strategy.value, "delay_s": delay, "apply_at": now + delay, "budget": left,
-        "regions": [r.to_dict() for r in plan.regions], "restart": list(restart_ids), "reused": list(reused),
-    })
-    doc["decisions"].append(decision)
-    return Outcome("created", decision["id"], decision["apply_at"])
+@dataclass(frozen=True)
+class FailureHandler:
+    """Rules 1-5 for one job: its failover configuration and how its subtasks are named."""
 
+    config: FailoverConfig
+    task_id: Callable[[SubtaskId], str]
 
-def _restore(doc: RunLog, config: FailoverConfig, now: float) -> tuple[RestartBackoffStrategy, FailureBudget]:
-    def clock() -> int:
-        return int(now * 1000)
+    def handle(self, log: RunLog, failure: FailureRecord, plan: RestartPlan | None, reused: Sequence[str],
+               now: float) -> tuple[RunLog, HandlingResult]:
+        """Record ``failure`` (``plan``: the core's plan for it; ``None`` if it is not a subtask of the job)."""
+        if failure.key in log.events:
+            return log, HandlingResult(Outcome.DUPLICATE, log.events[failure.key].decision)
+        if plan is None:
+            return log, HandlingResult(Outcome.IGNORED)
+        log = _maybe_new_epoch(log, failure)
+        cleared = log.cleared_tries.get(failure.task_id)
+        current = log.open_decision
+        if cleared is not None and failure.try_number <= cleared:
+            return log.with_events(**{failure.key: EventRecord(now, stale=True)}), HandlingResult(Outcome.STALE)
+        if current is not None and current.status is DecisionStatus.APPLYING and failure.task_id in current.restart:
+            stale = EventRecord(now, current.id, stale=True)
+            return log.with_events(**{failure.key: stale}), HandlingResult(Outcome.STALE, current.id)
+        strategy, budget = self._restore(log, now)
+        strategy.notify_failure(int(now * 1000))
+        budget.record(str(plan.failed))
+        refused = budget.exhausted() or self._strategy_refuses(strategy)
+        log = replace(log, strategy_state=frozen(strategy.state_dict()), budget_state=frozen(budget.state_dict()))
+        left = self._budget_left(budget, strategy)
+        if refused:
+            return _exhaust(log, failure, plan, refused, left, now)
+        if current is not None and current.status is DecisionStatus.PENDING:
+            return self._merge(log, current, failure, plan, left, now)
+        return self._create(log, failure, plan, reused, strategy.get_backoff_time() / 1000.0, left, now)
 
-    strategy = (config.restore_strategy(doc["strategy_state"], clock) if doc["strategy_state"]
-                else config.create_strategy(clock))
-    budget = config.restore_budget(doc["budget_state"]) if doc["budget_state"] else config.create_budget()
-    return strategy, budget
+    def _create(self, log: RunLog, failure: FailureRecord, plan: RestartPlan, reused: Sequence[str], delay: float,
+                left: Mapping[str, Any], now: float) -> tuple[RunLog, HandlingResult]:
+        decision = Decision(
+            id=len(log.decisions) + 1, status=DecisionStatus.PENDING, created=now, failures=(failure,),
+            epoch=log.epoch, strategy=plan.strategy.value, delay_s=delay, apply_at=now + delay, budget=frozen(left),
+            regions=tuple(RegionRecord.of(r) for r in plan.regions), restart=self._restart_ids(plan),
+            reasons=frozen(self._reasons(plan)), reused=tuple(reused),
+        )
+        log = log.with_decision(decision).with_events(**{failure.key: EventRecord(now, decision.id)})
+        return log, HandlingResult(Outcome.CREATED, decision.id, decision.apply_at)
 
+    def _merge(self, log: RunLog, current: Decision, failure: FailureRecord, plan: RestartPlan,
+               left: Mapping[str, Any], now: float) -> tuple[RunLog, HandlingResult]:
+        known = {r.region for r in current.regions}
+        merged = replace(
+            current, failures=(*current.failures, failure), budget=frozen(left),
+            regions=(*current.regions, *(RegionRecord.of(r) for r in plan.regions if r.region.id not in known)),
+            restart=tuple(sorted({*current.restart, *self._restart_ids(plan)})),
+            reasons=frozen({**self._reasons(plan), **current.reasons}),
+        )
+        log = log.with_decision(merged).with_events(**{failure.key: EventRecord(now, current.id, merged=True)})
+        return log, HandlingResult(Outcome.MERGED, current.id, current.apply_at)
 
-def _strategy_refuses(strategy: RestartBackoffStrategy, config: FailoverConfig) -> str | None:
-    if strategy.can_restart():
-        return None
-    opts = config.to_options()
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k.startswith("restart-strategy"))
-    return f"restart strategy '{config.restart_strategy.type_name}' allows no further restart ({shown})"
+    def _restart_ids(self, plan: RestartPlan) -> tuple[str, ...]:
+        return tuple(self.task_id(s) for s in plan.restart)
 
+    def _reasons(self, plan: RestartPlan) -> dict[str, str]:
+        return {self.task_id(s): r.reason.value for r in plan.regions for s in r.region.subtasks}
 
-def _budget_left(config: FailoverConfig, budget: FailureBudget, strategy: RestartBackoffStrategy) -> dict[str, Any]:
-    left: dict[str, Any] = {"failures_total": budget.total_failures}
-    limit = config.budget.max_total_task_failures
-    if limit >= 0:
-        left["total_failures_left"] = max(0, limit - budget.total_failures)
-    state = strategy.state_dict()
-    attempts = getattr(config.restart_strategy, "attempts", None)
-    used = state.get("current_restart_attempt")
-    if isinstance(attempts, int) and isinstance(used, int):
-        left["restart_attempts_left"] = max(0, attempts - used)
-    return left
+    def _restore(self, log: RunLog, now: float) -> tuple[RestartBackoffStrategy, FailureBudget]:
+        def clock() -> int:
+            return int(now * 1000)
 
+        strategy = (self.config.restore_strategy(log.strategy_state, clock) if log.strategy_state
+                    else self.config.create_strategy(clock))
+        budget = self.config.restore_budget(log.budget_state) if log.budget_state else self.config.create_budget()
+        return strategy, budget
 
-def _decision_base(doc: RunLog, event: FailureEvent, status: str, now: float) -> dict[str, Any]:
-    decision = {"id": len(doc["decisions"]) + 1, "status": status, "created": now, "failures": [event.to_dict()]}
-    doc["events"][event.key] = {"decision": decision["id"], "at": now}
-    return decision
-
-
-def _merge(doc: RunLog, current: dict[str, Any], event: FailureEvent, plan: RestartPlan,
-           restart_ids: Sequence[str], left: dict[str, Any], now: float) -> Outcome:
-    current["failures"].append(event.to_dict())
-    doc["events"][event.key] = {"decision": current["id"], "at": now, "merged": True}
-    known = {r["region"] for r in current["regions"]}
-    current["regions"].extend(r.to_dict() for r in plan.regions if r.region.id not in known)
-    current["restart"] = sorted(set(current["restart"]) | set(restart_ids))
-    current["budget"] = left
-    current["merged"] = len(current["failures"])
-    return Outcome("merged", current["id"], current["apply_at"])
-
-
-def _exhaust(doc: RunLog, event: FailureEvent, plan: RestartPlan, reason: str, left: dict[str, Any],
-             now: float) -> Outcome:
-    current = open_decision(doc)
-    if current is not None and current["status"] == "pending":
-        current["status"] = "cancelled"
-        current["reason"] = f"cancelled: a later failure exhausted the budget ({reason})"
-    decision = _decision_base(doc, event, "exhausted", now)
-    decision.update({"strategy": plan.strategy.value, "reason": reason, "budget": left,
-                     "regions": [r.to_dict() for r in plan.regions], "restart": []})
-    doc["decisions"].append(decision)
-    return Outcome("exhausted", decision["id"])
-
-
-# -- applying a due decision ----------------------------------------------------------------------------------
-def claim(now: float, who: str) -> Callable[[RunLog], dict[str, Any] | None]:
-    """The change that claims the run's due decision (rule 5): returns a copy of it, or None if none is due."""
-
-    def change(doc: RunLog) -> dict[str, Any] | None:
-        current = open_decision(doc)
-        if current is None:
+    def _strategy_refuses(self, strategy: RestartBackoffStrategy) -> str | None:
+        if strategy.can_restart():
             return None
-        stuck = current["status"] == "applying" and now - current.get("claimed_at", now) > STUCK_APPLYING_S
-        if (current["status"] == "pending" and clear_at(current) <= now) or stuck:
-            current.update(status="applying", claimed_at=now, claimed_by=who)
-            return dict(current)
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(self.config.to_options().items())
+                          if k.startswith("restart-strategy"))
+        return f"restart strategy '{self.config.restart_strategy.type_name}' allows no further restart ({shown})"
+
+    def _budget_left(self, budget: FailureBudget, strategy: RestartBackoffStrategy) -> dict[str, Any]:
+        left: dict[str, Any] = {"failures_total": budget.total_failures}
+        limit = self.config.budget.max_total_task_failures
+        if limit >= 0:
+            left["total_failures_left"] = max(0, limit - budget.total_failures)
+        attempts = getattr(self.config.restart_strategy, "attempts", None)
+        used = strategy.state_dict().get("current_restart_attempt")
+        if isinstance(attempts, int) and isinstance(used, int):
+            left["restart_attempts_left"] = max(0, attempts - used)
+        return left
+
+
+def _maybe_new_epoch(log: RunLog, failure: FailureRecord) -> RunLog:
+    """Rule 3: a try started after a clear we did not make begins a new epoch (fresh strategy and budget)."""
+    known = max((log.epoch_clear, *log.our_clears))
+    if failure.clear_number is None or failure.clear_number <= known:
+        return log
+    return replace(log, epoch=log.epoch + 1, epoch_clear=failure.clear_number, strategy_state=None,
+                   budget_state=None, cleared_tries=frozen({}), reclears=frozen({}))
+
+
+def _exhaust(log: RunLog, failure: FailureRecord, plan: RestartPlan, reason: str, left: Mapping[str, Any],
+             now: float) -> tuple[RunLog, HandlingResult]:
+    current = log.open_decision
+    if current is not None and current.status is DecisionStatus.PENDING:
+        log = log.with_decision(replace(current, status=DecisionStatus.CANCELLED,
+                                        reason=f"cancelled: a later failure exhausted the budget ({reason})"))
+    decision = Decision(id=len(log.decisions) + 1, status=DecisionStatus.EXHAUSTED, created=now, failures=(failure,),
+                        epoch=log.epoch, strategy=plan.strategy.value, reason=reason, budget=frozen(left),
+                        regions=tuple(RegionRecord.of(r) for r in plan.regions), apply_at=now)
+    log = log.with_decision(decision).with_events(**{failure.key: EventRecord(now, decision.id)})
+    return log, HandlingResult(Outcome.EXHAUSTED, decision.id)
+
+
+# -- applying a due decision (rule 6) ---------------------------------------------------------------------------
+def claim(log: RunLog, now: float, who: str) -> tuple[RunLog, Decision | None]:
+    """Claim the run's due decision: ``pending`` past its clear time, or ``applying`` whose claimer is stuck."""
+    current = log.open_decision
+    if current is None:
+        return log, None
+    stuck = (current.status is DecisionStatus.APPLYING
+             and now - (current.claimed_at if current.claimed_at is not None else now) > STUCK_APPLYING_S)
+    if (current.status is DecisionStatus.PENDING and current.clear_at <= now) or stuck:
+        claimed = replace(current, status=DecisionStatus.APPLYING, claimed_at=now, claimed_by=who)
+        return log.with_decision(claimed), claimed
+    return log, None
+
+
+def mark_applied(log: RunLog, decision_id: int, cleared: Mapping[str, int], clear_number: int | None,
+                 now: float) -> RunLog:
+    """Decision ``decision_id`` was cleared: ``cleared`` maps each task the clear stopped to that try, and
+    ``clear_number`` is the run's clear count our clear produced (``None`` if unknown)."""
+    decision = log.decision(decision_id)
+    applied = replace(decision, status=DecisionStatus.APPLIED, applied_at=now, cleared=len(cleared),
+                      restarting_time_s=round(now - decision.failures[0].at, 3))
+    ours = log.our_clears if clear_number is None else tuple(sorted({*log.our_clears, clear_number}))
+    return replace(log.with_decision(applied), cleared_tries=frozen({**log.cleared_tries, **cleared}),
+                   our_clears=ours)
+
+
+def close(log: RunLog, decision_id: int, status: DecisionStatus, reason: str) -> RunLog:
+    """Close an open decision without clearing: ``abandoned`` (the API refuses the clear for good) or
+    ``cancelled`` (a person stopped the run); ``reason`` says why, naming who or what."""
+    if status not in (DecisionStatus.ABANDONED, DecisionStatus.CANCELLED):
+        raise ValueError(f"a decision is closed as abandoned or cancelled, not {status.value}")
+    decision = log.decision(decision_id)
+    if not decision.status.open:
+        return log
+    return log.with_decision(replace(decision, status=status, reason=reason))
+
+
+def claim_reclear(log: RunLog, stopped: Iterable[tuple[str, int]], now: float,
+                  who: str) -> tuple[RunLog, list[str]]:
+    """Of the tasks our clear did not restart (``(task, try)`` still at the try it stopped), those nobody has
+    re-cleared for that try yet, or whose re-clear is stuck: claim them for ``who`` (one watcher clears them)."""
+    claimed: dict[str, Reclear] = {}
+    for task, try_number in stopped:
+        if log.cleared_tries.get(task) != try_number:
+            continue
+        previous = log.reclears.get(task)
+        if previous is None or previous.try_number != try_number or now - previous.at > STUCK_APPLYING_S:
+            claimed[task] = Reclear(try_number, now, who)
+    if not claimed:
+        return log, []
+    return replace(log, reclears=frozen({**log.reclears, **claimed})), sorted(claimed)
+
+
+def mark_recleared(log: RunLog, clear_number: int | None) -> RunLog:
+    """Our re-clear produced clear count ``clear_number``: a clear of ours, not a person's (rule 3)."""
+    if clear_number is None:
+        return log
+    return replace(log, our_clears=tuple(sorted({*log.our_clears, clear_number})))
+
+
+def _cleared_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
+    """The applied decision whose clear started try ``try_number`` of ``task_id`` (the first try after it)."""
+    cleared = log.cleared_tries.get(task_id)
+    if cleared is None or try_number != cleared + 1:
         return None
-
-    return change
-
-
-def mark_applied(decision_id: int, cleared: Sequence[dict[str, Any]], now: float) -> Callable[[RunLog], None]:
-    """The change that marks a decision applied and records the tries its clear stopped (rule 2)."""
-
-    def change(doc: RunLog) -> None:
-        decision = doc["decisions"][decision_id - 1]
-        decision.update(status="applied", applied_at=now, cleared=len(cleared),
-                        restarting_time_s=round(now - decision["failures"][0]["at"], 3))
-        for ti in cleared:
-            doc["cleared_tries"][ti["task_id"]] = int(ti.get("try_number") or 0)
-
-    return change
+    for decision in reversed(log.decisions):
+        if decision.status is DecisionStatus.APPLIED and task_id in decision.restart:
+            return decision
+    return None
 
 
-def restart_wait(doc: RunLog, task_id: str, try_number: int, now: float) -> float:
-    """Seconds the try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none; rule 6)."""
-    cleared = doc["cleared_tries"].get(task_id)
-    if cleared is None or try_number != int(cleared) + 1:
-        return 0.0
-    for decision in reversed(doc["decisions"]):
-        if decision["status"] == "applied" and task_id in decision["restart"]:
-            return max(0.0, float(decision["apply_at"]) - now)
-    return 0.0
+def restart_wait(log: RunLog, task_id: str, try_number: int, now: float) -> float:
+    """Seconds try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none; rule 7)."""
+    decision = _cleared_by(log, task_id, try_number)
+    return 0.0 if decision is None else max(0.0, decision.apply_at - now)
+
+
+def restarted_as(log: RunLog, task_id: str, try_number: int) -> str | None:
+    """Why our clear started try ``try_number`` of ``task_id`` (its region's reason), or ``None`` when this try
+    was not started by one of our clears (a first try, Airflow's retry, a person's clear)."""
+    decision = _cleared_by(log, task_id, try_number)
+    return None if decision is None else decision.reasons.get(task_id)

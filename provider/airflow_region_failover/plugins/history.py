@@ -5,6 +5,8 @@ Rules:
   stored, so the UI view, the run note, ``region-failover history DAG_ID RUN_ID`` and the metrics can never
   disagree.
 - Publishing (run note, metrics) is best effort: it never raises into a listener or the scheduler.
+- The run note keeps what people wrote: the provider owns only the part from the line starting with
+  :data:`NOTE_HEADING` to the end, and rewrites only that part (Airflow limits a note to 1,000 characters).
 - Metrics through Airflow's Stats: ``region_failover.restarts`` (+1 per applied decision),
   ``region_failover.restarting_time`` (ms from the first failure to the clear),
   ``region_failover.tasks_restarted`` (+tasks cleared), ``region_failover.results_reused`` (+BLOCKING partitions
@@ -18,10 +20,12 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
 from airflow_region_failover.store.runlog import default_run_logs
 
 log = logging.getLogger(__name__)
-NOTE_LIMIT = 900
+NOTE_LIMIT = 1000
+NOTE_HEADING = "**Region failover**"
 
 
 def _stats() -> Any:
@@ -35,15 +39,15 @@ def _stats() -> Any:
         return Stats
 
 
-def emit_metrics(dag_id: str, decision: dict[str, Any]) -> None:
+def emit_metrics(dag_id: str, decision: Decision) -> None:
     """Send the four ``region_failover.*`` metrics for one applied decision; never raises."""
     try:
         stats = _stats()
-        tags = {"dag_id": dag_id, "strategy": str(decision.get("strategy"))}
+        tags = {"dag_id": dag_id, "strategy": decision.strategy}
         stats.incr("region_failover.restarts", tags=tags)
-        stats.incr("region_failover.tasks_restarted", count=len(decision.get("restart", [])), tags=tags)
-        stats.incr("region_failover.results_reused", count=len(decision.get("reused", [])), tags=tags)
-        stats.timing("region_failover.restarting_time", 1000.0 * float(decision.get("restarting_time_s", 0.0)),
+        stats.incr("region_failover.tasks_restarted", count=len(decision.restart), tags=tags)
+        stats.incr("region_failover.results_reused", count=len(decision.reused), tags=tags)
+        stats.timing("region_failover.restarting_time", 1000.0 * float(decision.restarting_time_s or 0.0),
                      tags=tags)
     except Exception:
         log.warning("region failover: could not emit metrics", exc_info=True)
@@ -55,58 +59,63 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def describe(decision: dict[str, Any]) -> list[str]:
+def describe(decision: Decision) -> list[str]:
     """Human-readable lines for one decision (used by the CLI, the note and the UI)."""
-    fails = ", ".join(f"{f['task_id']} (try {f['try_number']}, via {f['path']}): {f['error'][:120]}"
-                      for f in decision["failures"])
-    head = f"#{decision['id']} {decision['status'].upper()} at {_when(decision['created'])} — failed: {fails}"
-    lines = [head]
-    if decision.get("reason"):
-        lines.append(f"  reason: {decision['reason']}")
-    for region in decision.get("regions", []):
-        lines.append(f"  region {region['region']} [{', '.join(region['steps'])}] restarts: {region['reason']}"
-                     f" ({region['cause']})")
-    if decision["status"] not in ("exhausted", "cancelled"):
-        lines.append(f"  strategy {decision.get('strategy')}, delay {decision.get('delay_s', 0):.3f} s, "
-                     f"{len(decision.get('restart', []))} tasks cleared, "
-                     f"{len(decision.get('reused', []))} committed partitions reused")
-    if decision.get("applied_at"):
-        lines.append(f"  applied at {_when(decision['applied_at'])} "
-                     f"({decision.get('restarting_time_s', 0):.3f} s after the failure)")
-    lines.append(f"  budget: {json.dumps(decision.get('budget', {}), sort_keys=True)}")
+    fails = ", ".join(f"{f.task_id} (try {f.try_number}, via {f.path}): {f.error[:120]}" for f in decision.failures)
+    lines = [f"#{decision.id} {decision.status.value.upper()} at {_when(decision.created)} — failed: {fails}"]
+    if decision.reason:
+        lines.append(f"  reason: {decision.reason}")
+    for region in decision.regions:
+        lines.append(f"  region {region.region} [{', '.join(region.steps)}] restarts: {region.reason} ({region.cause})")
+    if decision.status not in (DecisionStatus.EXHAUSTED, DecisionStatus.CANCELLED, DecisionStatus.ABANDONED):
+        lines.append(f"  strategy {decision.strategy}, delay {decision.delay_s:.3f} s, {len(decision.restart)} tasks "
+                     f"cleared, {len(decision.reused)} committed partitions reused")
+    if decision.applied_at:
+        lines.append(f"  applied at {_when(decision.applied_at)} ({decision.restarting_time_s or 0:.3f} s after the "
+                     "failure)")
+    lines.append(f"  budget: {json.dumps(dict(decision.budget), sort_keys=True)}")
     return lines
 
 
-def format_history(doc: dict[str, Any]) -> str:
+def format_history(doc: RunLog) -> str:
     """The whole history of a run as text."""
-    decisions = doc.get("decisions", [])
-    if not decisions:
-        return f"{doc['dag_id']} / {doc['run_id']}: no failover decision recorded"
-    lines = [f"{doc['dag_id']} / {doc['run_id']}: {len(decisions)} failover decision(s)"]
-    for decision in decisions:
+    if not doc.decisions:
+        return f"{doc.dag_id} / {doc.run_id}: no failover decision recorded"
+    lines = [f"{doc.dag_id} / {doc.run_id}: {len(doc.decisions)} failover decision(s)"]
+    for decision in doc.decisions:
         lines.extend(describe(decision))
     return "\n".join(lines)
 
 
-def note_text(doc: dict[str, Any]) -> str:
-    """A short Markdown run note: the latest decisions first, within the note's size limit."""
-    parts = ["**Region failover**"]
-    for decision in reversed(doc.get("decisions", [])):
-        parts.append("\n".join(describe(decision)))
-        if sum(len(p) for p in parts) > NOTE_LIMIT:
-            parts[-1] = "… (see `region-failover history`)"
+def note_text(doc: RunLog, limit: int = NOTE_LIMIT) -> str:
+    """The provider's part of the run note: the latest decisions first, within ``limit`` characters."""
+    parts = [NOTE_HEADING]
+    more = "… (see the Failover history view or `region-failover history`)"
+    for decision in reversed(doc.decisions):
+        text = "\n".join(describe(decision))
+        if sum(len(p) + 2 for p in parts) + len(text) + len(more) > limit:
+            parts.append(more)
             break
-    return "\n\n".join(parts)[: NOTE_LIMIT + 200]
+        parts.append(text)
+    return "\n\n".join(parts)[:limit]
 
 
-def publish_note(api: Any, doc: dict[str, Any]) -> None:
-    """Write the run note through the REST API; never raises."""
+def merged_note(current: str | None, doc: RunLog) -> str:
+    """The run note with the provider's part replaced and everything a person wrote before it kept."""
+    mine = (current or "").split(NOTE_HEADING, 1)[0].rstrip()
+    room = NOTE_LIMIT - len(mine) - 2
+    return f"{mine}\n\n{note_text(doc, room)}" if mine else note_text(doc)
+
+
+def publish_note(api: Any, doc: RunLog) -> None:
+    """Write the provider's part of the run note through the REST API; never raises."""
     try:
-        api.set_run_note(doc["dag_id"], doc["run_id"], note_text(doc))
+        current = api.dag_run(doc.dag_id, doc.run_id).get("note")
+        api.set_run_note(doc.dag_id, doc.run_id, merged_note(current, doc))
     except Exception:
         log.warning("region failover: could not set the run note", exc_info=True)
 
 
-def load_history(dag_id: str, run_id: str) -> dict[str, Any]:
+def load_history(dag_id: str, run_id: str) -> RunLog:
     """The run's decision log from the configured store (``[region_failover]`` + its aws connection)."""
     return default_run_logs().read(dag_id, run_id)

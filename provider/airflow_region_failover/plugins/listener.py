@@ -9,11 +9,18 @@ Rules:
   does not clear: clearing a ``running`` instance makes it ``restarting`` and Airflow then parks it in
   ``up_for_retry`` for ``retry_delay``. The watcher clears it after a short merge window.
 - **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only.
-- A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded.
+- A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded. (The
+  Task SDK hands the hook an enum whose ``str`` is ``TaskInstanceState.UP_FOR_RETRY``: states are compared by
+  value.)
+- **What a failure records**: the exception text, masked with Airflow's secrets masker (a password a driver
+  echoed never reaches the log, the note or the view); the partition it names as unreadable
+  (:class:`~airflow_region_failover.exceptions.InputUnavailable`); and the run's clear count when the try
+  started (a person's clear starts a new epoch of the budget).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -21,7 +28,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from airflow_region_failover.failover.handler import FailureEvent
+from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
 from airflow_region_failover.plugins.restarts import handle_failure
@@ -30,12 +37,38 @@ from airflow_region_failover.plugins.watcher import Watcher
 log = logging.getLogger(__name__)
 
 
-def failure_event(ti: Any, error: object, path: str) -> FailureEvent:
+def failure_event(ti: Any, error: object, path: str) -> FailureRecord:
     """The failure of task instance ``ti`` (worker's ``RuntimeTaskInstance`` or scheduler's ORM row)."""
     map_index = getattr(ti, "map_index", None)
-    return FailureEvent(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
-                        map_index=int(map_index) if map_index is not None else -1,
-                        try_number=int(ti.try_number or 0), error=str(error or "")[:500], path=path, at=time.time())
+    cause = getattr(error, "partition", None)
+    return FailureRecord(task_id=ti.task_id, map_index=int(map_index) if map_index is not None else -1,
+                         try_number=int(ti.try_number or 0), error=masked(str(error or ""))[:500], path=path,
+                         at=time.time(), cause=str(cause) if cause is not None else None,
+                         clear_number=_clear_number(ti))
+
+
+def masked(text: str) -> str:
+    """``text`` with every secret Airflow's secrets maskers know replaced by ``***`` (the Task SDK's in a worker,
+    the core's in a scheduler; each process registers the secrets it read)."""
+    for module in ("airflow.sdk._shared.secrets_masker", "airflow._shared.secrets_masker"):
+        try:
+            redact = importlib.import_module(module).redact
+        except (ImportError, AttributeError):
+            continue
+        text = str(redact(text))
+    return text
+
+
+def _clear_number(ti: Any) -> int | None:
+    """The run's clear count when this try started (the worker's task context knows it), or ``None``."""
+    context = getattr(ti, "_ti_context_from_server", None)
+    number = getattr(getattr(context, "dag_run", None), "clear_number", None)
+    return int(number) if isinstance(number, int) else None
+
+
+def _state(ti: Any) -> str:
+    state = getattr(ti, "state", None)
+    return str(getattr(state, "value", state))
 
 
 def _spec_of_task(ti: Any) -> JobSpec | None:
@@ -59,16 +92,16 @@ class FailoverListener:
             log.exception("region failover: listener failed (the failure is left to the watcher)")
 
     def _on_failed(self, ti: Any, error: Any) -> None:
-        if subtask_of(ti.task_id) is None or str(getattr(ti, "state", "")).endswith("up_for_retry"):
+        if subtask_of(ti.task_id) is None or _state(ti) == "up_for_retry":
             return
         in_worker = type(ti).__name__ == "RuntimeTaskInstance"
         if not in_worker:
             if self.watcher is not None:  # scheduler: hand over, never block the scheduling loop
-                self.watcher.submit(failure_event(ti, error, "scheduler"))
+                self.watcher.submit(ti.dag_id, ti.run_id, failure_event(ti, error, "scheduler"))
             return
         spec = _spec_of_task(ti)
         if spec is not None:
-            handle_failure(failure_event(ti, error, "worker"), spec)
+            handle_failure(ti.dag_id, ti.run_id, failure_event(ti, error, "worker"), spec)
 
     @hookimpl  # type: ignore[untyped-decorator]
     def on_starting(self, component: Any) -> None:

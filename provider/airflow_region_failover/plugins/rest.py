@@ -6,14 +6,19 @@ Rules:
 - Credentials come from an Airflow connection (or the caller); they are never logged, and ``repr`` hides them.
 - Clearing uses ``dry_run: false, only_failed: false, reset_dag_runs: true``: the API's defaults (dry run, only
   failed tasks, run left as is) would leave a failed run failed and its cleared tasks never scheduled.
-- Calls are bounded: a timeout per request and a few retries on connection errors and 5xx answers.
+- Calls are bounded: a timeout per request and a few retries — of idempotent calls only (GET, PATCH, PUT), on
+  connection errors and 5xx answers. A POST (trigger, clear) is re-sent only when it never reached the server
+  (connection refused); a POST clear whose answer was lost raises :class:`ClearOutcomeUnknown` instead, since a
+  second clear would kill the tries the first one started.
+- A JWT that expired (401) is fetched again once; a pre-issued token from the connection is read again from the
+  connection once (whoever issues tokens rotates them there).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -21,9 +26,9 @@ from urllib.parse import quote
 import httpx
 
 from airflow_region_failover import conf
-from airflow_region_failover.exceptions import RestError
+from airflow_region_failover.exceptions import ClearOutcomeUnknown, RestError
 
-__all__ = ["AirflowRestClient", "ApiCredentials", "RestError", "default_api"]
+__all__ = ["AirflowRestClient", "ApiCredentials", "ClearOutcomeUnknown", "RestError", "default_api"]
 
 DEFAULT_TIMEOUT = 10.0
 RETRIES = 3
@@ -63,8 +68,10 @@ def _q(part: str) -> str:
 class AirflowRestClient:
     """Authenticated calls to ``/api/v2``. One ``httpx.Client`` per instance; close it (or use ``with``)."""
 
-    def __init__(self, creds: ApiCredentials, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, creds: ApiCredentials, timeout: float = DEFAULT_TIMEOUT,
+                 reload: Callable[[], ApiCredentials] | None = None) -> None:
         self._creds = creds
+        self._reload = reload
         self._http = httpx.Client(base_url=creds.base_url, timeout=timeout)
         self._token: str | None = creds.token
 
@@ -91,24 +98,47 @@ class AirflowRestClient:
         return self._token
 
     def _send(self, method: str, path: str, *, auth: bool = True, **kw: Any) -> httpx.Response:
-        last: str = ""
+        idempotent = method in ("GET", "PATCH", "PUT", "DELETE")
+        last, refreshed = "", False
         for attempt in range(RETRIES):
             headers = {"Authorization": f"Bearer {self.token()}"} if auth else {}
             try:
                 resp = self._http.request(method, path, headers=headers, **kw)
+            except httpx.ConnectError as exc:  # never reached the server: safe to send again
+                last = type(exc).__name__
             except httpx.TransportError as exc:
+                if not idempotent:
+                    raise self._lost(method, path, exc) from exc
                 last = type(exc).__name__
             else:
-                if resp.status_code == 401 and auth and self._creds.token is None and attempt == 0:
-                    self._token = None  # expired: fetch a fresh token once
-                    continue
-                if resp.status_code < 500:
-                    if resp.status_code >= 400:
-                        raise RestError(f"{method} {path} -> HTTP {resp.status_code}: {resp.text[:300]}")
+                if resp.status_code == 401 and auth and not refreshed:
+                    refreshed = self._renew_credentials()
+                    if refreshed:
+                        continue
+                if resp.status_code >= 400 and (resp.status_code < 500 or not idempotent):
+                    raise RestError(f"{method} {path} -> HTTP {resp.status_code}: {resp.text[:300]}",
+                                    resp.status_code)
+                if resp.status_code < 400:
                     return resp
                 last = f"HTTP {resp.status_code}"
             time.sleep(0.2 * (attempt + 1))
         raise RestError(f"{method} {path} failed after {RETRIES} attempts ({last})")
+
+    def _renew_credentials(self) -> bool:
+        """After a 401: forget an expired JWT, or read a pre-issued token again; whether there is anything new."""
+        if self._creds.token is None:
+            self._token = None
+            return True
+        if self._reload is None:
+            return False
+        self._creds = self._reload()
+        self._token = self._creds.token
+        return True
+
+    @staticmethod
+    def _lost(method: str, path: str, exc: Exception) -> RestError:
+        what = f"{method} {path}: no answer ({type(exc).__name__}); it may or may not have taken effect"
+        return ClearOutcomeUnknown(what) if path.endswith("/clearTaskInstances") else RestError(what)
 
     def get(self, path: str, **params: Any) -> Any:
         """GET ``/api/v2`` + path, returning the JSON body."""
@@ -191,8 +221,13 @@ class AirflowRestClient:
                 time.sleep(1.0)
 
 
+def _connection_credentials() -> ApiCredentials:
+    """The credentials of connection ``[region_failover] api_conn_id``, read now."""
+    return ApiCredentials.from_connection(conf.connection(conf.value("api_conn_id", "region_failover_api")))
+
+
 @functools.cache
 def default_api() -> AirflowRestClient:
-    """The REST client of connection ``[region_failover] api_conn_id``, built once per process."""
-    return AirflowRestClient(ApiCredentials.from_connection(conf.connection(conf.value("api_conn_id",
-                                                                                       "region_failover_api"))))
+    """The REST client of connection ``[region_failover] api_conn_id``, built once per process (it reads the
+    connection again when a pre-issued token is refused)."""
+    return AirflowRestClient(_connection_credentials(), reload=_connection_credentials)

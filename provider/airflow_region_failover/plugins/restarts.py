@@ -2,13 +2,16 @@
 
 Rules (Flink's ``DefaultScheduler#handleTaskFailure`` on Airflow):
 - **Record** (:func:`handle_failure`, worker or scheduler): the core plans the restart set with the store's
-  availability checker extended by Flink's partition-tracker rule (a partition whose producer task is still at
-  work counts as available, :func:`at_work`), and the pure failure handler records it in the run's decision log
-  by compare-and-swap (:mod:`~airflow_region_failover.store.runlog`).
-- **Apply** (:func:`apply_due`, the scheduler's watcher): claim the due decision (``pending -> applying``, CAS:
+  *deep* availability checker (committed manifest and every data object present), the partition the failure
+  names as unreadable, and Flink's partition-tracker rule (a partition whose producer task is still at work
+  counts as available, :func:`at_work`); the pure failure handler records it in the run's decision log by
+  compare-and-swap (:mod:`~airflow_region_failover.store.runlog`), which also holds the run's results and marks
+  the decision pending.
+- **Apply** (:func:`apply_due`, a scheduler's watcher): claim the due decision (``pending -> applying``, CAS:
   exactly one process clears), clear exactly its task instances in the same run through the public REST API
-  (``only_failed: false, reset_dag_runs: true``), mark it ``applied`` with the tries it cleared, then publish the
-  metrics and the run note. A failed clear leaves it ``applying``; the watcher retries it once it is stuck.
+  (``only_failed: false, reset_dag_runs: true``), mark it ``applied`` with the tries it cleared and the run's
+  clear count, then publish the metrics and the run note. A clear the API refuses for good (4xx) abandons the
+  decision with the reason; a clear whose answer was lost is verified against the tasks' tries, never re-sent.
 Why REST and not the ORM: the worker, where an ordinary failure is seen, has no metadata-DB access in Airflow 3;
 the public API is versioned, authorised and audited, and the same code runs in worker and scheduler.
 """
@@ -16,25 +19,31 @@ the public API is versioned, authorised and audited, and the same code runs in w
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_region_failover.exceptions import ClearOutcomeUnknown, RestError
 from airflow_region_failover.failover.availability import BeingProduced
 from airflow_region_failover.failover.handler import (
-    FailureEvent,
+    FailureHandler,
+    HandlingResult,
     Outcome,
     claim,
+    close,
     mark_applied,
-    record_failure,
     reused_partitions,
 )
-from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, tries_of
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import subtask_of, task_id_of
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
+from airflow_region_failover.store.availability import Mode
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
@@ -45,64 +54,112 @@ AT_WORK_STATES = frozenset({"scheduled", "queued", "running", "restarting", "up_
                             "deferred"})
 
 
+def _no_clear_number(dag_id: str, run_id: str) -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Services:
     """What the failover loop talks to: the decision logs, the result store and the REST API (each built once
-    per process by its ``default_*`` factory; tests pass their own)."""
+    per process by its ``default_*`` factory; tests pass their own), and — in the scheduler — how to read a run's
+    clear count (the metadata DB)."""
 
     logs: Callable[[], RunLogs] = default_run_logs
     store: Callable[[], ResultStore] = default_store
     api: Callable[[], AirflowRestClient] = default_api
+    clear_number: Callable[[str, str], int | None] = _no_clear_number
 
 
 SERVICES = Services()
+WHO = f"{socket.gethostname()}:{os.getpid()}"
+"""This process, as it signs the decisions it claims."""
 
 
-def at_work(services: Services, event: FailureEvent) -> list[SubtaskId]:
+def handler_of(spec: JobSpec) -> FailureHandler:
+    """The failure handler of a job (its options parsed once, its subtasks named as Airflow task ids)."""
+    return FailureHandler(spec.config, task_id_of)
+
+
+def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str) -> list[SubtaskId]:
     """Step subtasks of the run whose task instance is at work (REST; the failed task itself excluded — in the
     worker path its row still says ``running``). On any error: none, so availability falls back to committed
     partitions only (a restart may then include more, never less)."""
     try:
-        instances = services.api().task_instances(event.dag_id, event.run_id)
+        instances = services.api().task_instances(dag_id, run_id)
     except Exception:
         log.warning("region failover: could not list the task instances of %s/%s; treating no producer as at work",
-                    event.dag_id, event.run_id, exc_info=True)
+                    dag_id, run_id, exc_info=True)
         return []
     found = (subtask_of(str(ti.get("task_id"))) for ti in instances
-             if str(ti.get("state")) in AT_WORK_STATES and ti.get("task_id") != event.task_id)
+             if str(ti.get("state")) in AT_WORK_STATES and ti.get("task_id") != failure.task_id)
     return [s for s in found if s is not None]
 
 
-def handle_failure(event: FailureEvent, spec: JobSpec, services: Services = SERVICES,
-                   now: Callable[[], float] = time.time) -> Outcome:
-    """Plan and record the restart for one failure (the scheduler's watcher applies it when due)."""
-    subtask = subtask_of(event.task_id)
+def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSpec, services: Services = SERVICES,
+                   now: Callable[[], float] = time.time) -> HandlingResult:
+    """Plan and record the restart for one failure (a watcher applies it when due). Raises on S3 errors: the
+    caller retries (the watcher handles the failure again on its next pass)."""
+    subtask = subtask_of(failure.task_id)
     if subtask is None:
-        return Outcome("ignored")
-    checker = BeingProduced.of(services.store().checker(event.dag_id, event.run_id), spec.graph,
-                               at_work(services, event))
-    plan = spec.plan(subtask, checker)
-    restart_ids = [task_id_of(s) for s in plan.restart]
+        return HandlingResult(Outcome.IGNORED)
+    committed = services.store().checker(dag_id, run_id, Mode.DEEP)
+    checker = BeingProduced.of(committed, spec.graph, at_work(services, failure, dag_id, run_id))
+    named = (PartitionId.parse(failure.cause),) if failure.cause else ()
+    plan = spec.plan(subtask, checker, named)
     reused = reused_partitions(spec.graph, plan.restart)
-    at = now()
-    doc, outcome = services.logs().update(
-        event.dag_id, event.run_id, lambda d: record_failure(d, event, spec.config, plan, restart_ids, reused, at))
-    log.info("region failover: %s of %s/%s -> %s (decision %s)", event.task_id, event.dag_id, event.run_id,
-             outcome.kind, outcome.decision_id)
-    if outcome.kind == "exhausted":
+    at, handler = now(), handler_of(spec)
+    doc, result = services.logs().update(dag_id, run_id, lambda d: handler.handle(d, failure, plan, reused, at))
+    log.info("region failover: %s of %s/%s -> %s (decision %s)", failure.task_id, dag_id, run_id,
+             result.outcome.value, result.decision_id)
+    if result.outcome is Outcome.EXHAUSTED:
         history.publish_note(services.api(), doc)
-    return outcome
+    return result
 
 
-def apply_due(logs: RunLogs, api: Any, dag_id: str, run_id: str, who: str,
-              now: Callable[[], float] = time.time) -> dict[str, Any] | None:
+def apply_due(services: Services, dag_id: str, run_id: str, who: str = WHO,
+              now: Callable[[], float] = time.time) -> Decision | None:
     """Claim the run's due decision (if any), clear its tasks, mark it applied; return it (or None)."""
-    _, claimed = logs.update(dag_id, run_id, claim(now(), who))
+    logs, api = services.logs(), services.api()
+    _, claimed = logs.update(dag_id, run_id, lambda d: claim(d, now(), who))
     if claimed is None:
         return None
-    cleared = api.clear(dag_id, run_id, claimed["restart"])
-    doc, _ = logs.update(dag_id, run_id, mark_applied(claimed["id"], cleared, now()))
-    applied: dict[str, Any] = dict(doc["decisions"][claimed["id"] - 1])
+    try:
+        cleared = _clear(api, dag_id, run_id, claimed.restart)
+    except RestError as exc:
+        if not _refused_for_good(exc):
+            raise  # 5xx / unreachable: stays applying, claimed again once stuck
+        reason = f"abandoned: the REST API refused the clear ({exc}); check [region_failover] api_conn_id's rights"
+        doc, _ = logs.update(dag_id, run_id,
+                             lambda d: (close(d, claimed.id, DecisionStatus.ABANDONED, reason), None))
+        history.publish_note(api, doc)
+        log.error("region failover: decision %d of %s/%s %s", claimed.id, dag_id, run_id, reason)
+        return doc.decision(claimed.id)
+    clear_number = services.clear_number(dag_id, run_id)
+    doc, _ = logs.update(dag_id, run_id,
+                         lambda d: (mark_applied(d, claimed.id, cleared, clear_number, now()), None))
+    applied = doc.decision(claimed.id)
     history.emit_metrics(dag_id, applied)
     history.publish_note(api, doc)
     return applied
+
+
+def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[str, int]:
+    """Clear ``tasks``; returns ``task -> the try the clear stopped``. A clear whose answer was lost is never
+    sent again (it may have cleared, and a second clear would kill the tries the first started): the tasks'
+    tries tell whether it took effect."""
+    before = {t: n for t, n in tries_of(api.task_instances(dag_id, run_id)).items() if t in tasks}
+    try:
+        return tries_of(api.clear(dag_id, run_id, list(tasks)))
+    except ClearOutcomeUnknown:
+        after = tries_of(api.task_instances(dag_id, run_id))
+        states = {str(ti.get("task_id")): str(ti.get("state")) for ti in api.task_instances(dag_id, run_id)}
+        if any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
+               for t, n in before.items()):
+            log.warning("region failover: the clear of %s/%s took effect though its answer was lost", dag_id, run_id)
+            return before
+        raise
+
+
+def _refused_for_good(exc: RestError) -> bool:
+    """400/401/403/404/409/422: retrying the same clear will not change the answer."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status != 429

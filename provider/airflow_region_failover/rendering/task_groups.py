@@ -27,7 +27,7 @@ from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.regions import Region, Regions
 from airflow_region_failover.graph.subtasks import partition_groups
-from airflow_region_failover.job import JobSpec, job_of
+from airflow_region_failover.job import REUSE_PARAM, JobSpec, job_of
 from airflow_region_failover.naming import JOB_PARAM
 
 _MAX_LISTED = 40
@@ -64,6 +64,11 @@ def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory) -> RenderedJ
         for subtask in region.subtasks:
             tasks[subtask] = make_task(subtask, group)
     _wire(spec.graph, tasks)
+    dag.params[REUSE_PARAM] = Param(
+        True, type="boolean", title="Keep unchanged results on a failover restart",
+        description="A consumer restarted by region failover keeps its committed result when its inputs and code "
+        "are unchanged. Set to false in a run's conf to recompute everything a restart touches.",
+    )
     dag.params[JOB_PARAM] = Param(
         spec.to_document(), type="object", title="Region failover job (generated)",
         section="Region failover (generated, read-only)",

@@ -64,9 +64,11 @@ def _read(spark: SparkSession, io: StoreIO, ref: PartitionRef, current: Manifest
 
 
 def compute(spark: SparkSession, io: StoreIO, graph: JobGraph, subtask: SubtaskId, refs: Refs, sctx: StepContext,
-            fn: StepFunction, current: Mapping[PartitionRef, Manifest] | None = None) -> tuple[PartitionRef, ...]:
+            fn: StepFunction, code: str, current: Mapping[PartitionRef, Manifest] | None = None
+            ) -> tuple[PartitionRef, ...]:
     """Read the inputs, call ``fn(spark, inputs, context)`` and write every output partition of this try,
-    recording the BLOCKING input versions it was computed from; returns the refs written (rows filled in).
+    recording the BLOCKING input versions it was computed from and the ``code`` fingerprint that computed it;
+    returns the refs written (rows filled in).
 
     ``current``: the inputs' manifests when the caller already looked them up, else looked up here.
     """
@@ -77,5 +79,5 @@ def compute(spark: SparkSession, io: StoreIO, graph: JobGraph, subtask: SubtaskI
     written = []
     for result, frame in frames.items():
         ref = PartitionRef(result, subtask.index, exchanges[result], sctx.dag_id, sctx.run_id, sctx.try_number)
-        written.append(io.write(frame, ref, versions))
+        written.append(io.write(frame, ref, versions, code))
     return tuple(written)

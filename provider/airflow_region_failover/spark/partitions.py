@@ -28,10 +28,11 @@ class StoreIO:
 
     store: ResultStore
 
-    def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = ()) -> PartitionRef:
+    def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = (),
+              code: str = "") -> PartitionRef:
         """Persist and commit ``frame`` as ``ref``'s partition and attempt, recording the BLOCKING ``inputs`` it
-        was computed from; returns ``ref`` with its row count."""
-        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs)
+        was computed from and the fingerprint of the ``code`` that computed it; returns ``ref`` with its rows."""
+        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code)
         return replace(ref, rows=manifest.row_count)
 
     def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:

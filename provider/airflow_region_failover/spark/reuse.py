@@ -1,52 +1,67 @@
-"""Keeping a restarted consumer's committed result when its inputs came back byte-identical (DESIGN rule 2).
+"""Keeping a restarted consumer's committed result instead of recomputing it — only when that is safe.
 
 Flink restarts every consumer of a re-produced result, because a re-produced result may differ. Going beyond
-Flink, a step may be declared ``deterministic`` (re-running it on the same inputs produces byte-identical output).
-A subtask restarted under the ``region`` failover strategy (try > 1; ``full`` reruns everything, as asked) keeps
-its committed outputs instead of recomputing when:
+Flink (DESIGN rule 2), a restarted try (try > 1, ``region`` failover strategy) keeps its committed outputs when:
 
-1. it exchanges data only through BLOCKING results (a PIPELINED input or output lives only within one region
-   attempt, so it is recomputed with its region);
-2. it reads at least one BLOCKING input, and every one of its outputs has a current committed version whose
-   manifest records the input versions it was computed from;
-3. every input's current version has the recorded content checksum (byte-identical), and every input whose
-   attempt changed since (re-produced) was produced by a step declared ``deterministic``.
+1. **our clear started it as a consumer restart**: the run's decision log says the first try after one of our
+   clears is this one, and its region restarts only because it reads a re-produced result (``consumer``). A try
+   started by a person's clear, by Airflow's retry, or as the failed or a producer region, always runs;
+2. it exchanges data only through BLOCKING results (a PIPELINED input or output lives only within one region
+   attempt), and reads at least one;
+3. every output has a committed version whose manifest records the input versions it was computed from and the
+   fingerprint of the code that computed it, and that **code fingerprint is this try's**;
+4. every input's current version has the recorded content checksum (**byte-identical**), and every input whose
+   attempt changed (re-produced) was produced by a step declared ``deterministic``;
+5. neither the step (``reuse=False``) nor the run (DAG param ``region_failover_reuse: false``) opted out.
 
-The task then republishes its kept outputs and ends without running Spark; its own consumers see unchanged
-inputs and are kept in turn. Any doubt (no record, a manifest of an older writer, a changed checksum) means: run.
+The task then republishes its kept outputs and ends without running Spark. Any doubt means: run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Protocol
 
 from airflow_region_failover.failover.options import FailoverStrategy
+from airflow_region_failover.failover.restart_plan import Reason
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.spark.context import StepContext
 from airflow_region_failover.spark.exchange import PartitionRef, output_results
+from airflow_region_failover.store.manifest import InputVersion, Manifest
 
 
-def kept_outputs(io: Any, graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-                 current: Iterable[Any], sctx: StepContext,
-                 strategy: FailoverStrategy | str = FailoverStrategy.REGION) -> tuple[PartitionRef, ...] | None:
+class CommittedOutputs(Protocol):
+    """What the rule reads from the store: a partition's current committed manifest (``None`` if it has none)."""
+
+    def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
+        """The current committed manifest of ``partition``."""
+        ...
+
+
+def kept_outputs(io: CommittedOutputs, graph: JobGraph, subtask: SubtaskId,
+                 refs: Mapping[Edge, Sequence[PartitionRef]], current: Iterable[InputVersion], sctx: StepContext,
+                 strategy: FailoverStrategy | str, restarted_as: str | None, code: str,
+                 opted_out: bool = False) -> tuple[PartitionRef, ...] | None:
     """The refs of ``subtask``'s committed outputs if this try may keep them (module rule), else None.
-    ``current``: the versions of the BLOCKING inputs this try would read; ``io`` answers ``committed``."""
+
+    ``current``: the versions of the BLOCKING inputs this try would read; ``restarted_as``: why our clear started
+    this try (``None`` if it did not); ``code``: this try's code fingerprint; ``opted_out``: rule 5.
+    """
     region = FailoverStrategy.parse(strategy) is FailoverStrategy.REGION
-    if not region or sctx.try_number <= 1 or not _only_blocking(graph, subtask.step):
+    if opted_out or not region or sctx.try_number <= 1 or restarted_as != Reason.CONSUMER.value:
         return None
-    if not any(refs.values()):
+    if not _only_blocking(graph, subtask.step) or not any(refs.values()):
         return None
     manifests = [io.committed(sctx.dag_id, sctx.run_id, PartitionId(r.id, subtask.index))
                  for r in output_results(graph, subtask.step)]
-    if not manifests or any(m is None for m in manifests):
+    if not manifests or any(m is None or not m.code or m.code != code for m in manifests):
         return None
-    current = tuple(current)
-    if not all(_unchanged(graph, m.inputs, current) for m in manifests):
+    versions = tuple(current)
+    if not all(_unchanged(graph, m.inputs, versions) for m in manifests if m is not None):
         return None
     return tuple(PartitionRef(m.partition.result, m.partition.index, Exchange.BLOCKING.value, sctx.dag_id,
-                              sctx.run_id, m.attempt, m.row_count) for m in manifests)
+                              sctx.run_id, m.attempt, m.row_count) for m in manifests if m is not None)
 
 
 def _only_blocking(graph: JobGraph, step_id: str) -> bool:
@@ -54,8 +69,8 @@ def _only_blocking(graph: JobGraph, step_id: str) -> bool:
         all(r.exchange is Exchange.BLOCKING for r in output_results(graph, step_id))
 
 
-def _unchanged(graph: JobGraph, recorded: Iterable[Any], current: Iterable[Any]) -> bool:
-    """Rule 3 for one output: the recorded input versions match the current ones."""
+def _unchanged(graph: JobGraph, recorded: Iterable[InputVersion], current: Iterable[InputVersion]) -> bool:
+    """Rule 4 for one output: the recorded input versions match the current ones."""
     before = {v.partition: v for v in recorded}
     now = {v.partition: v for v in current}
     if set(before) != set(now):

@@ -12,8 +12,9 @@ A script step's file ends with::
         run_script_step(transform)
 
 Rules: the operator passes the subtask's spec (graph, input refs, its attempt, store location) as one base64 JSON
-argument ``--region-failover-spec``; S3 credentials travel only in the environment (``AWS_ACCESS_KEY_ID`` /
-``AWS_SECRET_ACCESS_KEY``), never in arguments or logs. After the application exits successfully the operator
+argument ``--region-failover-spec``; S3 credentials travel only in the environment of a local or standalone
+spark-submit (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``), never in arguments or logs — on YARN and
+Kubernetes not at all (:func:`script_environment`). After the application exits successfully the operator
 checks that every output partition is committed *by this try's attempt* and hands the refs back for
 publication; anything else fails the task naming the partition. The script side runs the same
 :func:`~.compute.compute` as a function step, so its manifests record the input versions it read too. The
@@ -41,6 +42,7 @@ from airflow_region_failover.spark.exchange import PartitionRef, output_results
 from airflow_region_failover.spark.partitions import StoreIO
 from airflow_region_failover.spark.session import CLUSTER, default_conf, resolve_target
 from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
+from airflow_region_failover.store.config import portable
 
 SPEC_ARG = "--region-failover-spec"
 LOCAL_CONN_ID = "region_failover_local_spark"
@@ -61,14 +63,16 @@ def decode_spec(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def build_spec(graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-               sctx: StepContext, store: ResultStore) -> dict[str, Any]:
-    """What the script needs: graph, subtask, input refs, its attempt, and the store location (no secrets)."""
+               sctx: StepContext, store: ResultStore, code: str = "") -> dict[str, Any]:
+    """What the script needs: graph, subtask, input refs, its attempt, the script's code fingerprint and the
+    store location (no secrets)."""
     config = store.config
     return {
         "graph": jsonformat.to_dict(graph), "subtask": str(subtask),
         "inputs": [[input_name(e), [r.to_json() for r in rs]] for e, rs in refs.items()],
         "context": {"dag_id": sctx.dag_id, "run_id": sctx.run_id, "try_number": sctx.try_number,
                     "params": _jsonable(sctx.params)},
+        "code": code,
         "store": {"bucket": config.bucket, "prefix": config.prefix, "endpoint_url": config.access.endpoint_url,
                   "region": config.access.region, "spark_io": config.spark_io},
     }
@@ -78,10 +82,17 @@ def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if isinstance(v, (str, int, float, bool, type(None), list, dict))}
 
 
-def _env(store: ResultStore) -> dict[str, str]:
+def script_environment(store: ResultStore, master: str) -> dict[str, str]:
+    """The script's environment: this Python, and — for a local or standalone master, where it stays in the
+    spark-submit process's environment — the store's credentials frozen now (the script must finish within their
+    remaining lifetime: :func:`~airflow_region_failover.store.config.portable`). For YARN and Kubernetes the
+    apache-spark provider puts env vars on the spark-submit command line (``--conf spark.*Env.*=``), which every
+    user of the host can read: there the script uses the cluster's own identity (instance profile, IRSA)."""
     env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    credentials = store.config.access.credentials
+    if "yarn" in master or master.startswith("k8s"):
+        return env
+    credentials = portable(store.config.access).credentials
     if credentials is not None:
         env["AWS_ACCESS_KEY_ID"] = credentials.access_key
         env["AWS_SECRET_ACCESS_KEY"] = credentials.secret_key
@@ -96,11 +107,13 @@ def submit_script(impl: StepImpl, graph: JobGraph, subtask: SubtaskId, refs: Map
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # deferred: optional provider
 
     assert impl.script is not None
+    conn_id = submit_conn_id(impl.spark_conn_id)
     hook = SparkSubmitHook(
-        conn_id=submit_conn_id(impl.spark_conn_id), conf=dict(default_conf()),
+        conn_id=conn_id, conf=dict(default_conf()),
         name=f"{sctx.dag_id}.{subtask.step}.{subtask.index}",
-        application_args=[SPEC_ARG, encode_spec(build_spec(graph, subtask, refs, sctx, io.store))],
-        env_vars=_env(io.store),
+        application_args=[SPEC_ARG,
+                          encode_spec(build_spec(graph, subtask, refs, sctx, io.store, impl.fingerprint))],
+        env_vars=script_environment(io.store, resolve_target(conn_id).url),
     )
     hook.submit(application=impl.script)
     written = []
@@ -144,7 +157,8 @@ def run_script_step(fn: Callable[..., Any], argv: Sequence[str] | None = None) -
     sctx = StepContext(subtask, step.parallelism, step.deterministic,
                        {input_name(e): tuple(r.partition for r in rs) for e, rs in refs.items()},
                        context["dag_id"], context["run_id"], int(context["try_number"]), context["params"])
-    compute(SparkSession.builder.getOrCreate(), StoreIO(_store(spec["store"])), graph, subtask, refs, sctx, fn)
+    compute(SparkSession.builder.getOrCreate(), StoreIO(_store(spec["store"])), graph, subtask, refs, sctx, fn,
+            str(spec.get("code", "")))
 
 
 def _store(location: Mapping[str, Any]) -> ResultStore:

@@ -15,10 +15,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_region_failover.failover.handler import restarted_as
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions
-from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.job import REUSE_PARAM, JobRuntime
 from airflow_region_failover.naming import JOB_PARAM, task_id_of, xcom_key
 from airflow_region_failover.spark.compute import Refs, compute, current_inputs, input_versions
 from airflow_region_failover.spark.context import StepContext, input_name
@@ -27,6 +28,7 @@ from airflow_region_failover.spark.partitions import open_store_io
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.submit import submit_script
+from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ def step_context(graph: JobGraph, subtask: SubtaskId, refs: Refs, context: Mappi
     """The :class:`StepContext` handed to the step function."""
     ti = context.get("ti")
     step = graph.step(subtask.step)
-    params = {k: v for k, v in dict(context.get("params") or {}).items() if k != JOB_PARAM}
+    params = {k: v for k, v in dict(context.get("params") or {}).items() if k not in (JOB_PARAM, REUSE_PARAM)}
     return StepContext(
         subtask=subtask, parallelism=step.parallelism, deterministic=step.deterministic,
         partitions={input_name(e): tuple(r.partition for r in rs) for e, rs in refs.items()},
@@ -64,6 +66,20 @@ def publish(ti: Any, ref: PartitionRef) -> None:
     ti.xcom_push(key=xcom_key(ref.result), value=ref.to_json())
 
 
+def restart_reason(ti: Any, logs: RunLogs | None = None) -> str | None:
+    """Why our clear started this try (its region's reason), or ``None`` (a first try, Airflow's retry, a
+    person's clear — or a decision log that cannot be read: then nothing is kept)."""
+    try_number = int(getattr(ti, "try_number", 1) or 1)
+    if try_number <= 1:
+        return None
+    try:
+        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
+    except Exception:
+        log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id, exc_info=True)
+        return None
+    return restarted_as(doc, ti.task_id, try_number)
+
+
 def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, Any]) -> dict[str, Any]:
     """Run ``subtask`` of ``runtime`` inside an Airflow task (``context`` is the task context); returns the
     task's summary (rows per result; ``kept`` when the committed outputs were kept)."""
@@ -73,8 +89,9 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     sctx = step_context(graph, subtask, refs, context)
     io = open_store_io()
     current = current_inputs(io, refs)
+    opted_out = not impl.reuse or (context.get("params") or {}).get(REUSE_PARAM) is False
     kept = kept_outputs(io, graph, subtask, refs, input_versions(current), sctx,
-                        runtime.spec.config.failover_strategy)
+                        runtime.spec.config.failover_strategy, restart_reason(ti), impl.fingerprint, opted_out)
     if kept is not None:
         for ref in kept:
             publish(ti, ref)
@@ -88,7 +105,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     else:
         assert impl.fn is not None
         written = compute(get_session(resolve_target(impl.spark_conn_id)), io, graph, subtask, refs, sctx, impl.fn,
-                          current)
+                          impl.fingerprint, current)
     for ref in written:
         publish(ti, ref)
         log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange, ref.partition, ref.attempt, ref.rows)

@@ -4,7 +4,8 @@ Modules, each answering one question: :mod:`.keys` (where does every key go), :m
 records), :mod:`.commit` (which attempt is the committed version), :mod:`.availability` (can it be read
 again), :mod:`.parquet` (how a DataFrame gets into Parquet objects and out), :mod:`.lifecycle` (when is it
 deleted), :mod:`.config` (how S3 is reached), :mod:`.objects` (guarded S3 calls), :mod:`.runlog` (where the
-failover decision logs live). :class:`ResultStore` is the facade. Errors are in
+failover decision logs live), :mod:`.probe` (does the server honour conditional writes), :mod:`.deployment`
+(which prefix is this deployment's). :class:`ResultStore` is the facade. Errors are in
 :mod:`airflow_region_failover.exceptions` (re-exported here).
 
 Key layout (``R = <prefix>/v1/<dag>/<run>``, ``P = p<index:05d>``, ``A = a<attempt:06d>``)::
@@ -19,9 +20,10 @@ Commit / supersede protocol (attempt = Airflow ``try_number``, increasing within
 1. a producer attempt first *begins*: it retires every committed lower attempt (markers keep their content
    checksums) and fences ``attempt - 1``;
 2. it writes its data under its own ``A-<writer>/`` prefix (uploads abort on error: nothing half-visible);
-3. it *commits* by creating ``manifests/P/A.json`` with ``If-None-Match: *`` — one winner per attempt, a second
-   committer gets :class:`AlreadyCommitted`; an attempt at or below the fence, or below a committed newer
-   attempt, gets :class:`Superseded`;
+3. it *commits* by creating ``manifests/P/A.json`` with ``If-None-Match: *`` once every object it lists is there
+   with its size (else :class:`IncompleteCommit`) — one winner per attempt, a second committer gets
+   :class:`AlreadyCommitted` (a retried PUT of its own that had landed is its commit); an attempt at or below the
+   fence, or below a committed newer attempt, gets :class:`Superseded`;
 4. *retire* (:meth:`ResultStore.retire`) makes the current version of a partition unavailable until a newer
    attempt commits (the protocol's operator for a caller that knows a version must not be read again).
 
@@ -31,7 +33,11 @@ in the same DAG run becomes visible atomically when it commits, and a zombie old
 
 from airflow_region_failover.exceptions import (
     AlreadyCommitted,
+    ConditionalWritesUnsupported,
+    GraceTooShort,
+    IncompleteCommit,
     ManifestError,
+    NestedDeployment,
     NotAvailable,
     ReleaseRefused,
     StoreError,
@@ -47,10 +53,14 @@ from airflow_region_failover.store.manifest import InputVersion, Manifest, Objec
 
 __all__ = [
     "AlreadyCommitted",
+    "ConditionalWritesUnsupported",
+    "GraceTooShort",
+    "IncompleteCommit",
     "InputVersion",
     "Manifest",
     "ManifestError",
     "Mode",
+    "NestedDeployment",
     "NotAvailable",
     "ObjectEntry",
     "Probe",

@@ -8,8 +8,11 @@ Per partition and producer attempt (Airflow's ``try_number``, increasing within 
 2. **write**: data objects go under ``data/P/A-<writer>/`` (``writer`` is a random token, so two writers of the
    same attempt never share a key); uploads abort on error.
 3. **commit** (:func:`commit`): refused with :class:`Superseded` if the fence is >= ``attempt`` or a higher
-   attempt has committed; otherwise the manifest ``manifests/P/A.json`` is created with ``If-None-Match: *``.
-   Exactly one writer of an attempt wins; the loser gets :class:`AlreadyCommitted` and the first commit stands.
+   attempt has committed, and with :class:`IncompleteCommit` unless every object the manifest lists is there with
+   its recorded size (one LIST of the writer's prefix); otherwise the manifest ``manifests/P/A.json`` is created
+   with ``If-None-Match: *``. Exactly one writer of an attempt wins; the loser gets :class:`AlreadyCommitted` and
+   the first commit stands. A writer whose own PUT landed but whose response was lost (the retry gets 412)
+   finds its own manifest there — same writer token, same objects — and that is its commit, not a loss.
 4. **retire** (:func:`retire_current`): the failover loop retires the current version of a partition it is
    about to re-produce; the marker keeps the content checksum for the ``deterministic`` comparison.
 
@@ -27,13 +30,19 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from airflow_region_failover.exceptions import AlreadyCommitted, NotAvailable, Superseded
+from airflow_region_failover.exceptions import (
+    AlreadyCommitted,
+    IncompleteCommit,
+    ManifestError,
+    NotAvailable,
+    Superseded,
+)
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.keys import RunKeys
+from airflow_region_failover.store.keys import PARTITION_PART, RunKeys
 from airflow_region_failover.store.manifest import Manifest, Retirement
 from airflow_region_failover.store.objects import Objects
 
-_ATTEMPT_KEY = re.compile(r"p(\d{5})/a(\d{6})\.json\Z")
+_ATTEMPT_KEY = re.compile(rf"({PARTITION_PART})/a(\d{{6}})\.json\Z")
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,7 @@ def _attempts(objects: Objects, prefix: str, suffix: str) -> dict[int, set[int]]
     for item in objects.listing(prefix + suffix):
         match = _ATTEMPT_KEY.match(item.key[len(prefix):])
         if match and item.size > 0:
-            found.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+            found.setdefault(int(match.group(1)[1:]), set()).add(int(match.group(2)))
     return found
 
 
@@ -158,18 +167,53 @@ def _refuse_if_superseded(keys: RunKeys, state: PartitionState, attempt: int) ->
 
 
 def commit(objects: Objects, keys: RunKeys, manifest: Manifest) -> Manifest:
-    """Commit ``manifest`` (step 3). :class:`Superseded` or :class:`AlreadyCommitted` if it may not/did not win."""
+    """Commit ``manifest`` (step 3) and return the committed manifest.
+
+    :class:`Superseded`, :class:`IncompleteCommit` or :class:`AlreadyCommitted` if it may not or did not win; a
+    manifest of this writer with these objects already in place is this writer's own earlier PUT: returned as is.
+    """
     state = state_of(objects, keys, manifest.partition)
     _refuse_if_superseded(keys, state, manifest.attempt)
+    check_objects(objects, keys, manifest)
     key = keys.manifest(manifest.partition, manifest.attempt)
     try:
         objects.put_if_absent(key, manifest.to_json())
     except AlreadyCommitted:
+        standing = _standing(objects, key)
+        if standing is not None and (standing.writer, standing.objects) == (manifest.writer, manifest.objects):
+            return standing
         raise AlreadyCommitted(
             f"{manifest.partition} of {keys.dag_id}/{keys.run_id} attempt {manifest.attempt} was already "
             f"committed by another writer; that commit stands ({key})"
         ) from None
     return manifest
+
+
+def _standing(objects: Objects, key: str) -> Manifest | None:
+    """The manifest at ``key`` if it can be read, else ``None`` (then it is not this writer's)."""
+    data = objects.get(key)
+    try:
+        return None if data is None else Manifest.from_json(data, where=key)
+    except ManifestError:
+        return None
+
+
+def check_objects(objects: Objects, keys: RunKeys, manifest: Manifest) -> None:
+    """Raise :class:`IncompleteCommit` naming the first object of ``manifest`` that is missing or has another size
+    than recorded: one LIST of the writer's prefix, where a writer puts every object (one LIST per other folder a
+    hand-made manifest may name)."""
+    folders = sorted({(keys.run_prefix + entry.key).rsplit("/", 1)[0] + "/" for entry in manifest.objects})
+    sizes = {item.key: item.size for folder in folders for item in objects.listing(folder)}
+    where = f"{manifest.partition} of {keys.dag_id}/{keys.run_id} attempt {manifest.attempt}"
+    for entry in manifest.objects:
+        key = keys.run_prefix + entry.key
+        size = sizes.get(key)
+        if size is None:
+            raise IncompleteCommit(f"{where}: object {key} listed in the manifest is missing; nothing was "
+                                   "committed: retry the task to write the partition again")
+        if size != entry.size:
+            raise IncompleteCommit(f"{where}: object {key} has {size} bytes, the manifest says {entry.size}; "
+                                   "nothing was committed: retry the task to write the partition again")
 
 
 def retire_current(objects: Objects, keys: RunKeys, partition: PartitionId, reason: str) -> Retirement | None:

@@ -1,16 +1,24 @@
 """Client and configuration: where the store lives and how it reaches S3.
 
 Rules: bucket and prefix come from configuration (``[region_failover] store_bucket`` / ``store_prefix``, or
-arguments); credentials come from an Airflow ``aws`` connection through the amazon provider's ``S3Hook`` (its
-session's frozen credentials and the connection's S3 endpoint), or are given explicitly for tests and the CLI,
-or fall back to boto3's default chain. Secrets are never part of a ``repr`` or a log line. A boto3 client is
-created once per process and :class:`S3Access` and reused (creating one costs ~0.5 s); retries and timeouts are
-bounded so an unreachable server yields :class:`~airflow_region_failover.exceptions.StoreUnreachable` quickly.
+arguments). Credentials come from an Airflow ``aws`` connection through the amazon provider's ``S3Hook``: the
+process's client is built from the hook's session, whose credentials object refreshes itself (instance roles,
+IRSA, ``role_arn``: botocore's refreshable credentials), so a long-lived process (the scheduler's watcher, the
+API server's history view) keeps working past the first expiry. Whatever leaves the process — the access shipped
+to Spark executors, the environment of a spark-submitted script — carries credentials frozen at that moment
+(:func:`portable`): a Spark task or script must finish within their remaining lifetime (with botocore's refresh
+windows at least ~10 minutes, typically an hour for STS). Tests, the CLI and :meth:`ResultStore.from_endpoint`
+pass static credentials; without either, boto3's default chain applies. Secrets are never part of a ``repr`` or a
+log line. A boto3 client is created once per process and :class:`S3Access` and reused (creating one costs
+~0.5 s); retries and timeouts are bounded so an unreachable server yields
+:class:`~airflow_region_failover.exceptions.StoreUnreachable` quickly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +42,11 @@ class S3Credentials:
 
 @dataclass(frozen=True)
 class S3Access:
-    """Everything needed to build a client anywhere (driver or Spark executor): picklable, secrets hidden."""
+    """Everything needed to build a client anywhere (driver or Spark executor): picklable, secrets hidden.
+
+    ``conn_id``: the Airflow ``aws`` connection whose hook session (refreshable credentials) signs this process's
+    requests; it only works where that connection can be read, so executors get :func:`portable` access instead.
+    """
 
     endpoint_url: str | None = None
     region: str = "us-east-1"
@@ -43,6 +55,7 @@ class S3Access:
     connect_timeout: float = 5.0
     read_timeout: float = 60.0
     max_pool_connections: int = 16
+    conn_id: str | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``boto3.client("s3", ...)`` (path-style addressing for custom endpoints)."""
@@ -98,19 +111,15 @@ class StoreConfig:
 
 
 def access_from_airflow(conn_id: str = DEFAULT_CONN_ID, **tuning: Any) -> S3Access:
-    """Resolve an Airflow ``aws`` connection into :class:`S3Access` (credentials via ``S3Hook.get_session``)."""
+    """Resolve an Airflow ``aws`` connection into :class:`S3Access`: endpoint and region from the connection,
+    credentials from its hook session when a client is built (:func:`client_for`), never copied here."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
     hook = S3Hook(aws_conn_id=conn_id)
     session = hook.get_session()
-    frozen = session.get_credentials()
-    credentials = None
-    if frozen is not None:
-        fc = frozen.get_frozen_credentials()
-        credentials = S3Credentials(fc.access_key, fc.secret_key, fc.token)
     endpoint = hook.conn_config.get_service_endpoint_url("s3")
     region = session.region_name or hook.conn_config.region_name or "us-east-1"
-    return S3Access(endpoint_url=endpoint, region=region, credentials=credentials, **tuning)
+    return S3Access(endpoint_url=endpoint, region=region, conn_id=conn_id, **tuning)
 
 
 def config_from_airflow(**overrides: Any) -> StoreConfig:
@@ -131,12 +140,41 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     return StoreConfig(**values)
 
 
-@functools.cache
+_SESSIONS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # client -> the session it came from
+
+
+@functools.lru_cache(maxsize=64)
 def client_for(access: S3Access) -> Any:
-    """The process-wide boto3 S3 client for ``access`` (created once, reused; boto3 clients are thread-safe)."""
+    """The process-wide boto3 S3 client for ``access`` (created once, reused; boto3 clients are thread-safe).
+
+    With ``access.conn_id`` the client comes from the connection's ``S3Hook`` session and signs every request with
+    that session's (refreshing) credentials; otherwise from a plain boto3 session (static or default-chain
+    credentials). Bounded: executors see one access per write, each with other frozen credentials.
+    """
     import boto3
 
-    return boto3.session.Session().client("s3", **access.client_kwargs())
+    if access.conn_id is not None:
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        session = S3Hook(aws_conn_id=access.conn_id).get_session()
+    else:
+        session = boto3.session.Session()
+    client = session.client("s3", **access.client_kwargs())
+    _SESSIONS[client] = session
+    return client
+
+
+def portable(access: S3Access) -> S3Access:
+    """``access`` as it may leave this process (to a Spark executor or a spark-submitted script): the current
+    credentials of its connection's session frozen into it (refreshed first if they are about to expire)."""
+    if access.conn_id is None:
+        return access
+    credentials = _SESSIONS[client_for(access)].get_credentials()
+    frozen = None
+    if credentials is not None:
+        current = credentials.get_frozen_credentials()
+        frozen = S3Credentials(current.access_key, current.secret_key, current.token)
+    return dataclasses.replace(access, credentials=frozen, conn_id=None)
 
 
 def retention_from_airflow() -> Retention | None:

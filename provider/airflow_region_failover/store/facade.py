@@ -1,7 +1,11 @@
 """ResultStore: the one object the rest of the provider talks to about BLOCKING results.
 
 Every method takes the DAG run (``dag_id``, ``run_id``) and validated ids; see the package docstring for the
-key layout and the commit / supersede protocol it implements.
+key layout and the commit / supersede protocol it implements. The deployment's store (:func:`default_store`) is
+built once per process and checked before first use (:meth:`ResultStore.start_up`): the server must honour
+conditional writes (:mod:`.probe`) and the prefix must not lie inside another deployment's (:mod:`.deployment`).
+Spark executors get the store's access with credentials frozen at the moment of each read or write
+(:func:`.config.portable`); the process itself signs with credentials that refresh (:mod:`.config`).
 """
 
 from __future__ import annotations
@@ -12,15 +16,17 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import AlreadyCommitted, Superseded
+from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store import lifecycle, parquet
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
+from airflow_region_failover.store.deployment import mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, Retirement
 from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.probe import probe_conditional_writes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,22 +57,37 @@ class ResultStore:
         access = S3Access(endpoint_url, region, S3Credentials(access_key, secret_key), **access_fields)
         return cls(StoreConfig(bucket=bucket, prefix=prefix, access=access, **tuning))
 
+    @property
+    def endpoint(self) -> str:
+        """The S3 endpoint as error messages name it."""
+        return self.config.access.endpoint_url or f"AWS S3 ({self.config.access.region})"
+
+    def start_up(self) -> ResultStore:
+        """Check the deployment before first use and return ``self``: the server must honour conditional writes
+        (:class:`ConditionalWritesUnsupported` otherwise) and the prefix must not lie inside another deployment's
+        (:class:`NestedDeployment`); then the prefix is marked as this deployment's."""
+        probe_conditional_writes(self.objects, self.endpoint)
+        mark_deployment(self.objects, self.endpoint)
+        return self
+
     def run_keys(self, dag_id: str, run_id: str) -> RunKeys:
         """The validated keys of one DAG run."""
         return self.layout.run(dag_id, run_id)
 
     # -- writing -----------------------------------------------------------------------------------------------
     def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[InputVersion, ...] = ()) -> Manifest:
+              inputs: tuple[InputVersion, ...] = (), code: str = "") -> Manifest:
         """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
-        ``inputs`` (the BLOCKING input versions the producer read) are recorded in the manifest.
+        ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
+        computed it) are recorded in the manifest.
 
-        Raises :class:`Superseded` (a newer attempt owns the partition) or :class:`AlreadyCommitted` (another
-        writer of this attempt won); in both cases this writer's data is deleted and the standing commit is kept.
+        Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
+        writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
+        this writer's data is deleted and the standing commit is kept.
         """
         target = self._begin(dag_id, run_id, partition, attempt)
         writer = parquet.write_with_driver if self.config.spark_io == "driver" else parquet.write_with_executors
-        return self._finish(target, lambda: writer(df, target), df.schema.json(), inputs)
+        return self._finish(target, lambda: writer(df, target), df.schema.json(), inputs, code)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
                     spark_schema: str = "") -> Manifest:
@@ -92,14 +113,13 @@ class ResultStore:
                                self.config.part_size, self.config.upload_threads)
 
     def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
-                inputs: tuple[InputVersion, ...] = ()) -> Manifest:
+                inputs: tuple[InputVersion, ...] = (), code: str = "") -> Manifest:
         try:
             written = write()
-            manifest = Manifest(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt,
-                                target.writer, schema, written.rows, written.objects, protocol.now_iso(),
-                                inputs=inputs)
-            protocol.commit(self.objects, target.keys, manifest)
-        except (AlreadyCommitted, Superseded):
+            manifest = protocol.commit(self.objects, target.keys, Manifest(
+                target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer, schema,
+                written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code))
+        except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
             self._discard(target)
             raise
         log.info("committed %s of %s/%s attempt %d: %d rows, %d objects, %d bytes", target.partition,
@@ -185,10 +205,11 @@ class ResultStore:
         """Release runs of ``dag_id`` beyond the retention policy (finished, unheld only)."""
         return lifecycle.apply_retention(self.objects, self.layout, dag_id, retention, run_finished, now, dry_run)
 
-    def sweep(self, grace_seconds: float = 6 * 3600, now: float | None = None,
-              dry_run: bool = False) -> lifecycle.SweepReport:
-        """Remove uncommitted attempts, orphans and stale multipart uploads older than the grace period."""
-        return lifecycle.sweep(self.objects, self.layout, grace_seconds, now, dry_run)
+    def sweep(self, grace_seconds: float = 6 * 3600, now: float | None = None, dry_run: bool = False,
+              min_grace_seconds: float = lifecycle.MIN_GRACE_SECONDS) -> lifecycle.SweepReport:
+        """Remove uncommitted attempts, orphans and idle multipart uploads older than the grace period (see
+        :func:`.lifecycle.sweep`; :class:`GraceTooShort` below ``min_grace_seconds``)."""
+        return lifecycle.sweep(self.objects, self.layout, grace_seconds, now, dry_run, min_grace_seconds)
 
     def dags(self) -> list[str]:
         """The dag ids that have stored runs."""
@@ -197,8 +218,9 @@ class ResultStore:
 
 @functools.cache
 def default_store() -> ResultStore:
-    """The result store of this deployment (``[region_failover]`` + its aws connection), built once per process."""
-    return ResultStore.from_airflow()
+    """The result store of this deployment (``[region_failover]`` + its aws connection), built and checked
+    (:meth:`ResultStore.start_up`) once per process; a failed check raises and is tried again on the next call."""
+    return ResultStore.from_airflow().start_up()
 
 
 def _spark_schema_of(table: pa.Table) -> str:

@@ -9,13 +9,16 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     R/<result>/data/P/A-<writer>/part-<k:05d>-t<try>.parquet   data objects of one writer of one attempt
 
     <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
-    <prefix>/failover/v1/_pending/<dag>/<run>                    marker: the run has a decision not applied yet
+    <prefix>/failover/v1/_pending/<dag>/<run>/<decision>         marker: that decision is not applied yet
+    <prefix>/failover/v1/_probe/<random>                        the start-up probe of conditional writes (deleted)
+    <prefix>/_region_failover_deployment.json                    marker: a deployment owns this prefix
 
 Rules: ``dag`` and ``run`` are Airflow ids encoded injectively: ASCII letters, digits, ``_`` and ``-`` stay,
 every other printable ASCII character becomes ``.xx`` (its hex code), so a part never holds ``/`` or ``..``
 and is never a ``.``/``..`` segment; non-ASCII, control characters, empty ids and over-long ids are rejected.
 ``result`` goes through :func:`~airflow_region_failover.graph.ids.key_part`. Partition index >= 0,
-attempt >= 1 and the writer token (hex) are checked. The prefix is ``/``-separated segments of
+attempt >= 1 and the writer token (hex) are checked; ``P`` has five digits, six from index 100000
+(:data:`PARTITION_PART` matches both). The prefix is ``/``-separated segments of
 ``[A-Za-z0-9_.-]`` without ``.``/``..`` segments; the bucket follows S3's naming rules.
 :meth:`Layout.check` is the last guard every key passes through.
 """
@@ -31,6 +34,9 @@ from airflow_region_failover.graph.ids import PartitionId, key_part
 
 FORMAT_ROOT = "v1"
 FAILOVER_ROOT = "failover/v1"
+DEPLOYMENT_MARKER = "_region_failover_deployment.json"
+PARTITION_PART = r"p(?:\d{5}|[1-9]\d{5})"
+"""Regex of the ``P`` key part: ``p{index:05d}`` for an index < 10**6 (five digits, six from 100000)."""
 MAX_AIRFLOW_ID = 250
 _PLAIN = re.compile(r"[A-Za-z0-9_-]")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
@@ -213,9 +219,10 @@ class Layout:
         """``<prefix>/failover/v1/runs/<dag>/<run>/log.json``: one run's decision log."""
         return f"{self.failover_root}/runs/{self._run_part(dag_id, run_id)}/log.json"
 
-    def pending_marker(self, dag_id: str, run_id: str) -> str:
-        """``<prefix>/failover/v1/_pending/<dag>/<run>``: the run has a decision not applied yet."""
-        return f"{self.pending_prefix()}{self._run_part(dag_id, run_id)}"
+    def pending_marker(self, dag_id: str, run_id: str, decision_id: int) -> str:
+        """``<prefix>/failover/v1/_pending/<dag>/<run>/<decision>``: that decision of the run is not applied yet."""
+        check_index(decision_id, what="decision id")
+        return f"{self.pending_prefix()}{self._run_part(dag_id, run_id)}/{decision_id}"
 
     def pending_prefix(self) -> str:
         """Prefix of every pending marker."""
@@ -224,6 +231,20 @@ class Layout:
     @staticmethod
     def _run_part(dag_id: str, run_id: str) -> str:
         return f"{encode_airflow_id(dag_id, what='dag id')}/{encode_airflow_id(run_id, what='run id')}"
+
+    def probe_key(self, token: str) -> str:
+        """``<prefix>/failover/v1/_probe/<token>``: a throw-away object of the start-up probe."""
+        return f"{self.failover_root}/_probe/{check_writer(token)}"
+
+    @property
+    def deployment_marker(self) -> str:
+        """``<prefix>/_region_failover_deployment.json``: a deployment owns this prefix (see :mod:`.deployment`)."""
+        return _join(self.prefix, DEPLOYMENT_MARKER)
+
+    def enclosing_markers(self) -> tuple[str, ...]:
+        """The marker keys another deployment would have at each proper parent of the prefix, nearest first."""
+        segments = self.prefix.split("/") if self.prefix else []
+        return tuple(_join(*segments[:n], DEPLOYMENT_MARKER) for n in range(len(segments) - 1, -1, -1))
 
     def run(self, dag_id: str, run_id: str) -> RunKeys:
         """The keys of one DAG run (validates both ids)."""
@@ -236,10 +257,13 @@ class Layout:
         return _join(self.root, encode_airflow_id(dag_id, what="dag id")) + "/"
 
     def check(self, key: str) -> str:
-        """Return ``key`` (or a ``/``-ended prefix) if it lies under one of the two roots and is plain; else raise.
+        """Return ``key`` (or a ``/``-ended prefix) if it lies under one of the two roots and is plain, or is this
+        deployment's marker; else raise.
 
         Plain: ASCII ``[A-Za-z0-9_./-]`` only, no empty (``//``), ``.`` or ``..`` segment.
         """
+        if key == self.deployment_marker:
+            return key
         segments = key.removesuffix("/").split("/")
         if (
             not key.startswith((self.root + "/", self.failover_root + "/"))

@@ -4,29 +4,39 @@ Rules (Flink's partition life-cycle): a run's results are released only when its
 run has finished, and never while a *hold* exists (``_holds/<name>.json``: whoever may still need the run's
 results takes one and drops it when done). Retention keeps the newest ``keep_last_runs``
 runs and every run younger than ``keep_days``; older finished, unheld runs are released. The sweeper deletes
-only data no committed manifest references (uncommitted attempts, losers of a commit race, orphans) and aborts
-incomplete multipart uploads — and only when their newest object is older than the grace period, so a writer
-still at work is never swept. Runs with a hold are skipped. Nothing outside the store's root is touched.
+only data no committed manifest references (uncommitted attempts, losers of a commit race, orphans), and only
+when the writer's newest activity is older than the grace period: its newest completed object *and* the newest
+part of any of its multipart uploads still in progress (a writer prefix with an upload active within the grace is
+never swept). It aborts an incomplete upload only when its last part (else its initiation) is older than the
+grace. The grace is at least :data:`MIN_GRACE_SECONDS` (no live writer is silent that long between two parts).
+A result holding a manifest this version cannot read (e.g. a newer format written during an upgrade) is kept
+whole and named in the :class:`SweepReport`. Runs with a hold are skipped, another deployment's prefix nested in
+this one (:mod:`.deployment`) is never entered, and nothing outside the store's root is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from airflow_region_failover.exceptions import AlreadyCommitted, ManifestError, ReleaseRefused
+from airflow_region_failover.exceptions import AlreadyCommitted, GraceTooShort, ManifestError, ReleaseRefused
 from airflow_region_failover.store.commit import now_iso
-from airflow_region_failover.store.keys import Layout, RunKeys, decode_airflow_id
+from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
+from airflow_region_failover.store.keys import DEPLOYMENT_MARKER, PARTITION_PART, Layout, RunKeys, decode_airflow_id
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.objects import Listed, Objects
+from airflow_region_failover.store.objects import Listed, Objects, Upload
 
-_MANIFEST = re.compile(r"[^/]+/manifests/p\d{5}/a\d{6}\.json\Z")
-_RETIRED = re.compile(r"[^/]+/retired/p\d{5}/a\d{6}\.json\Z")
-_DATA = re.compile(r"([^/]+/data/p\d{5}/a\d{6}-[0-9a-f]+)/[^/]+\Z")
+MIN_GRACE_SECONDS = 15 * 60.0
+"""The shortest grace a sweep accepts by default (and the CLI at all): longer than any live writer is silent."""
+
+_MANIFEST = re.compile(rf"([^/]+)/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
+_RETIRED = re.compile(rf"[^/]+/retired/{PARTITION_PART}/a\d{{6}}\.json\Z")
+_DATA = re.compile(rf"([^/]+/data/{PARTITION_PART}/a\d{{6}}-[0-9a-f]+)/[^/]+\Z")
 _META = re.compile(r"(_run\.json|_holds/[^/]+\.json)\Z")
 
 
@@ -40,8 +50,8 @@ class Retention:
     def __post_init__(self) -> None:
         if self.keep_last_runs is not None and self.keep_last_runs < 0:
             raise ValueError(f"keep_last_runs {self.keep_last_runs} must be >= 0")
-        if self.keep_days is not None and self.keep_days < 0:
-            raise ValueError(f"keep_days {self.keep_days} must be >= 0")
+        if self.keep_days is not None and not (math.isfinite(self.keep_days) and self.keep_days >= 0):
+            raise ValueError(f"keep_days {self.keep_days} must be a finite number of days >= 0")
 
 
 @dataclass(frozen=True)
@@ -55,11 +65,15 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class SweepReport:
-    """What a sweep removed."""
+    """What a sweep removed, and what it kept on purpose: held runs, results holding a manifest it cannot read
+    (their keys), writers with an upload active within the grace, other deployments' prefixes nested here."""
 
     deleted_objects: int
     aborted_uploads: int
     skipped_runs: tuple[str, ...]
+    unreadable_manifests: tuple[str, ...] = ()
+    live_writers: int = 0
+    nested_deployments: tuple[str, ...] = ()
 
 
 def record_run(objects: Objects, keys: RunKeys) -> None:
@@ -99,15 +113,21 @@ def release_run(objects: Objects, keys: RunKeys, *, run_finished: bool, consumer
     if current:
         raise ReleaseRefused(f"{what}: held by {', '.join(current)} (a pending restart may read it)")
     prefix = keys.result_prefix(result) if result else keys.run_prefix
-    return objects.delete([item.key for item in objects.listing(prefix)])
+    items = list(objects.listing(prefix))
+    return objects.delete([item.key for item in outside_nested(items, nested_prefixes(prefix, items))])
 
 
 def list_runs(objects: Objects, layout: Layout, dag_id: str) -> list[RunInfo]:
     """Every stored run of ``dag_id``, newest first (creation time from the run record)."""
     runs = []
-    for run_prefix in objects.list_dirs(layout.dag_prefix(dag_id)):
+    dirs, files = objects.level(layout.dag_prefix(dag_id))
+    if nested_prefixes(layout.dag_prefix(dag_id), files):
+        return []  # another deployment's prefix, not a DAG of ours
+    for run_prefix in dirs:
         run_id = decode_airflow_id(run_prefix.rstrip("/").rsplit("/", 1)[1])
         record = objects.get(run_prefix + "_run.json")
+        if record is None and objects.head_size(run_prefix + DEPLOYMENT_MARKER) is not None:
+            continue  # another deployment's prefix, not a run of ours
         created = float(json.loads(record)["created"]) if record else time.time()
         runs.append(RunInfo(dag_id, run_id, created))
     return sorted(runs, key=lambda r: r.created, reverse=True)
@@ -141,31 +161,97 @@ def list_dags(objects: Objects, layout: Layout) -> list[str]:
     return [decode_airflow_id(p.rstrip("/").rsplit("/", 1)[1]) for p in objects.list_dirs(layout.root + "/")]
 
 
+def check_grace(grace_seconds: float, minimum: float, what: str = "grace_seconds") -> None:
+    """Raise :class:`GraceTooShort` naming ``what`` if ``grace_seconds`` is below ``minimum``."""
+    if grace_seconds < minimum:
+        raise GraceTooShort(f"{what} of {grace_seconds:g} s is below the minimum of {minimum / 60:g} min: a writer "
+                            f"still uploading could be swept; use {what} of at least {minimum / 60:g} min")
+
+
 def sweep(objects: Objects, layout: Layout, grace_seconds: float, now: float | None = None,
-          dry_run: bool = False) -> SweepReport:
-    """Delete unreferenced data/orphans older than the grace period; abort stale multipart uploads.
+          dry_run: bool = False, min_grace_seconds: float = MIN_GRACE_SECONDS) -> SweepReport:
+    """Delete unreferenced data/orphans of writers idle for longer than the grace period; abort idle uploads.
 
-    With ``dry_run`` nothing is deleted or aborted; the report counts what would be.
+    :class:`GraceTooShort` if ``grace_seconds < min_grace_seconds`` (lower ``min_grace_seconds`` only in tests
+    that control every writer). With ``dry_run`` nothing is deleted or aborted; the report counts what would be.
     """
-    now = time.time() if now is None else now
-    cutoff = now - grace_seconds
-    deleted, skipped = 0, []
-    for dag_prefix in objects.list_dirs(layout.root + "/"):
-        for run_prefix in objects.list_dirs(dag_prefix):
-            items = list(objects.listing(run_prefix))
-            if any(i.key[len(run_prefix):].startswith("_holds/") for i in items):
-                skipped.append(run_prefix)
-                continue
-            doomed = _sweepable(objects, run_prefix, items, cutoff)
-            deleted += len(doomed) if dry_run else objects.delete(doomed)
-    aborted = objects.stale_uploads(layout.root + "/", cutoff)
-    for key, upload_id in [] if dry_run else aborted:
-        objects.abort_upload(key, upload_id)
-    return SweepReport(deleted, len(aborted), tuple(skipped))
+    check_grace(grace_seconds, min_grace_seconds)
+    cutoff = (time.time() if now is None else now) - grace_seconds
+    tally = _Tally()
+    root = layout.root + "/"
+    dags, files = objects.level(root)
+    tally.nested.extend(nested_prefixes(root, files))
+    if tally.nested:  # this whole root is another deployment's prefix: nothing here is ours to sweep
+        return tally.report()
+    visited: list[str] = []
+    for dag_prefix in dags:
+        runs, files = objects.level(dag_prefix)
+        if nested_prefixes(dag_prefix, files):
+            tally.nested.extend(nested_prefixes(dag_prefix, files))
+            continue
+        for run_prefix in runs:
+            visited.append(run_prefix)
+            _sweep_run(objects, run_prefix, cutoff, dry_run, tally)
+    leftovers = [u for u in objects.uploads(root) if not u.key.startswith((*visited, *tally.nested))]
+    _abort_idle(objects, root, leftovers, cutoff, dry_run, tally)  # runs without objects left (released, killed early)
+    return tally.report()
 
 
-def _sweepable(objects: Objects, run_prefix: str, items: list[Listed], cutoff: float) -> list[str]:
-    referenced = _referenced(objects, run_prefix, items)
+@dataclass
+class _Tally:
+    """What one sweep did so far (mutable, private to :func:`sweep`)."""
+
+    deleted: int = 0
+    aborted: int = 0
+    live: int = 0
+    skipped: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    nested: list[str] = field(default_factory=list)
+
+    def report(self) -> SweepReport:
+        return SweepReport(self.deleted, self.aborted, tuple(self.skipped), tuple(self.unreadable), self.live,
+                           tuple(self.nested))
+
+
+def _sweep_run(objects: Objects, run_prefix: str, cutoff: float, dry_run: bool, tally: _Tally) -> None:
+    uploads = objects.uploads(run_prefix)  # before the objects: an upload completing in between shows as an object
+    items = list(objects.listing(run_prefix))
+    nested = nested_prefixes(run_prefix, items)
+    tally.nested.extend(nested)
+    items = outside_nested(items, nested)
+    uploads = [u for u in uploads if not u.key.startswith(tuple(nested))] if nested else uploads
+    referenced, unreadable = _referenced(objects, run_prefix, items)
+    tally.unreadable.extend(unreadable)
+    kept = tuple(run_prefix + key[len(run_prefix):].split("/", 1)[0] + "/" for key in unreadable)  # whole results
+    uploads = [u for u in uploads if not u.key.startswith(kept)]
+    live = _abort_idle(objects, run_prefix, uploads, cutoff, dry_run, tally)
+    if any(i.key[len(run_prefix):].startswith("_holds/") for i in items):
+        tally.skipped.append(run_prefix)
+        return
+    doomed = _sweepable(run_prefix, [i for i in items if not i.key.startswith(kept)], referenced, live, cutoff)
+    tally.deleted += len(doomed) if dry_run else objects.delete(doomed)
+
+
+def _abort_idle(objects: Objects, base: str, uploads: list[Upload], cutoff: float, dry_run: bool,
+                tally: _Tally) -> set[str]:
+    """Abort the uploads last active before ``cutoff``; return the writer groups (relative to ``base``) of the
+    others, which are live."""
+    live: set[str] = set()
+    for upload in uploads:
+        if upload.initiated >= cutoff or objects.last_activity(upload) >= cutoff:
+            rel = upload.key[len(base):]
+            match = _DATA.match(rel)
+            live.add(match.group(1) if match else rel)
+            tally.live += 1
+            continue
+        if not dry_run:
+            objects.abort_upload(upload.key, upload.upload_id)
+        tally.aborted += 1
+    return live
+
+
+def _sweepable(run_prefix: str, items: list[Listed], referenced: set[str], live: set[str],
+               cutoff: float) -> list[str]:
     groups: dict[str, list[Listed]] = {}
     for item in items:
         rel = item.key[len(run_prefix):]
@@ -173,11 +259,14 @@ def _sweepable(objects: Objects, run_prefix: str, items: list[Listed], cutoff: f
             continue
         match = _DATA.match(rel)
         groups.setdefault(match.group(1) if match else rel, []).append(item)
-    return [i.key for group in groups.values() if max(i.modified for i in group) < cutoff for i in group]
+    return [i.key for name, group in groups.items()
+            if name not in live and max(i.modified for i in group) < cutoff for i in group]
 
 
-def _referenced(objects: Objects, run_prefix: str, items: list[Listed]) -> set[str]:
+def _referenced(objects: Objects, run_prefix: str, items: list[Listed]) -> tuple[set[str], list[str]]:
+    """The object keys (relative) the run's manifests reference, and the keys of manifests that cannot be read."""
     referenced: set[str] = set()
+    unreadable: list[str] = []
     for item in items:
         if _MANIFEST.match(item.key[len(run_prefix):]):
             body = objects.get(item.key)
@@ -186,5 +275,5 @@ def _referenced(objects: Objects, run_prefix: str, items: list[Listed]) -> set[s
             try:
                 referenced.update(o.key for o in Manifest.from_json(body, where=item.key).objects)
             except ManifestError:
-                continue
-    return referenced
+                unreadable.append(item.key)
+    return referenced, unreadable

@@ -3,8 +3,9 @@
 A manifest names the run, the result partition, the producer attempt and writer, the Arrow/Spark schema, the row
 count, and every data object (key relative to the run prefix, size, SHA-256). Its ``content_checksum`` is the
 SHA-256 of the objects' ``size:sha256`` lines in order: equal checksums mean byte-identical partitions. ``inputs``
-(optional; absent in manifests of older writers) lists the BLOCKING input versions the producing try read, which
-lets a restarted consumer of a re-produced ``deterministic`` step keep its result (:mod:`..spark.reuse`). Decoding
+(optional; absent in manifests of older writers) lists the BLOCKING input versions the producing try read, and
+``code`` (optional) the fingerprint of the code that computed it: together they let a restarted consumer keep its
+result when neither changed (:mod:`..spark.reuse`). Decoding
 rejects unknown formats, versions and every malformed field, naming the manifest's key.
 """
 
@@ -73,6 +74,7 @@ class Manifest:
     committed_at: str
     content_checksum: str = ""
     inputs: tuple[InputVersion, ...] = ()
+    code: str = ""
 
     def __post_init__(self) -> None:
         if not self.content_checksum:
@@ -106,6 +108,8 @@ class Manifest:
         }
         if self.inputs:
             body["inputs"] = [i.to_dict() for i in self.inputs]
+        if self.code:
+            body["code"] = self.code
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -141,6 +145,7 @@ class Manifest:
             committed_at=_str(body["committed_at"]),
             content_checksum=_str(body["content_checksum"]),
             inputs=tuple(InputVersion.from_dict(i) for i in body.get("inputs", ())),
+            code=_str(body.get("code", "")),
         )
         if manifest.content_checksum != content_checksum(objects):
             raise ValueError("content_checksum does not match the listed objects")

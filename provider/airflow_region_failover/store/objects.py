@@ -1,8 +1,11 @@
 """Object I/O on S3: guarded keys, errors translated, streaming multipart upload that aborts on failure.
 
-Rules: every key passes :meth:`Layout.check` before any request; connection failures after botocore's bounded
-retries become :class:`StoreUnreachable` naming the operation and key (never credentials); an upload is visible
-only when complete — on any error its multipart upload is aborted, so nothing half-written is left visible.
+Rules: every key passes :meth:`Layout.check` before any request (the only exception: reading whether another
+deployment's marker exists at a parent prefix, :meth:`Objects.marker_exists`); connection failures after botocore's
+bounded retries become :class:`StoreUnreachable` naming the operation and key (never credentials); an upload is
+visible only when complete — on any error its multipart upload is aborted, so nothing half-written is left
+visible; an incomplete upload's last activity is its newest part (its initiation if it has none); bodies are
+read as a stream of :data:`CHUNK` bytes, so a caller holds an object at most once.
 """
 
 from __future__ import annotations
@@ -15,10 +18,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed, StoreError, StoreUnreachable
+from airflow_region_failover.exceptions import (
+    AlreadyCommitted,
+    ConditionFailed,
+    StoreError,
+    StoreUnreachable,
+    UnsafeKeyError,
+)
 from airflow_region_failover.store.keys import Layout
 
 T = TypeVar("T")
+CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,15 @@ class Listed:
     modified: float
 
 
+@dataclass(frozen=True)
+class Upload:
+    """One incomplete multipart upload: key, upload id, initiation time (epoch seconds)."""
+
+    key: str
+    upload_id: str
+    initiated: float
+
+
 def _is_connection_error(exc: BaseException) -> bool:
     from botocore.exceptions import ConnectionError as BotoConnectionError
     from botocore.exceptions import HTTPClientError
@@ -37,7 +56,8 @@ def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, BotoConnectionError | HTTPClientError)
 
 
-def _code(exc: BaseException) -> str:
+def error_code(exc: BaseException) -> str:
+    """The S3 error code of a botocore ``ClientError`` (empty for any other exception)."""
     response = getattr(exc, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
@@ -76,7 +96,7 @@ class Objects:
             except StoreUnreachable:
                 raise
             except Exception as exc:
-                code = _code(exc)
+                code = error_code(exc)
                 if code in {"PreconditionFailed", "412"}:
                     raise AlreadyCommitted(f"{key} already exists") from None
                 if code not in {"ConditionalRequestConflict", "409"} or delay is None:
@@ -96,7 +116,8 @@ class Objects:
         except StoreUnreachable:
             raise
         except Exception as exc:
-            if _code(exc) in {"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"}:
+            if error_code(exc) in {"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey",
+                                   "404"}:
                 raise ConditionFailed(f"{key} changed since it was read") from None
             raise
         return str(response["ETag"])
@@ -114,20 +135,51 @@ class Objects:
         body: bytes = response["Body"].read()
         return body, str(response["ETag"])
 
+    def open(self, key: str) -> tuple[Any, int] | None:
+        """The streaming body of ``key`` and its length (read it with :meth:`chunks`), or ``None`` if missing."""
+        response = self._unless_missing("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
+        return None if response is None else (response["Body"], int(response["ContentLength"]))
+
+    @staticmethod
+    def chunks(key: str, body: Any) -> Iterator[bytes]:
+        """The bytes of an opened ``body``, :data:`CHUNK` at a time; closes it."""
+        with contextlib.closing(body):
+            while chunk := call("GET", key, lambda: body.read(CHUNK)):
+                yield chunk
+
+    def sha256(self, key: str) -> str | None:
+        """The SHA-256 (hex) of ``key``'s content, streamed; ``None`` if it does not exist."""
+        opened = self.open(key)
+        if opened is None:
+            return None
+        digest = hashlib.sha256()
+        for chunk in self.chunks(key, opened[0]):
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    def marker_exists(self, key: str) -> bool:
+        """Whether another deployment's marker ``key`` (one of :meth:`Layout.enclosing_markers`) exists."""
+        if key not in self.layout.enclosing_markers():
+            raise UnsafeKeyError(f"key {key!r} is not a deployment marker at a parent of {self.layout.prefix!r}")
+        response = self._unless_missing("HEAD", key, lambda: self.client.head_object(Bucket=self.bucket, Key=key),
+                                        checked=True)
+        return response is not None
+
     def head_size(self, key: str) -> int | None:
         """The size of ``key``, or ``None`` if it does not exist."""
         response = self._unless_missing("HEAD", key, lambda: self.client.head_object(Bucket=self.bucket, Key=key))
         return None if response is None else int(response["ContentLength"])
 
-    def _unless_missing(self, method: str, key: str, request: Callable[[], Any]) -> Any:
-        """``request``'s response for a checked ``key``, or ``None`` if the object does not exist."""
-        self.layout.check(key)
+    def _unless_missing(self, method: str, key: str, request: Callable[[], Any], checked: bool = False) -> Any:
+        """``request``'s response for ``key`` (checked here unless the caller did), or ``None`` if it is missing."""
+        if not checked:
+            self.layout.check(key)
         try:
             return call(method, key, request)
         except StoreUnreachable:
             raise
         except Exception as exc:
-            if _code(exc) in {"NoSuchKey", "404", "NotFound"}:
+            if error_code(exc) in {"NoSuchKey", "404", "NotFound"}:
                 return None
             raise
 
@@ -145,13 +197,20 @@ class Objects:
 
     def list_dirs(self, prefix: str) -> list[str]:
         """The common prefixes one level below ``prefix`` (LIST with delimiter ``/``)."""
+        return self.level(prefix)[0]
+
+    def level(self, prefix: str) -> tuple[list[str], list[Listed]]:
+        """One level below ``prefix`` (LIST with delimiter ``/``): the common prefixes and the objects."""
         self.layout.check(prefix)
         paginator = self.client.get_paginator("list_objects_v2")
-        result: list[str] = []
+        dirs: list[str] = []
+        files: list[Listed] = []
         for page in call("LIST", prefix, lambda: list(paginator.paginate(
                 Bucket=self.bucket, Prefix=prefix, Delimiter="/"))):
-            result.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
-        return result
+            dirs.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+            files.extend(Listed(i["Key"], int(i["Size"]), i["LastModified"].timestamp())
+                         for i in page.get("Contents", []))
+        return dirs, files
 
     def delete(self, keys: list[str]) -> int:
         """Delete ``keys`` in batches of 1,000; returns how many were deleted."""
@@ -165,13 +224,34 @@ class Objects:
                 raise StoreError(f"deleting under {keys[0]!r} failed: {response['Errors'][:3]}")
         return len(keys)
 
-    def stale_uploads(self, prefix: str, older_than: float) -> list[tuple[str, str]]:
-        """(key, upload id) of incomplete multipart uploads under ``prefix`` initiated before ``older_than``."""
+    def uploads(self, prefix: str) -> list[Upload]:
+        """Every incomplete multipart upload under ``prefix`` (paginated LIST uploads)."""
         self.layout.check(prefix)
-        response = call("LIST uploads", prefix, lambda: self.client.list_multipart_uploads(
-            Bucket=self.bucket, Prefix=prefix))
-        return [(u["Key"], u["UploadId"]) for u in response.get("Uploads", [])
-                if u["Initiated"].timestamp() < older_than and u["Key"].startswith(prefix)]
+        paginator = self.client.get_paginator("list_multipart_uploads")
+        pages = call("LIST uploads", prefix, lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=prefix)))
+        return [Upload(u["Key"], u["UploadId"], u["Initiated"].timestamp())
+                for page in pages for u in page.get("Uploads", []) if u["Key"].startswith(prefix)]
+
+    def last_activity(self, upload: Upload) -> float:
+        """When ``upload`` last changed: its newest part's LastModified (ListParts), else its initiation."""
+        self.layout.check(upload.key)
+        paginator = self.client.get_paginator("list_parts")
+        try:
+            pages = call("LIST parts", upload.key, lambda: list(paginator.paginate(
+                Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id)))
+        except StoreUnreachable:
+            raise
+        except Exception as exc:
+            if error_code(exc) in {"NoSuchUpload", "404"}:  # completed or aborted meanwhile: not a live upload
+                return upload.initiated
+            raise
+        parts = [float(p["LastModified"].timestamp()) for page in pages for p in page.get("Parts", [])]
+        return max([upload.initiated, *parts])
+
+    def stale_uploads(self, prefix: str, older_than: float) -> list[tuple[str, str]]:
+        """(key, upload id) of incomplete multipart uploads under ``prefix`` last active before ``older_than``."""
+        return [(u.key, u.upload_id) for u in self.uploads(prefix)
+                if u.initiated < older_than and self.last_activity(u) < older_than]
 
     def abort_upload(self, key: str, upload_id: str) -> None:
         """Abort one multipart upload (ignores one that is already gone)."""
@@ -179,7 +259,7 @@ class Objects:
         try:
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
         except Exception as exc:
-            if _code(exc) not in {"NoSuchUpload", "404"}:
+            if error_code(exc) not in {"NoSuchUpload", "404"}:
                 raise
 
     def upload(self, key: str, part_size: int, threads: int) -> UploadStream:

@@ -14,10 +14,16 @@ driver-local staging directory):
   executors cannot reach S3.
 
 Both verify sizes and SHA-256 on read when ``verify`` is set, raising :class:`NotAvailable` naming the object.
+Memory rule of a read: an object's body is streamed into one buffer of its recorded size while it is hashed, the
+Parquet decoder reads that buffer without copying it, and the buffer is dropped as soon as its table is decoded —
+so a read holds each object once, and only the objects in flight (not all of a manifest's) at a time.
+Executors receive the store's access with credentials frozen at the moment of each read or write
+(:func:`.config.portable`); the driver keeps its own client with refreshing credentials.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.config import S3Access, client_for
+from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.objects import Objects
@@ -54,6 +60,10 @@ class Target:
     def objects(self) -> Objects:
         """Guarded object operations through this process's cached client."""
         return Objects(client_for(self.access), self.layout)
+
+    def shipped(self) -> Target:
+        """This target as it is sent to Spark executors: credentials frozen now (:func:`.config.portable`)."""
+        return dataclasses.replace(self, access=portable(self.access))
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,7 @@ class _TaskUploader:
 
 def write_with_executors(df: DataFrame, target: Target) -> Written:
     """Every Spark task uploads its own partition; returns the collected objects."""
-    rows = df.mapInArrow(_TaskUploader(target), _UPLOAD_SCHEMA).collect()
+    rows = df.mapInArrow(_TaskUploader(target.shipped()), _UPLOAD_SCHEMA).collect()
     entries = sorted(((ObjectEntry(r["key"], int(r["size"]), r["sha256"]), int(r["rows"])) for r in rows),
                      key=lambda pair: pair[0].key)
     return Written(tuple(e for e, _ in entries), sum(n for _, n in entries))
@@ -179,28 +189,51 @@ def write_arrow(table: pa.Table, target: Target) -> Written:
     return Written((written[0],), written[1])
 
 
-def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> bytes:
-    """GET one object of a manifest, checking its size (and SHA-256 if ``verify``)."""
+def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> bytearray:
+    """GET one object of a manifest into one buffer of its recorded size, checking the size (and the SHA-256 if
+    ``verify``, hashed while streaming): no second copy of the body is made."""
     key = keys.run_prefix + entry.key
-    body = objects.get(key)
-    if body is None:
+    opened = objects.open(key)
+    if opened is None:
         raise NotAvailable(f"object {key} listed in the manifest is missing")
-    if len(body) != entry.size:
-        raise NotAvailable(f"object {key} has {len(body)} bytes, manifest says {entry.size}")
-    if verify and hashlib.sha256(body).hexdigest() != entry.sha256:
+    body, length = opened
+    if length != entry.size:
+        body.close()
+        raise NotAvailable(f"object {key} has {length} bytes, manifest says {entry.size}")
+    buffer = bytearray(length)
+    digest = hashlib.sha256()
+    filled = 0
+    with memoryview(buffer) as view:
+        for chunk in objects.chunks(key, body):
+            end = filled + len(chunk)
+            if end > length:
+                raise NotAvailable(f"object {key} has more than {length} bytes, manifest says {entry.size}")
+            view[filled:end] = chunk
+            if verify:
+                digest.update(chunk)
+            filled = end
+    if filled != length:
+        raise NotAvailable(f"object {key} ended after {filled} of {length} bytes")
+    if verify and digest.hexdigest() != entry.sha256:
         raise NotAvailable(f"object {key} does not match the SHA-256 in its manifest")
-    return body
+    return buffer
+
+
+def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> pa.Table:
+    """One object of a manifest decoded from its fetched buffer (zero-copy input); the buffer is dropped after."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify))))
 
 
 def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool, threads: int = 4) -> pa.Table:
-    """The committed version as one Arrow table (objects fetched in parallel, in manifest order)."""
+    """The committed version as one Arrow table (objects fetched and decoded in parallel, in manifest order)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from pyspark.sql.types import StructType
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        bodies = list(pool.map(lambda e: fetch(objects, keys, e, verify), manifest.objects))
-    tables = [pq.read_table(pa.BufferReader(body)) for body in bodies]
+        tables = list(pool.map(lambda e: load_table(objects, keys, e, verify), manifest.objects))
     if tables:
         return pa.concat_tables(tables)
     return _empty_arrow(StructType.fromJson(_schema_json(manifest)))
@@ -230,14 +263,10 @@ class _TaskReader:
     verify: bool
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         store = Objects(client_for(self.access), self.layout)
         for batch in batches:
             for number in batch.column(0).to_pylist():
-                body = fetch(store, self.keys, self.objects[number], self.verify)
-                yield from pq.read_table(pa.BufferReader(body)).to_batches()
+                yield from load_table(store, self.keys, self.objects[number], self.verify).to_batches()
 
 
 def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str) -> DataFrame:
@@ -251,5 +280,5 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
         table = read_arrow(target.objects(), target.keys, manifest, verify, target.threads)
         return spark.createDataFrame(table, schema=schema)
     count = len(manifest.objects)
-    reader = _TaskReader(target.access, target.layout, target.keys, manifest.objects, verify)
+    reader = _TaskReader(portable(target.access), target.layout, target.keys, manifest.objects, verify)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)

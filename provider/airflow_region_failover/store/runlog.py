@@ -3,10 +3,14 @@
 Rules:
 - **One global change at a time.** Every change to a run's failover state is a read-modify-write of one object,
   written with ``If-Match: <etag>`` (or ``If-None-Match: *`` for the first write). A lost race re-reads and
-  re-applies the change, so concurrent listeners in different workers and the scheduler serialise here. The
+  re-applies the change, so concurrent listeners in different workers and the schedulers serialise here. The
   change is a pure function of the log (:mod:`~airflow_region_failover.failover.handler`).
-- **Durable.** A run with a decision not applied yet also has a marker ``_pending/<dag>/<run>``, so whoever runs
-  next (the scheduler's watcher, also after a crash or restart) finds it without listing every log.
+- **Open decisions are findable and protected.** Each open decision has a marker ``_pending/<dag>/<run>/<id>``
+  (what the watcher lists) and holds its run's results against release (``R/_holds/failover-decision-<id>``).
+  Both are derived from the log after every change, per decision id: closing decision 1 removes only decision
+  1's marker and hold, so a decision 2 recorded meanwhile keeps its own. Every update (even one that changes
+  nothing) re-creates the open decision's marker and hold, so a crash between the log write and the marker
+  write heals on the next touch; :meth:`RunLogs.tidy` removes what a crash left of closed decisions.
 - Keys live under ``<store prefix>/failover/v1/`` (:meth:`~.keys.Layout.run_log`), outside the results' tree,
   so the sweeper never touches them; requests go through the store's guarded objects layer (:mod:`.objects`).
 """
@@ -18,20 +22,25 @@ import functools
 import json
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from airflow_region_failover.exceptions import ConditionFailed
-from airflow_region_failover.failover.handler import RunLog, new_log, open_decision
+from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.store.facade import default_store
-from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.keys import Layout, decode_airflow_id
 from airflow_region_failover.store.objects import Objects
 
 CAS_ATTEMPTS = 20
 _R = TypeVar("_R")
 
 
+def hold_name(decision_id: int) -> str:
+    """The name of the hold an open decision keeps on its run's results."""
+    return f"failover-decision-{decision_id}"
+
+
 class RunLogs:
-    """Read and change run logs with compare-and-swap; keep the pending markers in step."""
+    """Read and change run logs with compare-and-swap; keep markers and holds in step (see the module rule)."""
 
     def __init__(self, objects: Objects) -> None:
         self.objects = objects
@@ -40,23 +49,22 @@ class RunLogs:
     def read(self, dag_id: str, run_id: str) -> RunLog:
         """The run's log (an empty one if nothing was recorded)."""
         got = self.objects.get_with_etag(self.layout.run_log(dag_id, run_id))
-        return json.loads(got[0]) if got else new_log(dag_id, run_id)
+        return RunLog.from_json(json.loads(got[0])) if got else RunLog(dag_id, run_id)
 
-    def update(self, dag_id: str, run_id: str, change: Callable[[RunLog], _R]) -> tuple[RunLog, _R]:
-        """Apply ``change`` (mutates the log in place, returns a result) atomically; retry on conflicts.
+    def update(self, dag_id: str, run_id: str, change: Callable[[RunLog], tuple[RunLog, _R]]) -> tuple[RunLog, _R]:
+        """Apply ``change`` (a pure function: log -> (new log, result)) atomically; retry on conflicts.
 
-        ``change`` may run several times (after lost races): it must be a pure function of the log it gets.
-        Returns the log as written and ``change``'s result. A change that leaves the log equal writes nothing.
+        Returns the log as stored and ``change``'s result. A change that returns an equal log writes nothing.
         """
         key = self.layout.run_log(dag_id, run_id)
         for attempt in range(CAS_ATTEMPTS):
             got = self.objects.get_with_etag(key)
-            before = json.loads(got[0]) if got else new_log(dag_id, run_id)
-            doc = json.loads(json.dumps(before))
-            result = change(doc)
-            if doc == before:
-                return doc, result
-            body = json.dumps(doc, sort_keys=True).encode()
+            before = RunLog.from_json(json.loads(got[0])) if got else RunLog(dag_id, run_id)
+            after, result = change(before)
+            if after == before:
+                self._sync(before, after)
+                return after, result
+            body = json.dumps(after.to_json(), sort_keys=True).encode()
             try:
                 if got is None:
                     self.objects.put_if_absent(key, body)
@@ -65,25 +73,50 @@ class RunLogs:
             except ConditionFailed:
                 time.sleep(0.02 * (attempt + 1))
                 continue
-            self._sync_pending(dag_id, run_id, doc)
-            return doc, result
-        raise ConditionFailed(f"{key}: gave up after {CAS_ATTEMPTS} lost races")
+            self._sync(before, after)
+            return after, result
+        raise ConditionFailed(f"{key}: gave up after {CAS_ATTEMPTS} lost races; too many writers at once")
 
-    def _sync_pending(self, dag_id: str, run_id: str, doc: RunLog) -> None:
-        key = self.layout.pending_marker(dag_id, run_id)
-        if open_decision(doc) is not None:
-            with contextlib.suppress(ConditionFailed):
-                self.objects.put_if_absent(key, json.dumps({"dag_id": dag_id, "run_id": run_id}).encode())
-        else:
-            self.objects.delete([key])
+    def _sync(self, before: RunLog, after: RunLog) -> None:
+        """Markers and holds of exactly the decisions that opened or closed (and the open one, re-created)."""
+        keys = self.layout.run(after.dag_id, after.run_id)
+        closed = [d.id for d in before.decisions if d.status.open and not after.decision(d.id).status.open]
+        for decision_id in closed:
+            self.objects.delete([self.layout.pending_marker(after.dag_id, after.run_id, decision_id),
+                                 keys.hold(hold_name(decision_id))])
+        current = after.open_decision
+        if current is not None:
+            reason = json.dumps({"dag_id": after.dag_id, "run_id": after.run_id, "decision": current.id}).encode()
+            for key in (self.layout.pending_marker(after.dag_id, after.run_id, current.id),
+                        keys.hold(hold_name(current.id))):
+                with contextlib.suppress(ConditionFailed):
+                    self.objects.put_if_absent(key, reason)
 
     def pending_runs(self) -> Iterator[tuple[str, str]]:
-        """``(dag_id, run_id)`` of every run with a decision not applied yet."""
-        for item in self.objects.listing(self.layout.pending_prefix()):
-            body = self.objects.get(item.key)
-            if body:
-                marker: dict[str, Any] = json.loads(body)
-                yield str(marker["dag_id"]), str(marker["run_id"])
+        """``(dag_id, run_id)`` of every run with a marker of an open decision (one LIST, no GETs)."""
+        prefix = self.layout.pending_prefix()
+        seen: set[tuple[str, str]] = set()
+        for item in self.objects.listing(prefix):
+            parts = item.key[len(prefix):].split("/")
+            if len(parts) == 3:
+                run = decode_airflow_id(parts[0]), decode_airflow_id(parts[1])
+                if run not in seen:
+                    seen.add(run)
+                    yield run
+
+    def tidy(self, dag_id: str, run_id: str) -> RunLog:
+        """Remove the markers and holds of decisions that are closed (what a crash may have left); returns the
+        log. Markers are listed *before* the log is read: a marker is written after its decision, so every
+        listed marker's decision is in the log read."""
+        prefix = self.layout.pending_marker(dag_id, run_id, 0).rsplit("/", 1)[0] + "/"
+        markers = [item.key for item in self.objects.listing(prefix)]
+        log = self.read(dag_id, run_id)
+        keys = self.layout.run(dag_id, run_id)
+        for key in markers:
+            decision_id = int(key.rsplit("/", 1)[1])
+            if decision_id > len(log.decisions) or not log.decision(decision_id).status.open:
+                self.objects.delete([key, keys.hold(hold_name(decision_id))])
+        return log
 
 
 @functools.cache

@@ -1,5 +1,6 @@
-"""Small region-failover DAGs for the end-to-end tests (one graph, five option sets; ``b`` is declared
-``deterministic`` in ``rf_e2e_deterministic`` only; ``rf_e2e_budget`` stays last, unit tests use it).
+"""Small region-failover DAGs for the end-to-end tests (one graph, six option sets; ``b`` is declared
+``deterministic`` in ``rf_e2e_deterministic`` only; ``c`` has Airflow ``retries=1`` in ``rf_e2e_retries`` only;
+``rf_e2e_budget`` stays last, unit tests use it).
 
 Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING ALL_TO_ALL-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
 plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
@@ -7,8 +8,9 @@ plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {
 Failure injection through run conf (DAG params):
 - ``fail``: ``{"c#0": 1}`` — the subtask raises on tries 1..N;
 - ``kill``: ``["c#0"]`` — the subtask SIGKILLs its own process on try 1;
-- ``gate``: a directory; a subtask listed in ``fail``/``kill`` first writes ``<gate>/<subtask>.started`` and waits
-  for ``<gate>/go`` (or for every other listed subtask's ``.started`` when ``barrier`` is true) before failing.
+- ``hold``: ``["c#0"]`` — the subtask waits at the gate on try 1 (then goes on, without failing);
+- ``gate``: a directory; a subtask listed in ``fail``/``kill``/``hold`` first writes ``<gate>/<subtask>.started``
+  and waits for ``<gate>/go`` (or for every other listed subtask's ``.started`` when ``barrier`` is true).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,15 @@ def _inject(context: Any) -> None:
     me = str(context.subtask)
     fail = dict(params.get("fail") or {})
     kill = list(params.get("kill") or [])
-    if context.try_number > int(fail.get(me, 0)) and not (me in kill and context.try_number == 1):
+    hold = list(params.get("hold") or [])
+    first = context.try_number == 1
+    if context.try_number > int(fail.get(me, 0)) and not (me in kill and first) and not (me in hold and first):
         return
     gate = params.get("gate")
     if gate:
-        _wait_at_gate(Path(gate), me, [*fail, *kill], bool(params.get("barrier")))
+        _wait_at_gate(Path(gate), me, [*fail, *kill, *hold], bool(params.get("barrier")))
+    if me in hold and context.try_number > int(fail.get(me, 0)):
+        return
     if me in kill and context.try_number == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     raise RuntimeError(f"injected failure of {me} on try {context.try_number}")
@@ -91,6 +97,8 @@ def expected_d() -> dict[int, tuple[int, int]]:
 
 
 OPTION_SETS = {
+    "rf_e2e_retries": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
+                       "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"},
     "rf_e2e_region": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
                       "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"},
     "rf_e2e_full": {"jobmanager.execution.failover-strategy": "full", "restart-strategy.type": "fixed-delay",
@@ -104,8 +112,10 @@ OPTION_SETS = {
                       "restart-strategy.fixed-delay.attempts": "1", "restart-strategy.fixed-delay.delay": "0 s"},
 }
 
-PARAMS = {"fail": Param({}, type="object"), "kill": Param([], type="array"),
+PARAMS = {"fail": Param({}, type="object"), "kill": Param([], type="array"), "hold": Param([], type="array"),
           "gate": Param("", type="string"), "barrier": Param(False, type="boolean")}
+#: Airflow's own retries on step ``c`` (``rf_e2e_retries``): a failed try is retried by Airflow, not failed over.
+C_TASK_KWARGS = {"rf_e2e_retries": {"retries": 1, "retry_delay": timedelta(seconds=1)}}
 
 for _dag_id, _options in OPTION_SETS.items():
     with DAG(dag_id=_dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, params=PARAMS,
@@ -113,7 +123,7 @@ for _dag_id, _options in OPTION_SETS.items():
         _job = RegionJob(options=_options)
         _job.step("a", step_a, parallelism=2)
         _job.step("b", step_b, parallelism=2, deterministic=_dag_id == "rf_e2e_deterministic")
-        _job.step("c", step_c, parallelism=2)
+        _job.step("c", step_c, parallelism=2, **C_TASK_KWARGS.get(_dag_id, {}))
         _job.step("d", step_d, parallelism=2)
         _job.step("side", step_side)
         _job.edge("a", "b", exchange="PIPELINED", distribution="POINTWISE")

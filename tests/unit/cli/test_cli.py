@@ -132,3 +132,12 @@ def test_backoff_bad_option_names_the_key(tmp_path: Path) -> None:
                 "--set", "restart-strategy.fixed-delay.delay=10 ss", "--events", str(events))  # fmt: skip
     assert done.returncode == 2
     assert "restart-strategy.fixed-delay.delay" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_plan_takes_every_repeated_unavailable_partition(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--unavailable A --unavailable B`` (as the README writes it) marks both partitions unavailable."""
+    assert main(["plan", ETL, "--failed", "aggregate#1", "--unavailable", "orders#3", "--unavailable",
+                 "orders#0"]) == 0
+    regions = json.loads(capsys.readouterr().out)["regions"]
+    producers = [r["subtasks"] for r in regions if r["reason"] == "producer-unavailable"]
+    assert ["gen_orders#0", "clean_orders#0"] in producers and ["gen_orders#3", "clean_orders#3"] in producers

@@ -1,37 +1,42 @@
-"""The run-time failover loop on an in-memory decision log and a fake REST API (no Airflow processes)."""
+"""The run-time failover loop on an in-memory decision log and a fake REST API (no Airflow processes).
+
+    a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_budget (fixed-delay, attempts 1, delay 0 s)
+    a#1 -> b#1 ==+==> c#1 ==> d#1
+"""
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_region_failover.failover.handler import FailureEvent, open_decision, restart_wait
-from airflow_region_failover.job import job_of
+from airflow_region_failover.failover.handler import HandlingResult, restart_wait
+from airflow_region_failover.failover.run_log import FailureRecord, RunLog
 from airflow_region_failover.plugins.history import format_history, note_text
-from airflow_region_failover.plugins.restarts import Services, apply_due, handle_failure
+from airflow_region_failover.plugins.restarts import apply_due, handle_failure
 from airflow_region_failover.store.runlog import RunLogs
-from tests.support.fakes import FakeApi, KnownStore, MemoryObjects
-
-DAGS = runpy.run_path(str(Path(__file__).parents[2] / "e2e" / "dags" / "rf_e2e.py"))
-
-
-def spec() -> Any:
-    """The job of ``rf_e2e_budget`` (the module's last DAG): fixed-delay, attempts 1, delay 0 s."""
-    return job_of(DAGS["_dag"])
+from tests.support.fakes import DAG, RUN, FakeApi, KnownStore, MemoryObjects, budget_spec, edit_decision, services
+from tests.support.fakes import failure as event
 
 
-def event(task: str, try_number: int = 1, at: float = 100.0) -> FailureEvent:
-    return FailureEvent("rf_e2e_budget", "r1", task, -1, try_number, "boom", "worker", at)
-
-
-def record(logs: RunLogs, ev: FailureEvent, now: float, unavailable: tuple[str, ...] = ()) -> Any:
+def record(logs: RunLogs, ev: FailureRecord, now: float, unavailable: tuple[str, ...] = ()) -> tuple[RunLog, Any]:
     """What the worker's listener does for ``ev`` at time ``now``; returns the log and the outcome."""
-    services = Services(logs=lambda: logs, store=lambda: KnownStore(unavailable), api=FakeApi)  # type: ignore[arg-type]
-    outcome = handle_failure(ev, spec(), services, now=lambda: now)
-    return logs.read(ev.dag_id, ev.run_id), outcome
+    result: HandlingResult = handle_failure(DAG, RUN, ev, budget_spec(), services(logs, store=KnownStore(unavailable)),
+                                            now=lambda: now)
+    return logs.read(DAG, RUN), result
+
+
+def kind(result: HandlingResult) -> str:
+    return result.outcome.value
+
+
+def open_restart(doc: RunLog) -> list[str]:
+    assert doc.open_decision is not None
+    return list(doc.open_decision.restart)
+
+
+def statuses(doc: RunLog) -> list[str]:
+    return [d.status.value for d in doc.decisions]
 
 
 @pytest.fixture
@@ -41,61 +46,59 @@ def logs() -> RunLogs:
 
 def test_failure_creates_pending_decision_then_duplicate_is_ignored(logs: RunLogs) -> None:
     doc, out = record(logs, event("c.0"), 100.0)
-    assert out.kind == "created" and open_decision(doc)["restart"] == ["c.0", "d.0"]
+    assert kind(out) == "created" and open_restart(doc) == ["c.0", "d.0"]
     assert list(logs.pending_runs()) == [("rf_e2e_budget", "r1")]
     _, again = record(logs, event("c.0"), 100.5)
-    assert again.kind == "duplicate"
+    assert kind(again) == "duplicate"
 
 
 def test_concurrent_failure_merges_into_pending_and_apply_clears_once(logs: RunLogs) -> None:
     doc, out = record(logs, event("c.0"), 100.0)
     api = FakeApi()
-    applied = apply_due(logs, api, "rf_e2e_budget", "r1", "test", now=lambda: 100.1)
+    applied = apply_due(services(logs, api), DAG, RUN, "test", now=lambda: 100.1)
     assert applied is not None and api.cleared == [["c.0", "d.0"]]
     assert list(logs.pending_runs()) == []
     # the killed try of a cleared task is stale, not a new failure
     _, stale = record(logs, event("d.0", 1), 100.2)
-    assert stale.kind == "stale"
+    assert kind(stale) == "stale"
     # a second real failure exceeds fixed-delay attempts=1: exhausted, with a reason, nothing cleared
     doc, out = record(logs, event("c.0", 2), 101.0)
-    assert out.kind == "exhausted" and "allows no further restart" in doc["decisions"][-1]["reason"]
+    assert kind(out) == "exhausted" and "allows no further restart" in doc.decisions[-1].reason
     assert "EXHAUSTED" in format_history(doc) and "Region failover" in note_text(doc)
-    assert apply_due(logs, api, "rf_e2e_budget", "r1", "test", now=lambda: 102.0) is None
+    assert apply_due(services(logs, api), DAG, RUN, "test", now=lambda: 102.0) is None
 
 
 def test_second_failure_while_pending_counts_like_flink_fixed_delay(logs: RunLogs) -> None:
     """fixed-delay counts every failure (only exponential-delay merges attempts): attempts=1 -> exhausted."""
     record(logs, event("c.0"), 100.0)
     doc, second = record(logs, event("c.1"), 100.0)
-    assert second.kind == "exhausted"
-    assert [d["status"] for d in doc["decisions"]] == ["cancelled", "exhausted"]
+    assert kind(second) == "exhausted"
+    assert statuses(doc) == ["cancelled", "exhausted"]
 
 
 def test_restarted_task_waits_for_the_delay_only_on_its_first_try_after_the_clear(logs: RunLogs) -> None:
     record(logs, event("c.0"), 100.0)
-    doc, _ = logs.update("rf_e2e_budget", "r1", lambda d: d["decisions"][0].update(apply_at=130.0))
-    apply_due(logs, FakeApi(), "rf_e2e_budget", "r1", "test", now=lambda: 101.5)
-    doc = logs.read("rf_e2e_budget", "r1")
-    assert doc["decisions"][0]["status"] == "applied"
+    edit_decision(logs, 1, apply_at=130.0)
+    apply_due(services(logs), DAG, RUN, "test", now=lambda: 101.5)
+    doc = logs.read(DAG, RUN)
+    assert statuses(doc) == ["applied"]
     assert restart_wait(doc, "c.0", 2, 110.0) == 20.0
     assert restart_wait(doc, "c.0", 3, 110.0) == 0.0
     assert restart_wait(doc, "a.0", 2, 110.0) == 0.0
 
 
-def _services(logs: RunLogs, api: FakeApi) -> Services:
-    """What a watcher uses: the run logs (shared, like the S3 log every scheduler reads) and a REST client."""
-    return Services(logs=lambda: logs, api=lambda: api)  # type: ignore[arg-type,return-value]
-
-
 def restarted_scheduler(logs: RunLogs, api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A watcher as a freshly started scheduler builds it: nothing in memory, only the durable log. The three
     metadata-DB probes are stubbed (no failed task in the DB, Airflow settled, nothing to requeue)."""
+    from airflow_region_failover.plugins import probes
     from airflow_region_failover.plugins.watcher import Watcher
 
     monkeypatch.setattr(Watcher, "_failed_in_db", lambda self: [])
-    monkeypatch.setattr(Watcher, "_settled", lambda self, dag_id, run_id, failed: True)
+    monkeypatch.setattr(Watcher, "_settled", lambda self, dag_id, run_id, failed, downstream_too=True: True)
     monkeypatch.setattr(Watcher, "_kick", lambda self: None)
-    return Watcher(interval=0.1, lookback=60.0, services=_services(logs, api))  # type: ignore[arg-type]
+    monkeypatch.setattr(probes, "active_runs", lambda: set())
+    monkeypatch.setattr(probes, "user_stopped", lambda dag_id, run_id, task_ids, since: None)
+    return Watcher(interval=0.1, lookback=60.0, services=services(logs, api))
 
 
 def test_decision_recorded_while_no_scheduler_runs_is_applied_by_the_next_one(
@@ -109,7 +112,7 @@ def test_decision_recorded_while_no_scheduler_runs_is_applied_by_the_next_one(
     api = FakeApi()
     restarted_scheduler(logs, api, monkeypatch).tick()
     assert api.cleared == [["c.0", "d.0"]]
-    assert logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applied"
+    assert statuses(logs.read(DAG, RUN)) == ["applied"]
     restarted_scheduler(logs, api, monkeypatch).tick()
     assert api.cleared == [["c.0", "d.0"]], "applied twice"
 
@@ -124,15 +127,14 @@ def test_decision_claimed_by_a_scheduler_killed_mid_apply_is_retried_after_the_s
 
     now = time.time()
     record(logs, event("c.0", at=now - 5), now - 5)
-    logs.update("rf_e2e_budget", "r1", executor.claim(now - 1, "killed-scheduler"))
+    logs.update(DAG, RUN, lambda d: executor.claim(d, now - 1, "killed-scheduler"))
     api = FakeApi()
     restarted_scheduler(logs, api, monkeypatch).tick()
-    assert api.cleared == [] and logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applying"
-    logs.update("rf_e2e_budget", "r1",
-                lambda d: d["decisions"][0].update(claimed_at=now - executor.STUCK_APPLYING_S - 1))
+    assert api.cleared == [] and statuses(logs.read(DAG, RUN)) == ["applying"]
+    edit_decision(logs, 1, claimed_at=now - executor.STUCK_APPLYING_S - 1)
     restarted_scheduler(logs, api, monkeypatch).tick()
     assert api.cleared == [["c.0", "d.0"]]
-    assert logs.read("rf_e2e_budget", "r1")["decisions"][0]["status"] == "applied"
+    assert statuses(logs.read(DAG, RUN)) == ["applied"]
 
 
 def test_clear_lost_to_the_scheduler_is_issued_again_for_the_cleared_try_only(
@@ -156,7 +158,7 @@ def test_clear_lost_to_the_scheduler_is_issued_again_for_the_cleared_try_only(
     assert api.cleared == [["c.0", "d.0"]]
     monkeypatch.setattr(Watcher, "_kick", kick)
     probe = {("rf_e2e_budget", "r1"): [("c.0", 1), ("d.0", 2), ("side.0", 0)]}
-    monkeypatch.setattr(probes, "not_restarted", lambda since: probe)
+    monkeypatch.setattr(probes, "not_restarted", lambda runs: probe)
     watcher.tick()
     assert api.cleared[1:] == [["c.0"]], "d.0 ran again since (try 2); side.0 was never cleared by us"
     probe.clear()
@@ -178,8 +180,8 @@ def test_restart_delay_left_reads_the_durable_log_and_never_holds_a_task_on_erro
 
     now = time.time()
     record(logs, event("c.0", at=now), now)
-    logs.update("rf_e2e_budget", "r1", lambda d: d["decisions"][0].update(apply_at=now + 30))
-    apply_due(logs, FakeApi(), "rf_e2e_budget", "r1", "test", now=lambda: now + 1.5)
+    edit_decision(logs, 1, apply_at=now + 30)
+    apply_due(services(logs), DAG, RUN, "test", now=lambda: now + 1.5)
     assert 25 < restart_delay_left(_Ti(2), logs) <= 30  # type: ignore[arg-type]
     assert restart_delay_left(_Ti(3), logs) == 0.0  # type: ignore[arg-type]
 
@@ -226,11 +228,11 @@ def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> No
                     {"task_id": "b.0", "state": "queued"}, {"task_id": "b.1", "state": "success"},
                     {"task_id": "d.0", "state": None}, {"task_id": "other_task", "state": "running"}]
 
-    services = _services(RunLogs(MemoryObjects()), Api())  # type: ignore[arg-type]
-    assert sorted(map(str, at_work(services, event("c.0")))) == ["b#0", "c#1"]  # type: ignore[arg-type]
+    found = at_work(services(RunLogs(MemoryObjects()), Api()), event("c.0"), DAG, RUN)  # type: ignore[arg-type]
+    assert sorted(map(str, found)) == ["b#0", "c#1"]
 
     class Down(FakeApi):
         def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
             raise ConnectionError("api server down")
 
-    assert at_work(_services(RunLogs(MemoryObjects()), Down()), event("c.0")) == []  # type: ignore[arg-type]
+    assert at_work(services(RunLogs(MemoryObjects()), Down()), event("c.0"), DAG, RUN) == []  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """Keeping a restarted consumer's committed result (DESIGN rule 2, :mod:`airflow_region_failover.spark.reuse`),
-against a fake store view (single-module unit tests).
+against a fake store view (single-module unit tests). Unless a test says otherwise, the try was started by our
+clear as a consumer restart and runs the code that committed the result.
 
     gen#0 ==> join#0 ==> report#0        gen (deterministic) --BLOCKING ALL_TO_ALL--> join
     gen#1 ==> join#1 ==/                 join --BLOCKING--> report;  side --PIPELINED--> tail
@@ -32,8 +33,11 @@ def v(partition: str, attempt: int, checksum: str) -> InputVersion:
     return InputVersion(PartitionId.parse(partition), attempt, checksum * 64)
 
 
-def committed(partition: str, attempt: int, inputs: tuple[InputVersion, ...]) -> Manifest:
-    return Manifest("d", "r", PartitionId.parse(partition), attempt, "w", "{}", 7, (), "t", inputs=inputs)
+CODE = "c0de" * 16
+
+
+def committed(partition: str, attempt: int, inputs: tuple[InputVersion, ...], code: str = CODE) -> Manifest:
+    return Manifest("d", "r", PartitionId.parse(partition), attempt, "w", "{}", 7, (), "t", inputs=inputs, code=code)
 
 
 @dataclass
@@ -62,9 +66,11 @@ JOIN0 = SubtaskId("join", 0)
 
 
 def keep(io: FakeIO, current: tuple[InputVersion, ...], try_number: int = 2, graph: object = GRAPH,
-         subtask: SubtaskId = JOIN0, strategy: str = "region") -> tuple[PartitionRef, ...] | None:
+         subtask: SubtaskId = JOIN0, strategy: str = "region", restarted_as: str | None = "consumer",
+         code: str = CODE, opted_out: bool = False) -> tuple[PartitionRef, ...] | None:
     refs = refs_of(graph, subtask, {str(c.partition): c.attempt for c in current})
-    return kept_outputs(io, graph, subtask, refs, current, ctx(subtask, try_number), strategy)  # type: ignore[arg-type]
+    return kept_outputs(io, graph, subtask, refs, current, ctx(subtask, try_number), strategy,  # type: ignore[arg-type]
+                        restarted_as, code, opted_out)
 
 
 def test_consumer_of_a_deterministic_producer_re_produced_byte_identical_is_kept() -> None:
@@ -105,3 +111,28 @@ def test_pipelined_exchanges_and_sources_always_run() -> None:
                  PartitionId("gen", 0): committed("rows#0", 1, ())})
     assert keep(io, (), subtask=SubtaskId("tail", 0)) is None
     assert keep(io, (), subtask=SubtaskId("gen", 0)) is None
+
+
+@pytest.mark.parametrize("why, restarted_as", [
+    ("a person cleared the task (e.g. to redo a warehouse load): it always runs", None),
+    ("its region failed: it must run", "failed"),
+    ("it is restarted to re-produce a lost input of another region: it must run", "producer-unavailable"),
+    ("failover strategy full: everything reruns", "full"),
+])
+def test_only_a_consumer_restart_started_by_our_clear_may_keep(why: str, restarted_as: str | None) -> None:
+    """The critical rule: what started the try decides. Unchanged inputs are not enough."""
+    io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
+    assert keep(io, BEFORE, restarted_as=restarted_as) is None, why
+
+
+def test_a_result_computed_by_other_code_is_never_kept() -> None:
+    """The step's code changed since it committed (a fix deployed, then our restart): it recomputes."""
+    io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
+    assert keep(io, BEFORE, code="f1xed" * 12) is None
+    unknown = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE, code="")})
+    assert keep(unknown, BEFORE) is None, "a manifest without a code fingerprint is never kept"
+
+
+def test_a_step_or_run_that_opted_out_always_recomputes() -> None:
+    io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
+    assert keep(io, BEFORE, opted_out=True) is None

@@ -102,7 +102,7 @@ class FakeStore:
         return "frame"
 
     def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[Any, ...] = ()) -> FakeManifest:
+              inputs: tuple[Any, ...] = (), code: str = "") -> FakeManifest:
         self.inputs = inputs
         return FakeManifest(attempt, 42)
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from airflow_region_failover.store import S3Access, S3Credentials, StoreConfig, UnsafeKeyError
-from airflow_region_failover.store.config import access_from_airflow, client_for, config_from_airflow
+from airflow_region_failover.store.config import access_from_airflow, client_for, config_from_airflow, portable
 
 SECRET = "s3cr3t-VALUE-never-logged"
 
@@ -28,7 +28,8 @@ def test_access_from_airflow_connection(aws_conn: str, caplog: pytest.LogCapture
     caplog.set_level(logging.DEBUG)
     access = access_from_airflow(aws_conn)
     assert access.endpoint_url == "http://127.0.0.1:9" and access.region == "eu-west-1"
-    assert access.credentials == S3Credentials("AKIDEXAMPLE", SECRET, None)
+    assert access.conn_id == aws_conn and access.credentials is None  # the hook session signs; nothing copied
+    assert portable(access).credentials == S3Credentials("AKIDEXAMPLE", SECRET, None)  # what executors get
     config = config_from_airflow()
     assert (config.bucket, config.prefix, config.access) == ("rf-bucket", "team/rf", access)
     assert SECRET not in repr(config) + repr(access) + caplog.text
@@ -73,4 +74,15 @@ def test_bad_retention_names_the_options(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_LAST_RUNS", "three")
     with pytest.raises(ValueError, match="store_keep_last_runs"):
+        retention_from_airflow()
+
+
+@pytest.mark.parametrize("days", ["nan", "inf", "-1"])
+def test_retention_days_that_are_not_a_number_of_days_name_the_option(monkeypatch: pytest.MonkeyPatch,
+                                                                       days: str) -> None:
+    """``nan`` compares false with everything: accepted, it would keep or release runs by accident."""
+    from airflow_region_failover.store.config import retention_from_airflow
+
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_DAYS", days)
+    with pytest.raises(ValueError, match="store_keep_days"):
         retention_from_airflow()

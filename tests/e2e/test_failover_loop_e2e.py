@@ -1,0 +1,169 @@
+"""The failover loop's known ways to lose or corrupt work, each reproduced on the real stack (Airflow 3 scheduler
+and api-server, Spark Connect, SeaweedFS) with a second watcher process running beside the scheduler's.
+
+    a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_*: a -PIPELINED POINTWISE-> b -BLOCKING ALL_TO_ALL-> c
+    a#1 -> b#1 ==+==> c#1 ==> d#1                  -BLOCKING POINTWISE-> d; plus an unconnected side#0
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_region_failover.graph.ids import PartitionId
+from tests.e2e.test_failover_e2e import E2E_DAG, _d_output, _reasons, _the_decision
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+
+def _patch(e2e: Any, path: str, body: dict[str, Any]) -> Any:
+    return e2e.api._send("PATCH", "/api/v2" + path, json=body).json()
+
+
+def _post(e2e: Any, path: str, body: dict[str, Any]) -> Any:
+    return e2e.api._send("POST", "/api/v2" + path, json=body).json()
+
+
+def test_airflow_retries_of_a_step_are_not_failover_restarts(e2e: Any) -> None:
+    """``c`` has ``retries=1``: c#0's first try fails and Airflow retries it (try 2 succeeds). The failover loop
+    records nothing, spends no restart budget and clears nothing."""
+    dag_id, run_id, state = e2e.finished("retries")
+    assert state == "success", e2e.explain(dag_id, run_id)
+    assert e2e.history(dag_id, run_id)["decisions"] == [], e2e.explain(dag_id, run_id)
+    tries = e2e.tries(dag_id, run_id)
+    assert tries["c.0"] == 2 and tries["d.0"] == 1, tries
+
+
+def test_data_objects_deleted_behind_a_committed_manifest_restart_their_producer(e2e: Any, tmp_path: Path) -> None:
+    """b->c#1's manifest stays but its data objects are deleted; c#0 then fails reading them. Its producer region
+    {a#1, b#1} must rerun (else c#0 fails again and again until the budget runs out)."""
+    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
+    run_id = e2e.api.trigger(dag_id, {"hold": ["c#0"], "gate": str(gate)})
+    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
+    e2e.wait_until(lambda: e2e.states(dag_id, run_id).get("c.1") == "success", 900, "c#1 done")
+    manifest = e2e.store.manifest(dag_id, run_id, PartitionId("b->c", 1))
+    prefix = e2e.store.run_keys(dag_id, run_id).run_prefix
+    e2e.store.objects.delete([prefix + o.key for o in manifest.objects])
+    (gate / "go").touch()
+    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
+    decision = _the_decision(e2e, dag_id, run_id)
+    assert _reasons(decision)["a#1+b#1"] == "producer-unavailable", e2e.explain(dag_id, run_id)
+    assert _d_output(e2e, dag_id, run_id) == E2E_DAG["expected_d"]()
+
+
+def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any, tmp_path: Path) -> None:
+    """A person marks a running run failed (it hangs, say): Airflow fails its running tasks. That is the user's
+    decision, not a task failure: nothing is restarted and the run stays failed."""
+    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
+    run_id = e2e.api.trigger(dag_id, {"hold": ["c#0"], "gate": str(gate)})
+    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
+    _patch(e2e, f"/dags/{dag_id}/dagRuns/{run_id}", {"state": "failed"})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert e2e.api.dag_run(dag_id, run_id)["state"] == "failed", e2e.explain(dag_id, run_id)
+        time.sleep(1)
+    applied = [d for d in e2e.history(dag_id, run_id)["decisions"] if d["status"] == "applied"]
+    assert applied == [], e2e.explain(dag_id, run_id)
+    assert e2e.tries(dag_id, run_id)["c.0"] == 1
+
+
+def test_a_manual_clear_after_a_code_change_recomputes(e2e: Any) -> None:
+    """A user fixes ``scale``'s code and clears it: the cleared tries must run the new code, never keep the result
+    the old code committed (its inputs did not change, but what it computes did)."""
+    dag_id = "rf_e2e_code"
+    run_id, state = e2e.run(dag_id)
+    assert state == "success", e2e.explain(dag_id, run_id)
+    assert _values(e2e, dag_id, run_id) == [2 * i for i in range(20)]
+    source = e2e.dags / "rf_e2e_code.py"
+    source.write_text(source.read_text().replace("FACTOR = 2", "FACTOR = 3"))
+    _reparse(e2e, dag_id)
+    _post(e2e, f"/dags/{dag_id}/clearTaskInstances", {
+        "dag_run_id": run_id, "task_ids": ["scale.0", "scale.1"], "dry_run": False, "only_failed": False,
+        "reset_dag_runs": True, "include_upstream": False, "include_downstream": True})
+    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
+    assert _values(e2e, dag_id, run_id) == [3 * i for i in range(20)], "the cleared task kept the old result"
+    assert e2e.store.manifest(dag_id, run_id, PartitionId("scale", 0)).attempt == 2
+
+
+def _values(e2e: Any, dag_id: str, run_id: str) -> list[int]:
+    rows = [r for i in (0, 1) for r in e2e.store.read_arrow(dag_id, run_id, PartitionId("scale", i)).to_pylist()]
+    return sorted(int(r["v"]) for r in rows)
+
+
+def _reparse(e2e: Any, dag_id: str, timeout: float = 120.0) -> None:
+    """Ask the dag-processor to parse the DAG's file now, and wait until it has."""
+    before = e2e.api.get(f"/dags/{dag_id}/details")
+    e2e.api._send("PUT", f"/api/v2/parseDagFile/{before['file_token']}")
+    e2e.wait_until(lambda: e2e.api.get(f"/dags/{dag_id}/details")["last_parsed_time"]
+                   != before["last_parsed_time"], timeout, f"{dag_id} re-parsed")
+
+
+def test_clearing_a_whole_run_starts_a_fresh_restart_budget(e2e: Any) -> None:
+    """fixed-delay attempts=1: c#0 fails twice, the budget is exhausted and the run fails. A user clears the whole
+    run to re-run it: that is a new execution (Flink: a resubmitted job), with a fresh budget — c#0's third
+    failure is restarted and its fourth try succeeds."""
+    dag_id = "rf_e2e_budget"
+    run_id, state = e2e.run(dag_id, {"fail": {"c#0": 3}})
+    assert state == "failed", e2e.explain(dag_id, run_id)
+    _post(e2e, f"/dags/{dag_id}/dagRuns/{run_id}/clear", {"dry_run": False, "only_failed": False})
+    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
+    assert e2e.tries(dag_id, run_id)["c.0"] == 4
+
+
+def test_every_decision_is_cleared_exactly_once_with_two_watchers(e2e: Any) -> None:
+    """The scheduler's watcher and a second one (HA) see every failure of the session's runs: each applied
+    decision is one clear in the API's audit log, by the failover loop's own API user."""
+    for name in ("region", "full", "kill", "delayed"):
+        dag_id, run_id, _state = e2e.finished(name)
+        applied = [d for d in e2e.history(dag_id, run_id)["decisions"] if d["status"] == "applied"]
+        clears = e2e.api.get("/eventLogs", dag_id=dag_id, run_id=run_id, event="post_clear_task_instances",
+                             owner=e2e.stack.api_user)["event_logs"]
+        assert len(clears) == len(applied) == 1, (name, clears, e2e.explain(dag_id, run_id))
+
+
+def test_plugin_routes_require_a_user_with_access_to_the_dag(e2e: Any) -> None:
+    """Anonymous callers get 401/403, a signed-in user who may not see the DAG 403, one who may 200."""
+    dag_id, run_id, _state = e2e.finished("region")
+    routes = [f"/region-failover/history/{dag_id}/{run_id}", f"/region-failover/api/history/{dag_id}/{run_id}"]
+    url = e2e.stack.url
+    with httpx.Client(base_url=url, timeout=30) as anonymous:
+        assert [anonymous.get(r).status_code for r in routes] in ([401, 401], [403, 403])
+    for user, expected in (("outsider", 403), ("viewer", 200)):
+        from airflow_region_failover.plugins.rest import AirflowRestClient
+
+        token = AirflowRestClient(e2e.stack.credentials(user)).token()
+        with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
+            assert [client.get(r).status_code for r in routes] == [expected, expected], user
+
+
+def test_zz_a_failure_handled_while_s3_is_down_is_applied_once_s3_is_back(e2e: Any, tmp_path: Path) -> None:
+    """S3 is away for 20 s exactly when c#0 fails (a throttling storm, a restarting endpoint): the worker cannot
+    record the failure and neither can the watchers at first. The failure must not be dropped: once S3 is back it
+    is recorded and applied, and the run succeeds. (Last in the session: it takes S3 away from every run.)"""
+    _wait_idle(e2e)
+    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
+    run_id = e2e.api.trigger(dag_id, {"fail": {"c#0": 1}, "gate": str(gate)})
+    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
+    others = ("a.0", "a.1", "b.0", "b.1", "c.1", "d.1", "side.0")  # only c#0 is at work during the outage
+    e2e.wait_until(lambda: all(e2e.states(dag_id, run_id).get(t) == "success" for t in others), 900, "the rest")
+    outage = threading.Thread(target=e2e.s3.outage, args=(20.0,))
+    outage.start()
+    time.sleep(1.0)
+    (gate / "go").touch()
+    outage.join()
+    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
+    assert _reasons(_the_decision(e2e, dag_id, run_id)) == {"c#0": "failed", "d#0": "consumer"}
+
+
+def _wait_idle(e2e: Any, timeout: float = 900.0) -> None:
+    """Until no DAG run of the session is queued or running."""
+    def idle() -> bool:
+        runs = e2e.api.get("/dags/~/dagRuns", state=["queued", "running"])
+        return not runs["dag_runs"]
+
+    e2e.wait_until(idle, timeout, "no active DAG run")

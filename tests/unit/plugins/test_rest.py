@@ -1,0 +1,69 @@
+"""The REST client against a scripted API server (httpx's MockTransport): what it re-sends and how it
+authenticates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from airflow_region_failover.exceptions import RestError
+from airflow_region_failover.plugins import rest
+
+
+def serve(monkeypatch: pytest.MonkeyPatch, handler: Callable[[httpx.Request], httpx.Response]) -> list[str]:
+    """Route every client the module builds to ``handler``; returns the log of ``METHOD path`` requests."""
+    seen: list[str] = []
+    real = httpx.Client
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        return handler(request)
+
+    monkeypatch.setattr(rest.httpx, "Client", lambda **kw: real(transport=httpx.MockTransport(record), **kw))
+    monkeypatch.setattr(rest.time, "sleep", lambda s: None)
+    return seen
+
+
+def test_a_clear_whose_answer_timed_out_is_not_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server may have cleared already: a second POST would clear the tries the first one started."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/clearTaskInstances"):
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(200, json={"access_token": "t"})
+
+    seen = serve(monkeypatch, handler)
+    client = rest.AirflowRestClient(rest.ApiCredentials("http://api", token="t"))
+    with pytest.raises(RestError):
+        client.clear("d", "r", ["c.0"])
+    assert seen.count("POST /api/v2/dags/d/clearTaskInstances") == 1
+
+
+class Conn:
+    def __init__(self, token: str) -> None:
+        self.host, self.port, self.schema, self.login, self.password = "api", 8080, "http", None, None
+        self.extra_dejson = {"token": token}
+
+
+def test_a_pre_issued_token_that_expired_is_read_again_from_its_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tokens in the connection are rotated by whoever issues them: on 401 the client reads the connection again."""
+    from airflow_region_failover import conf
+
+    current = {"token": "t1"}
+    monkeypatch.setattr(conf, "connection", lambda conn_id: Conn(current["token"]))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("Authorization") != "Bearer t2":
+            return httpx.Response(401, json={"detail": "Token Expired"})
+        return httpx.Response(200, json={"state": "running"})
+
+    serve(monkeypatch, handler)
+    rest.default_api.cache_clear()
+    try:
+        client = rest.default_api()
+        current["token"] = "t2"  # rotated after the client was built
+        assert client.dag_run("d", "r")["state"] == "running"
+    finally:
+        rest.default_api.cache_clear()

@@ -1,0 +1,35 @@
+"""Recording and applying decisions (plugins/restarts.py) on an in-memory decision log and fake services.
+
+    a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_budget (fixed-delay, attempts 1): c#0 fails
+    a#1 -> b#1 ==+==> c#1 ==> d#1
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from airflow_region_failover.exceptions import RestError
+from airflow_region_failover.plugins.restarts import apply_due, handle_failure
+from airflow_region_failover.store.runlog import RunLogs
+from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, failure, services
+
+
+class RefusingApi(FakeApi):
+    """An API that refuses the clear: the credentials lost their permission, or the run was deleted."""
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> list[dict[str, Any]]:
+        raise RestError(f"POST /api/v2/dags/{dag_id}/clearTaskInstances -> HTTP 403: forbidden", 403)
+
+
+def test_a_clear_the_api_refuses_for_good_does_not_block_the_run_for_ever() -> None:
+    """403/404 will not change by retrying: the decision is abandoned (with the reason) instead of staying
+    ``applying`` for ever, costing S3 requests every second and blocking every later decision."""
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    handle_failure(DAG, RUN, failure(), budget_spec(), services(logs, RefusingApi()), now=lambda: 100.0)
+    with contextlib.suppress(RestError):
+        apply_due(services(logs, RefusingApi()), DAG, RUN, "test", now=lambda: 101.0)
+    doc = logs.read(DAG, RUN)
+    assert [d.status.value for d in doc.decisions] != ["applying"], doc.decisions
+    assert list(logs.pending_runs()) == []
+    assert "403" in doc.decisions[0].reason

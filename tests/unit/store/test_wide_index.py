@@ -1,0 +1,53 @@
+"""Partition indexes up to 999999 are legal; keys write ``p{index:05d}``, six digits from 100000 on — readers, the
+availability check and the sweeper must see those partitions too (moto, in-process)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import boto3
+import pyarrow as pa
+import pytest
+from moto import mock_aws
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+
+WIDE = PartitionId("clean->join", 123456)
+RUN = ("etl", "manual__1")
+
+
+@pytest.fixture
+def store() -> Iterator[ResultStore]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        yield ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
+
+
+def test_a_six_digit_partition_is_read_back_and_available(store: ResultStore) -> None:
+    manifest = store.write_arrow(pa.table({"x": [1, 2, 3]}), *RUN, WIDE, 1)
+    assert store.run_keys(*RUN).manifest(WIDE, 1).endswith("/p123456/a000001.json")
+    assert store.manifest(*RUN, WIDE) == manifest
+    assert store.read_arrow(*RUN, WIDE).column("x").to_pylist() == [1, 2, 3]
+    assert store.is_available(*RUN, WIDE, "fast") and store.checker(*RUN, "deep").is_available(WIDE)
+    assert store.partitions(*RUN, WIDE.result) == (WIDE,)
+
+
+def test_a_six_digit_partition_is_superseded_like_any_other(store: ResultStore) -> None:
+    store.write_arrow(pa.table({"x": [1]}), *RUN, WIDE, 2)
+    with pytest.raises(Exception, match=r"has committed|retired"):
+        store.write_arrow(pa.table({"x": [9]}), *RUN, WIDE, 1)
+    assert store.read_arrow(*RUN, WIDE).column("x").to_pylist() == [1]
+
+
+def test_the_sweeper_keeps_a_committed_six_digit_partition(store: ResultStore) -> None:
+    manifest = store.write_arrow(pa.table({"x": [1, 2, 3]}), *RUN, WIDE, 1)
+    keys = store.run_keys(*RUN)
+    before = sorted(i.key for i in store.objects.listing(keys.run_prefix))
+
+    store.sweep(grace_seconds=3600, now=time.time() + 3605)
+
+    assert sorted(i.key for i in store.objects.listing(keys.run_prefix)) == before
+    assert keys.run_prefix + manifest.objects[0].key in before

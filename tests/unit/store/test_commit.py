@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import boto3
 import pyarrow as pa
 import pytest
-from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import (
@@ -15,22 +11,12 @@ from airflow_region_failover.store import (
     NotAvailable,
     ReleaseRefused,
     ResultStore,
-    S3Access,
-    StoreConfig,
     Superseded,
 )
 from airflow_region_failover.store import commit as protocol
 
 P = PartitionId("clean->join", 0)
 RUN = ("etl", "manual__1")
-
-
-@pytest.fixture
-def store() -> Iterator[ResultStore]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
 
 
 def table(n: int) -> pa.Table:

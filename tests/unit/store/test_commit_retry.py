@@ -3,29 +3,19 @@ must recognise its own commit instead of deleting the data its committed manifes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ConnectionClosedError
-from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import AlreadyCommitted, ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store import AlreadyCommitted, ResultStore
 from airflow_region_failover.store import commit as protocol
 
 P = PartitionId("clean->join", 0)
 RUN = ("etl", "manual__1")
-
-
-@pytest.fixture
-def store() -> Iterator[ResultStore]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
 
 
 def lose_the_first_manifest_response(store: ResultStore) -> list[str]:

@@ -4,26 +4,15 @@ availability check and the sweeper must see those partitions too (moto, in-proce
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import boto3
 import pyarrow as pa
 import pytest
-from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store import ResultStore
 
 WIDE = PartitionId("clean->join", 123456)
 RUN = ("etl", "manual__1")
-
-
-@pytest.fixture
-def store() -> Iterator[ResultStore]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
 
 
 def test_a_six_digit_partition_is_read_back_and_available(store: ResultStore) -> None:

@@ -104,7 +104,7 @@ OPTION_SETS = {
     "rf_e2e_full": {"jobmanager.execution.failover-strategy": "full", "restart-strategy.type": "fixed-delay",
                     "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"},
     "rf_e2e_delayed": {"jobmanager.execution.failover-strategy": "region", "restart-strategy.type": "fixed-delay",
-                       "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "30 s"},
+                       "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "60 s"},
     "rf_e2e_deterministic": {"jobmanager.execution.failover-strategy": "region",
                              "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3",
                              "restart-strategy.fixed-delay.delay": "1 s"},

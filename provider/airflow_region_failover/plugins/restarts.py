@@ -151,8 +151,9 @@ def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[
     try:
         return tries_of(api.clear(dag_id, run_id, list(tasks)))
     except ClearOutcomeUnknown:
-        after = tries_of(api.task_instances(dag_id, run_id))
-        states = {str(ti.get("task_id")): str(ti.get("state")) for ti in api.task_instances(dag_id, run_id)}
+        instances = api.task_instances(dag_id, run_id)
+        after = tries_of(instances)
+        states = {str(ti.get("task_id")): str(ti.get("state")) for ti in instances}
         if any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
                for t, n in before.items()):
             log.warning("region failover: the clear of %s/%s took effect though its answer was lost", dag_id, run_id)

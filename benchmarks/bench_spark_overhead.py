@@ -11,7 +11,7 @@ server), and its first query. Each repetition here is such a fresh process (``py
 * **first query** / **warm query** — ``spark.range(200_000).selectExpr("sum(id)")`` twice.
 
 The Connect server is started once by this script (``SparkConnectServer`` of
-:mod:`devtools.spark_connect`, ``local[2]``), as the demo and the docker stack do; its
+:mod:`airflow_region_failover.standalone.spark_connect`, ``local[2]``), as the demo and the docker stack do; its
 start-up is printed apart, since it is paid once, not per task. Best of R (default 3); the 2 cores are shared
 with other jobs, so figures are noisy.
 
@@ -70,7 +70,7 @@ def best_of(mode: str, url: str, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     from airflow_region_failover.spark.session import CONNECT, EMBEDDED
-    from devtools.spark_connect import SparkConnectServer
+    from airflow_region_failover.standalone.spark_connect import SparkConnectServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)

@@ -1,28 +1,32 @@
-"""The demo: a local S3 server, a Spark Connect server and Airflow 3, then the example ETL with one failure.
+"""The demo: ``region-failover standalone`` on the example DAGs, then the example ETL with one failure.
 
 ``./dev demo [--exit] [--no-fail] [--port N]`` (``python -m devtools.demo`` from the repository root).
 
-Rules: everything runs on 127.0.0.1 in temporary directories and is stopped on exit (Ctrl-C, or right after the
-run with ``--exit``). It prints the UI address and the admin credentials first, then each task state change,
-then what was restarted and why (the failover history) and the final state of the run and of every task.
+Rules: everything runs on 127.0.0.1 in a temporary home and is stopped on exit (Ctrl-C, SIGTERM, SIGHUP, or right
+after the run with ``--exit``; if the demo is killed, its guard process stops the rest). It prints the UI address
+and the admin credentials first, then each task state change, then what was restarted and why (the failover
+history) and the final state of the run and of every task.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from airflow_region_failover.plugins.history import format_history
+from airflow_region_failover.standalone.command import Standalone
+from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.store.facade import ResultStore
 from airflow_region_failover.store.runlog import RunLogs
-from devtools.airflow_stack import AirflowStack, platform_env
-from devtools.seaweedfs import SeaweedFS
-from devtools.spark_connect import SparkConnectServer
 
 DAG_ID = "tpch_etl"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _say(text: str) -> None:
@@ -58,29 +62,27 @@ def _summary(api: Any, logs: Any, run_id: str, state: str) -> None:
 
 def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, timeout: float = 1200.0) -> int:
     """Start everything, run the ETL, print the outcome; keep the UI up until Ctrl-C if ``keep_open``."""
-    s3, spark, stack = SeaweedFS(bucket="region-failover"), SparkConnectServer(cores=2), None
+    stop_on_signals()
+    home = Path(tempfile.mkdtemp(prefix="rf-demo-"))
+    stack = Standalone(REPO_ROOT / "dags", home, port)
     try:
-        _say("Starting SeaweedFS (S3) ...")
-        endpoint = s3.start()
-        _say(f"  S3 at {endpoint.endpoint_url}, bucket {endpoint.bucket}")
-        _say("Starting a Spark Connect server ...")
-        spark_url = spark.start()
-        _say(f"  Spark Connect at {spark_url}")
-        _say("Starting Airflow 3 (api-server, scheduler, dag-processor; SQLite, LocalExecutor) ...")
-        stack = AirflowStack(port=port, extra_env=platform_env(endpoint, spark_url)).start()
-        _say(f"  Airflow UI: {stack.url}   user: {stack.username}   password: {stack.password}")
+        stack.start()
+        airflow = stack.airflow
+        assert airflow is not None
+        _say(f"  Airflow UI: {airflow.url}   user: {airflow.username}   password: {airflow.password}")
+        endpoint = stack.endpoint
         store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
                                           endpoint.bucket)
         logs = RunLogs(store.objects)
-        with stack.client() as api:
+        with airflow.client() as api:
             api.wait_for_dag(DAG_ID, timeout=300)
             run_id = api.trigger(DAG_ID, {"fail_once": fail_once})
             _say(f"\nTriggered {DAG_ID} run {run_id} with fail_once={fail_once} "
-                 f"(see {stack.url}/dags/{DAG_ID}/runs/{run_id})")
+                 f"(see {airflow.url}/dags/{DAG_ID}/runs/{run_id})")
             state = _follow(api, run_id, timeout)
             _summary(api, logs, run_id, state)
         if keep_open:
-            _say(f"\nThe UI stays up at {stack.url} (user {stack.username}, password {stack.password}). "
+            _say(f"\nThe UI stays up at {airflow.url} (user {airflow.username}, password {airflow.password}). "
                  "Ctrl-C to stop everything.")
             while True:
                 time.sleep(3600)
@@ -89,10 +91,9 @@ def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, time
         return 0
     finally:
         _say("Stopping ...")
-        if stack is not None:
-            stack.stop()
-        spark.cleanup()
-        s3.cleanup()
+        stack.stop()
+        stop_guarded()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,11 +16,29 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="region-failover-a
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 
+# -- processes: a killed or interrupted test run leaves nothing running ------------------------------------------
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP end the run as Ctrl-C does, so fixtures tear their stacks down; if pytest is killed
+    outright, the stack guard (``standalone.processes``) stops every process the run's stacks started."""
+    from airflow_region_failover.standalone.processes import stop_on_signals
+
+    stop_on_signals()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stack_guard() -> Iterator[None]:
+    """Torn down last: stops whatever a stack of this run left behind (a task process, a re-parented JVM)."""
+    yield
+    from airflow_region_failover.standalone.processes import stop_guarded
+
+    stop_guarded()
+
+
 # -- result store: a real S3-compatible server (SeaweedFS) on loopback, one per test session ------------------
 @pytest.fixture(scope="session")
 def s3_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """The running SeaweedFS server itself (``devtools.seaweedfs.SeaweedFS``: for tests that take it away)."""
-    from devtools.seaweedfs import SeaweedFS
+    """The running SeaweedFS server itself (``standalone.seaweedfs.SeaweedFS``: for tests that take it away)."""
+    from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 
     server = SeaweedFS(bucket="region-failover-test", data_dir=tmp_path_factory.mktemp("seaweedfs"))
     try:
@@ -40,7 +58,7 @@ def s3_server(s3_process: object) -> object:
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A running local Spark Connect server (``local[2]``): yields its ``sc://127.0.0.1:<port>`` URL."""
-    from devtools.spark_connect import SparkConnectServer
+    from airflow_region_failover.standalone.spark_connect import SparkConnectServer
 
     server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), cores=2)
     try:
@@ -55,7 +73,7 @@ def _no_leaked_spark_connect_mode() -> Iterator[None]:
     """A test that builds a Spark Connect session in this process makes PySpark set ``SPARK_CONNECT_MODE_ENABLED``
     in ``os.environ``, after which no later test (nor a child it starts) could build an embedded session; the
     marker is put back as it was after each test."""
-    from devtools.processes import PYSPARK_CLIENT_MARKERS
+    from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
 
     before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
     yield

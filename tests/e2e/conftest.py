@@ -1,53 +1,24 @@
-"""End-to-end fixtures: ONE SeaweedFS, ONE Spark Connect server and ONE Airflow 3 stack per test session.
+"""End-to-end support shared by both stacks: what a test sees of a running stack (:class:`E2E`).
 
-Everything runs on loopback and is started here (real scheduler, real Spark, real S3 server); every process is
-stopped at the end of the session. The DAGs folder holds the example ETL and the e2e DAGs of ``dags/``.
+Two stacks, one per sub-package, each started once for the tests of its package and stopped after them (so they
+never run at the same time): ``local/`` — the embedded stack of ``region-failover standalone`` (SQLite,
+LocalExecutor) — and ``cluster/`` — the production-like stack (PostgreSQL, Redis, CeleryExecutor, two schedulers,
+a Spark standalone cluster). Everything runs on loopback; README "Tests" says which scenario runs where.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from airflow_region_failover.standalone.airflow_stack import AirflowStack
 
-from devtools.airflow_stack import (
-    REPO_ROOT,
-    AirflowStack,
-    merged_dags_folder,
-    platform_env,
-)
-
+REPO_ROOT = Path(__file__).resolve().parents[2]
 E2E_DAGS = Path(__file__).parent / "dags"
-DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
-           "rf_e2e_retries", "rf_e2e_code")
-#: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
-#: (tests.support.auth.DagDenyingAuthManager).
-USERS = {"viewer": "viewer", "outsider": "viewer"}
-DENIED = "outsider:rf_e2e_region"
-#: A second watcher, as a second scheduler would run one (HA): every scenario runs with two.
-SECOND_WATCHER = """
-import signal, threading
-from airflow_region_failover.plugins.watcher import Watcher
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *a: stop.set())
-watcher = Watcher()
-watcher.start()
-stop.wait()
-watcher.stop()
-"""
-#: Independent scenarios triggered together by the first test needing one (their waits overlap).
-PREFETCH = {
-    "region": ("rf_e2e_region", {"fail": {"c#0": 1}}),
-    "full": ("rf_e2e_full", {"fail": {"c#0": 1}}),
-    "budget": ("rf_e2e_budget", {"fail": {"c#0": 5}}),
-    "kill": ("rf_e2e_region", {"kill": ["c#0"]}),
-    "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
-    "retries": ("rf_e2e_retries", {"fail": {"c#0": 1}}),
-}
+#: scenario name -> (dag id, run conf)
+Prefetch = dict[str, tuple[str, dict[str, Any]]]
 
 
 @dataclass
@@ -61,11 +32,13 @@ class E2E:
     logs: Any
     s3: Any = None
     dags: Path | None = None
+    #: independent scenarios triggered together by the first test needing one (their waits overlap)
+    table: Prefetch = field(default_factory=dict)
     prefetched: dict[str, str] = field(default_factory=dict)
 
     def prefetch(self) -> None:
-        """Trigger every :data:`PREFETCH` scenario now."""
-        for name, (dag_id, conf) in PREFETCH.items():
+        """Trigger every scenario of :attr:`table` now."""
+        for name, (dag_id, conf) in self.table.items():
             self.prefetched[name] = self.api.trigger(dag_id, conf)
 
     def finished(self, name: str, timeout: float = 900.0) -> tuple[str, str, str]:
@@ -73,7 +46,7 @@ class E2E:
         every scenario, so running a single test does not start the others)."""
         if not self.prefetched:
             self.prefetch()
-        dag_id = PREFETCH[name][0]
+        dag_id = self.table[name][0]
         run_id = self.prefetched[name]
         return dag_id, run_id, self.final_state(dag_id, run_id, timeout)
 
@@ -126,37 +99,3 @@ class E2E:
             time.sleep(0.3)
 
 
-@pytest.fixture(scope="session")
-def e2e(s3_process: Any, s3_server: Any, spark_connect: str,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    """The shared stack (started once; ~30-60 s), with a second watcher process beside the scheduler's."""
-    import shutil
-    import subprocess
-    import sys
-
-    from airflow_region_failover.store.facade import ResultStore
-    from airflow_region_failover.store.runlog import RunLogs
-    from devtools.processes import stop_group
-
-    home = tmp_path_factory.mktemp("airflow")
-    dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
-    shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
-    stack = AirflowStack(dags_folder=dags, home=home / "home",
-                         extra_env={**platform_env(s3_server, spark_connect), "RF_TEST_DAG_DENIED": DENIED},
-                         parallelism=8, users=USERS, auth_manager="tests.support.auth.DagDenyingAuthManager")
-    stack.start()
-    watcher = None
-    try:
-        with open(stack.home / "second-watcher.log", "ab") as out:  # type: ignore[operator]
-            watcher = subprocess.Popen([sys.executable, "-c", SECOND_WATCHER], env=stack.env(), stdout=out,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-        store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
-                                          s3_server.bucket)
-        logs = RunLogs(store.objects)
-        with stack.client() as api:
-            for dag_id in DAG_IDS:
-                api.wait_for_dag(dag_id, timeout=180)
-            yield E2E(stack, api, store, logs, s3_process, dags)
-    finally:
-        stop_group(watcher, 10)
-        stack.stop()

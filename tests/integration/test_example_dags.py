@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from devtools.processes import inherited_environment
+from airflow_region_failover.standalone.processes import inherited_environment
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint, SeaweedFS
 from airflow_region_failover.store import (
     AlreadyCommitted,
     ReleaseRefused,
@@ -24,7 +25,6 @@ from airflow_region_failover.store import (
     StoreUnreachable,
     Superseded,
 )
-from devtools.seaweedfs import S3Endpoint, SeaweedFS
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.manifest import FORMAT, Manifest, ObjectEntry
-from devtools.seaweedfs import S3Endpoint
 
 pytestmark = pytest.mark.integration
 

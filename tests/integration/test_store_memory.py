@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
-from devtools.seaweedfs import S3Endpoint
 
 pytestmark = pytest.mark.integration
 

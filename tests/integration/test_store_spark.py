@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
-from devtools.seaweedfs import S3Endpoint
 
 pytestmark = pytest.mark.integration
 

@@ -1,9 +1,9 @@
 """The import contract: layers import downwards only, the core is pure, and no two modules import each other.
 
 Layers (ARCHITECTURE.md): ``graph < failover < (exceptions, naming, conf, job) < store < spark < (rendering,
-operators, plugins, cli, authoring, provider_info) < (__init__, __main__)``. Every import of our own modules counts
-— module-level, function-local or under ``TYPE_CHECKING`` — and a function-local one must say why it is deferred
-(a comment with ``deferred`` on its line). Sideways imports inside a layer are allowed only where listed.
+operators, plugins, cli, authoring, provider_info, standalone) < (__init__, __main__)``. Every import of our own
+modules counts — module-level, function-local or under ``TYPE_CHECKING`` — and a function-local one must say why it
+is deferred (a comment with ``deferred`` on its line). Sideways imports inside a layer are allowed only where listed.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ LAYER: dict[str, int] = {
     "store": 3,
     "spark": 4,
     "rendering": 5, "operators": 5, "plugins": 5, "cli": 5, "authoring": 5, "provider_info": 5,
+    "standalone": 5,
     "__init__": 6, "__main__": 6,
 }
 SIDEWAYS = {
     ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"),
     ("authoring", "operators"), ("authoring", "rendering"), ("authoring", "conf"),
-    ("cli", "plugins"),
+    ("cli", "plugins"), ("cli", "standalone"), ("standalone", "plugins"),
 }
 PURE = {"graph", "failover"}
 PURE_THIRD_PARTY: set[str] = set()

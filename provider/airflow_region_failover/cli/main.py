@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from airflow_region_failover.exceptions import RegionFailoverError
@@ -130,6 +131,24 @@ def _add_lazy_commands(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
     p.add_argument("--grace", default="1 h", help="minimum age of what is swept (Flink duration), default 1 h")
     p.set_defaults(run=_delegate("airflow_region_failover.cli.gc", "gc_command"))
+    p = sub.add_parser("standalone", help="run SeaweedFS, Spark Connect and Airflow on your DAGs folder until stopped")
+    p.add_argument("--dags", default="dags", help="your DAGs folder (default: ./dags)")
+    p.add_argument("--port", type=int, default=8080, help="port of the Airflow UI/API (default 8080; 0: a free one)")
+    p.add_argument("--home", default=".region-failover", help="state kept across restarts (default ./.region-failover)")
+    p.set_defaults(run=_standalone)
+
+
+def _standalone(args: argparse.Namespace) -> int:
+    """``standalone`` runs servers, not a client: no server process context (its Airflow task processes must use
+    the Task SDK's API, not the DB), and it needs the ``standalone`` extra (SeaweedFS)."""
+    try:
+        command = importlib.import_module("airflow_region_failover.standalone.command")
+    except ModuleNotFoundError as exc:
+        raise RegionFailoverError(f"standalone needs {exc.name!r}: pip install "
+                                  "'airflow-provider-region-failover[standalone]'") from exc
+    code: int = command.standalone_command(argparse.Namespace(
+        dags=Path(args.dags), port=args.port, home=Path(args.home)))
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -82,8 +82,9 @@ def handler_of(spec: JobSpec) -> FailureHandler:
 
 def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str) -> list[SubtaskId]:
     """Step subtasks of the run whose task instance is at work (REST; the failed task itself excluded — in the
-    worker path its row still says ``running``). On any error: none, so availability falls back to committed
-    partitions only (a restart may then include more, never less)."""
+    worker path its row still says ``running``) or has no state yet (it waits for its upstream: it will run, as a
+    Flink producer deployed later still produces its partition). On any error: none, so availability falls back
+    to committed partitions only (a restart may then include more, never less)."""
     try:
         instances = services.api().task_instances(dag_id, run_id)
     except Exception:
@@ -91,7 +92,8 @@ def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str
                     dag_id, run_id, exc_info=True)
         return []
     found = (subtask_of(str(ti.get("task_id"))) for ti in instances
-             if str(ti.get("state")) in AT_WORK_STATES and ti.get("task_id") != failure.task_id)
+             if (ti.get("state") is None or str(ti.get("state")) in AT_WORK_STATES)
+             and ti.get("task_id") != failure.task_id)
     return [s for s in found if s is not None]
 
 

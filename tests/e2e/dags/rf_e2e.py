@@ -1,6 +1,6 @@
 """Small region-failover DAGs for the end-to-end tests (one graph, six option sets; ``b`` is declared
 ``deterministic`` in ``rf_e2e_deterministic`` only; ``c`` has Airflow ``retries=1`` in ``rf_e2e_retries`` only;
-``rf_e2e_budget`` stays last, unit tests use it).
+``rf_e2e_budget`` stays last, unit tests use it; ``rf_e2e_daily`` and ``rf_e2e_backfill`` are scheduled daily).
 
 Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING ALL_TO_ALL-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
 plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
@@ -9,6 +9,7 @@ Failure injection through run conf (DAG params):
 - ``fail``: ``{"c#0": 1}`` — the subtask raises on tries 1..N;
 - ``kill``: ``["c#0"]`` — the subtask SIGKILLs its own process on try 1;
 - ``hold``: ``["c#0"]`` — the subtask waits at the gate on try 1 (then goes on, without failing);
+- ``fail_on``: ``{"2026-02-02": {"c#0": 1}}`` — as ``fail``, only in the run of that logical date (``ds``);
 - ``gate``: a directory; a subtask listed in ``fail``/``kill``/``hold`` first writes ``<gate>/<subtask>.started``
   and waits for ``<gate>/go`` (or for every other listed subtask's ``.started`` when ``barrier`` is true).
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ def _inject(context: Any) -> None:
     params = context.params
     me = str(context.subtask)
     fail = dict(params.get("fail") or {})
+    fail.update((params.get("fail_on") or {}).get(str(context.airflow.get("ds")), {}))
     kill = list(params.get("kill") or [])
     hold = list(params.get("hold") or [])
     first = context.try_number == 1
@@ -112,14 +114,30 @@ OPTION_SETS = {
                       "restart-strategy.fixed-delay.attempts": "1", "restart-strategy.fixed-delay.delay": "0 s"},
 }
 
-PARAMS = {"fail": Param({}, type="object"), "kill": Param([], type="array"), "hold": Param([], type="array"),
+PARAMS = {"fail": Param({}, type="object"), "fail_on": Param({}, type="object"),
+          "kill": Param([], type="array"), "hold": Param([], type="array"),
           "gate": Param("", type="string"), "barrier": Param(False, type="boolean")}
 #: Airflow's own retries on step ``c`` (``rf_e2e_retries``): a failed try is retried by Airflow, not failed over.
 C_TASK_KWARGS = {"rf_e2e_retries": {"retries": 1, "retry_delay": timedelta(seconds=1)}}
 
+#: ``rf_e2e_daily``: scheduled daily with catch-up from two days ago (two scheduled runs at once), its second
+#: day's c#0 failing once; ``rf_e2e_backfill``: daily, no catch-up, for backfills of past dates.
+_TODAY = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+DAILY_START = _TODAY - timedelta(days=2)
+DAILY_FAILING_DAY = (DAILY_START + timedelta(days=1)).strftime("%Y-%m-%d")
+SCHEDULES: dict[str, dict[str, Any]] = {
+    "rf_e2e_daily": {"schedule": "@daily", "start_date": DAILY_START, "catchup": True, "max_active_runs": 3,
+                     "params": {**PARAMS, "fail_on": Param({DAILY_FAILING_DAY: {"c#0": 1}}, type="object")}},
+    "rf_e2e_backfill": {"schedule": "@daily", "start_date": datetime(2026, 1, 1, tzinfo=timezone.utc),
+                        "catchup": False, "max_active_runs": 3},
+}
+OPTION_SETS = {"rf_e2e_daily": OPTION_SETS["rf_e2e_region"], "rf_e2e_backfill": OPTION_SETS["rf_e2e_region"],
+               **OPTION_SETS}  # rf_e2e_budget stays last
+
 for _dag_id, _options in OPTION_SETS.items():
-    with DAG(dag_id=_dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, params=PARAMS,
-             tags=["region-failover", "e2e"]) as _dag:
+    _schedule = {"schedule": None, "start_date": datetime(2026, 1, 1), "catchup": False, "params": PARAMS,
+                 **SCHEDULES.get(_dag_id, {})}
+    with DAG(dag_id=_dag_id, tags=["region-failover", "e2e"], **_schedule) as _dag:
         _job = RegionJob(options=_options)
         _job.step("a", step_a, parallelism=2)
         _job.step("b", step_b, parallelism=2, deterministic=_dag_id == "rf_e2e_deterministic")

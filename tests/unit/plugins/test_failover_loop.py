@@ -219,7 +219,8 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
 
 
 def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> None:
-    """The worker path sees its own failed task still ``running`` in the API: it must not count as at work."""
+    """The worker path sees its own failed task still ``running`` in the API: it must not count as at work. A task
+    with no state yet (d.0: waiting for its upstream) will run: at work; a finished one (b.1) is not."""
     from airflow_region_failover.plugins.restarts import at_work
 
     class Api(FakeApi):
@@ -229,7 +230,7 @@ def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> No
                     {"task_id": "d.0", "state": None}, {"task_id": "other_task", "state": "running"}]
 
     found = at_work(services(RunLogs(MemoryObjects()), Api()), event("c.0"), DAG, RUN)  # type: ignore[arg-type]
-    assert sorted(map(str, found)) == ["b#0", "c#1"]
+    assert sorted(map(str, found)) == ["b#0", "c#1", "d#0"]
 
     class Down(FakeApi):
         def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 from airflow_region_failover.exceptions import RestError
 from airflow_region_failover.plugins.restarts import apply_due, handle_failure
 from airflow_region_failover.store.runlog import RunLogs
-from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, failure, services
+from tests.support.fakes import DAG, RUN, FakeApi, KnownStore, MemoryObjects, budget_spec, failure, services
 
 
 class RefusingApi(FakeApi):
@@ -33,3 +33,22 @@ def test_a_clear_the_api_refuses_for_good_does_not_block_the_run_for_ever() -> N
     assert [d.status.value for d in doc.decisions] != ["applying"], doc.decisions
     assert list(logs.pending_runs()) == []
     assert "403" in doc.decisions[0].reason
+
+
+def test_a_producer_that_has_not_started_yet_is_not_restarted() -> None:
+    """b#0 fails while a#1/b#1 have no state yet (their turn has not come): b->c#1 is not committed, but b#1 will
+    produce it — Flink tracks a partition from its producer's deployment, and a task waiting for its upstream is
+    as good as deployed. Only {a#0,b#0} and the consumers {c#0}, {c#1} restart; b#1 is not cleared (before the fix
+    it was restarted as "producer-unavailable", killing its first try if it had just started).
+
+        a#0 -> b#0 ==+==> c#0        b#0 fails; a#1, b#1 not started (state None)
+        a#1 -> b#1 ==+==> c#1
+    """
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    api = FakeApi([{"task_id": "a.1", "state": None}, {"task_id": "b.1", "state": None},
+                   {"task_id": "c.0", "state": None}, {"task_id": "c.1", "state": None}])
+    handle_failure(DAG, RUN, failure("b.0"), budget_spec(), services(logs, api, KnownStore(("b->c#1",))),
+                   now=lambda: 100.0)
+    [decision] = logs.read(DAG, RUN).decisions
+    assert "b.1" not in decision.restart and "a.1" not in decision.restart, decision.restart
+    assert {"a.0", "b.0", "c.0", "c.1"} <= set(decision.restart)

@@ -1,8 +1,11 @@
-"""Start and stop a real local Airflow 3 (api-server + scheduler + dag-processor) for the demo and e2e tests.
+"""Start and stop a real local Airflow 3 (api-server + scheduler + dag-processor by default) for
+``region-failover standalone``, the demo and the e2e tests.
 
 Rules:
 - Everything lives in a fresh ``AIRFLOW_HOME`` (SQLite metadata DB, LocalExecutor, logs) unless one is given;
-  nothing is read from or written to the user's own Airflow configuration.
+  nothing is read from or written to the user's own Airflow configuration. A production-like stack names its
+  own database, executor and components (two schedulers, a triggerer, a Celery worker): each component instance
+  gets its own log file and its own free ports for the servers a component opens (health check, log server).
 - The API listens on 127.0.0.1 on a free port; the simple auth manager has one admin user whose password we
   choose (written to its passwords file before start), so the REST API and the UI log-in are known.
 - The failover loop reaches the same API through the connection ``region_failover_api`` (set via
@@ -32,10 +35,13 @@ from typing import IO, Any
 import psutil
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
-from devtools.processes import free_ports, inherited_environment
+from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-COMPONENTS = ("api-server", "scheduler", "dag-processor")
+#: instance name -> ``airflow`` sub-command: what ``airflow standalone`` runs (LocalExecutor)
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    "api-server": ("api-server",), "scheduler": ("scheduler",), "dag-processor": ("dag-processor",)}
+#: components whose health the api-server's ``/api/v2/monitor/health`` reports, by sub-command
+_HEALTH = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 API_CONN_ENV = "AIRFLOW_CONN_REGION_FAILOVER_API"
 
 
@@ -48,7 +54,7 @@ def free_port() -> int:
 class AirflowStack:
     """A local Airflow 3: call :meth:`start`, use :meth:`client`, always :meth:`stop` (or use ``with``)."""
 
-    dags_folder: Path = REPO_ROOT / "dags"
+    dags_folder: Path
     extra_env: Mapping[str, str] = field(default_factory=dict)
     home: Path | None = None
     port: int = 0
@@ -63,6 +69,15 @@ class AirflowStack:
     #: its clears are told apart from a person's in the audit log
     api_user: str = "region-failover"
     parallelism: int = 4
+    #: directories put before ``PYTHONPATH`` in every component (e.g. a checkout's test support code)
+    pythonpath: tuple[str, ...] = ()
+    #: instance name -> ``airflow`` sub-command and arguments (default: :data:`COMPONENTS`)
+    components: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(COMPONENTS))
+    executor: str = "LocalExecutor"
+    #: SQLAlchemy URL of the metadata DB (default: SQLite in the home)
+    database_url: str | None = None
+    _ports: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    _held: set[str] = field(default_factory=set, repr=False)
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     _logs: list[IO[bytes]] = field(default_factory=list, repr=False)
     supervise: bool = True
@@ -96,8 +111,9 @@ class AirflowStack:
                           **{name: secrets.token_urlsafe(12) for name in [*self.users, self.api_user]}}
         env = self.env()
         (self.home / "passwords.json").write_text(json.dumps(self.passwords))
+        ensure_guard()
         self._run_once(["db", "migrate"], env, timeout)
-        for component in COMPONENTS:
+        for component in self.components:
             self._spawn(component, env)
         self.wait_healthy(timeout)
         if self.supervise:
@@ -108,8 +124,9 @@ class AirflowStack:
         """Restart a component that exits (as systemd/Kubernetes would); count it in ``restarts``."""
         while not self._stopping.wait(every):
             with self._lock:
-                dead = [name for name, p in self._procs.items() if p.poll() is not None]
+                dead = [name for name, p in self._procs.items() if p.poll() is not None and name not in self._held]
                 for name in dead:
+                    register(self._procs[name].pid, stopped=True)
                     self.restarts[name] = self.restarts.get(name, 0) + 1
                     self._spawn(name, self.env())
 
@@ -140,6 +157,7 @@ class AirflowStack:
         psutil.wait_procs(alive, timeout=5)
         for popen in self._procs.values():
             popen.poll()
+            register(popen.pid, stopped=True)
         self._procs.clear()
 
     # -- configuration ----------------------------------------------------------------------------------------
@@ -154,7 +172,7 @@ class AirflowStack:
             "AIRFLOW_HOME": home,
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.home / "plugins"),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTOR": self.executor,
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
@@ -164,7 +182,7 @@ class AirflowStack:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": f"{home}/passwords.json",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__CORE__FERNET_KEY": "",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url or f"sqlite:///{home}/airflow.db",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__BASE_URL": self.url,
@@ -176,14 +194,10 @@ class AirflowStack:
             "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
             "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(free_port()),
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": f"{home}/logs",
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
             API_CONN_ENV: json.dumps(conn),
-            # the provider, and the repository root for test support code the components may load (an auth manager)
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "provider"), str(REPO_ROOT),
-                                                        os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [*self.pythonpath, os.environ.get("PYTHONPATH")])),
             "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
@@ -209,14 +223,52 @@ class AirflowStack:
         if done.returncode != 0:
             raise RuntimeError(f"airflow {' '.join(args)} failed: {done.stderr[-2000:]}")
 
+    def _instance_ports(self, component: str) -> dict[str, str]:
+        """The ports one component instance opens, picked once and kept across its restarts."""
+        if component not in self._ports:
+            health, logs, triggerer_logs = free_ports(3)
+            self._ports[component] = {
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(health),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(logs),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(triggerer_logs)}
+        return self._ports[component]
+
     def _spawn(self, component: str, env: dict[str, str]) -> None:
         assert self.home is not None
         log = (self.home / f"{component}.log").open("ab")
         self._logs.append(log)
         self._procs[component] = subprocess.Popen(
-            [*_airflow_cmd(), component], env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            [*_airflow_cmd(), *self.components[component]], env={**env, **self._instance_ports(component)},
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
+        register(self._procs[component].pid)
+
+    def kill(self, component: str, sig: int = signal.SIGKILL, *, stay_down: bool = False, tree: bool = False) -> int:
+        """Send ``sig`` to one component instance's whole process group (a crash) — with ``tree``, also to every
+        descendant in another group (task processes: a lost machine); returns its pid. The supervisor (if on)
+        starts it again, as systemd or Kubernetes would — unless ``stay_down``, until :meth:`revive`."""
+        with self._lock:
+            if stay_down:
+                self._held.add(component)
+            proc = self._procs[component]
+            descendants: list[psutil.Process] = []
+            if tree:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    descendants = psutil.Process(proc.pid).children(recursive=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            for child in descendants:
+                _signal(child, sig)
+            return proc.pid
+
+    def revive(self, component: str) -> None:
+        """Let the supervisor start a component kept down by :meth:`kill` again."""
+        with self._lock:
+            self._held.discard(component)
+
+    def pid(self, component: str) -> int:
+        """The process id of a running component instance."""
+        return self._procs[component].pid
 
     def wait_healthy(self, timeout: float = 180.0) -> None:
         """Wait until metadatabase, scheduler and dag-processor report healthy; raise with log tails if not."""
@@ -227,14 +279,17 @@ class AirflowStack:
                 self._check_alive()
                 try:
                     last = api.health()
-                    if all(last.get(k, {}).get("status") == "healthy"
-                           for k in ("metadatabase", "scheduler", "dag_processor")):
+                    if all(last.get(k, {}).get("status") == "healthy" for k in self._health_keys()):
                         api.token()
                         return
                 except (RestError, OSError, ValueError):
                     pass
                 time.sleep(0.5)
         raise TimeoutError(f"Airflow not healthy after {timeout:.0f} s: {last}\n{self.log_tails()}")
+
+    def _health_keys(self) -> list[str]:
+        commands = {command[0] for command in self.components.values()}
+        return ["metadatabase", *(key for name, key in _HEALTH.items() if name in commands)]
 
     def _check_alive(self) -> None:
         dead = {name: p.returncode for name, p in self._procs.items() if p.poll() is not None}
@@ -245,7 +300,7 @@ class AirflowStack:
         """The end of each component's log (for error messages)."""
         assert self.home is not None
         parts = []
-        for component in COMPONENTS:
+        for component in self.components:
             path = self.home / f"{component}.log"
             if path.exists():
                 parts.append(f"--- {component} ---\n{path.read_text(errors='replace')[-chars:]}")

@@ -22,7 +22,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from devtools.processes import free_ports, signal_group, start_with_retries, stop_group
+from airflow_region_failover.standalone.processes import (
+    free_ports,
+    register,
+    signal_group,
+    start_with_retries,
+    stop_group,
+)
 
 # weed mini's listening ports (flag names); each gets a free port.
 _PORT_FLAGS = (
@@ -117,6 +123,7 @@ class SeaweedFS:
             self._command(self.data_dir / "s3-identity.json"), stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        register(self._process.pid)
         log.close()
         self._wait_ready(endpoint)
         self._endpoint = endpoint
@@ -177,6 +184,8 @@ class SeaweedFS:
         if process is not None and process.poll() is None:
             signal_group(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+        if process is not None:
+            register(process.pid, stopped=True)
 
     def cleanup(self) -> None:
         """Stop the server and remove the data directory if this object created it."""
@@ -203,7 +212,7 @@ def _create_bucket(client: Any, bucket: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m devtools.seaweedfs [DIR]``: run a server until interrupted."""
+    """``python -m airflow_region_failover.standalone.seaweedfs [DIR]``: run a server until interrupted."""
     args = sys.argv[1:] if argv is None else argv
     server = SeaweedFS(data_dir=args[0] if args else None)
     endpoint = server.start()

@@ -17,7 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from devtools.processes import free_ports, inherited_environment, start_with_retries, stop_group
+from airflow_region_failover.standalone.processes import (
+    free_ports,
+    inherited_environment,
+    register,
+    start_with_retries,
+    stop_group,
+)
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -97,6 +103,7 @@ class SparkConnectServer:
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(self.command(self.port), stdout=log, stderr=subprocess.STDOUT,
                                              cwd=self.work_dir, env=self.environment(), start_new_session=True)
+        register(self._process.pid)
         self._wait_ready()
         return self.url
 
@@ -133,7 +140,7 @@ class SparkConnectServer:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
 
-def main() -> None:  # pragma: no cover - manual use: python -m devtools.spark_connect
+def main() -> None:  # pragma: no cover - manual use: python -m airflow_region_failover.standalone.spark_connect
     """Start a server, print its URL, and run until interrupted."""
     with SparkConnectServer() as server:
         print(server.url, flush=True)

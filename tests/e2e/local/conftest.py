@@ -1,0 +1,74 @@
+"""The embedded stack, started once for the tests of this package: SeaweedFS, Spark Connect on ``local[2]`` and
+Airflow 3 (api-server, scheduler, dag-processor; SQLite, LocalExecutor) — what ``region-failover standalone``
+runs — with a second watcher process beside the scheduler's. The DAGs folder holds the example ETL and the e2e
+DAGs; users ``viewer`` and ``outsider`` test the plugin's authorisation."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
+from airflow_region_failover.standalone.processes import stop_group
+from tests.e2e.conftest import E2E, E2E_DAGS, REPO_ROOT, Prefetch
+
+DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
+           "rf_e2e_retries", "rf_e2e_code")
+#: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
+#: (tests.support.auth.DagDenyingAuthManager).
+USERS = {"viewer": "viewer", "outsider": "viewer"}
+DENIED = "outsider:rf_e2e_region"
+#: A second watcher, as a second scheduler would run one (HA): every scenario here runs with two.
+SECOND_WATCHER = """
+import signal, threading
+from airflow_region_failover.plugins.watcher import Watcher
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+watcher = Watcher()
+watcher.start()
+stop.wait()
+watcher.stop()
+"""
+PREFETCH: Prefetch = {
+    "region": ("rf_e2e_region", {"fail": {"c#0": 1}}),
+    "full": ("rf_e2e_full", {"fail": {"c#0": 1}}),
+    "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
+    "retries": ("rf_e2e_retries", {"fail": {"c#0": 1}}),
+}
+
+
+@pytest.fixture(scope="package")
+def e2e(s3_process: Any, s3_server: Any, spark_connect: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    """The embedded stack (started once for this package; ~30-60 s)."""
+    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.runlog import RunLogs
+
+    home = tmp_path_factory.mktemp("airflow")
+    dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
+    shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
+    stack = AirflowStack(dags_folder=dags, home=home / "home",
+                         extra_env={**platform_env(s3_server, spark_connect), "RF_TEST_DAG_DENIED": DENIED},
+                         parallelism=8, users=USERS, auth_manager="tests.support.auth.DagDenyingAuthManager",
+                         pythonpath=(str(REPO_ROOT),))
+    stack.start()
+    watcher = None
+    try:
+        with open(stack.home / "second-watcher.log", "ab") as out:  # type: ignore[operator]
+            watcher = subprocess.Popen([sys.executable, "-c", SECOND_WATCHER], env=stack.env(), stdout=out,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                          s3_server.bucket)
+        logs = RunLogs(store.objects)
+        with stack.client() as api:
+            for dag_id in DAG_IDS:
+                api.wait_for_dag(dag_id, timeout=180)
+            yield E2E(stack, api, store, logs, s3_process, dags, table=PREFETCH)
+    finally:
+        stop_group(watcher, 10)
+        stack.stop()

@@ -1,0 +1,74 @@
+"""Killing the test harness leaves nothing running: a pytest run that has the production-like stack up
+(PostgreSQL, Redis, Celery worker, two schedulers, Spark master + workers + Connect, SeaweedFS, ...) gets SIGTERM
+and, 3 s into its teardown, SIGKILL — as a CI runner's time-out does. Within a minute no process of that stack
+(its processes carry the stack marker, whatever their parent) is alive."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_region_failover.standalone.processes import MARKER, marked
+from tests.e2e.conftest import REPO_ROOT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+INNER = textwrap.dedent('''
+    import os, time
+    from pathlib import Path
+    from devtools.production import ProductionStack
+
+    def test_hold_the_stack_up(tmp_path):
+        stack = ProductionStack(dags_folder=Path({dags!r}), work_dir=tmp_path)
+        stack.start()
+        try:
+            Path({ready!r}).write_text(os.environ[{marker!r}])
+            time.sleep(600)
+        finally:
+            stack.stop()
+''')
+
+
+def test_sigterm_then_sigkill_of_pytest_leaves_no_process_of_the_stack(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    inner = tmp_path / "test_inner.py"
+    inner.write_text(INNER.format(dags=str(dags), ready=str(ready), marker=MARKER))
+    env = {k: v for k, v in os.environ.items() if k != MARKER}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    with open(tmp_path / "inner.out", "wb") as out:
+        run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s",
+                                "--rootdir", str(tmp_path), str(inner)], cwd=tmp_path, env=env,
+                               stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 400
+        while not ready.exists():
+            assert run.poll() is None, (tmp_path / "inner.out").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the inner stack did not come up"
+            time.sleep(1)
+        stack_id = ready.read_text()
+        up = marked(stack_id)
+        names = " ".join(" ".join(p.cmdline()) for p in up)
+        for part in ("postgres", "redis-server", "celery", "scheduler", "triggerer", "deploy.master.Master",
+                     "deploy.worker.Worker", "SparkConnectServer", "weed"):
+            assert part in names, f"{part} not running: the stack was not up"
+        run.send_signal(signal.SIGTERM)
+        time.sleep(3)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while marked(stack_id) and time.monotonic() < deadline:
+            time.sleep(1)
+        left = [" ".join(p.cmdline())[:120] for p in marked(stack_id)]
+        assert not left, f"{len(up)} processes were up; still running: {left}"
+    finally:
+        if run.poll() is None:
+            run.kill()

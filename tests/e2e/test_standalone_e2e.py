@@ -1,0 +1,132 @@
+"""``region-failover standalone`` as a user runs it: on a DAGs folder holding the README's first DAG, it serves
+the UI, runs that DAG with an injected failure (the failover restarts the failed region and its consumer), and
+SIGTERM stops everything it started — nothing of it keeps running. Starting it again on the same home keeps the
+run and its history.
+
+    numbers#0 ==> squares#0 ==+==> total#0        squares#0 fails on its first try
+    numbers#1 ==> squares#1 ==+                   (==> BLOCKING)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials
+from airflow_region_failover.standalone.processes import MARKER, marked
+from tests.e2e.conftest import REPO_ROOT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+DAG_ID = "my_first_region_job"
+UP = re.compile(r"is up: (http://127\.0\.0\.1:\d+)\s+user: (\S+)\s+password: (\S+)")
+
+
+def readme_dag() -> str:
+    """The python block of the README section "Your own DAGs locally"."""
+    text = (REPO_ROOT / "README.md").read_text()
+    section = text.split("## Your own DAGs locally", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+class Standalone:
+    """``region-failover standalone`` in a child process, its output in a file."""
+
+    def __init__(self, dags: Path, home: Path) -> None:
+        self.out = home.parent / f"standalone-{time.monotonic_ns()}.out"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("region-failover")), "standalone", "--dags", str(dags),
+             "--port", "0", "--home", str(home)],
+            stdout=self.out.open("wb"), stderr=subprocess.STDOUT, env=env)
+
+    def wait_up(self, timeout: float = 300.0) -> tuple[str, str, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = UP.search(self.out.read_text(errors="replace"))
+            if found:
+                return found.group(1), found.group(2), found.group(3)
+            assert self.proc.poll() is None, self.out.read_text(errors="replace")[-3000:]
+            time.sleep(1)
+        raise TimeoutError(self.out.read_text(errors="replace")[-3000:])
+
+    def started(self) -> tuple[set[str], list[psutil.Process]]:
+        """The stack markers of everything it started (its children carry its own id), and those processes."""
+        ids, tree = set(), psutil.Process(self.proc.pid).children(recursive=True)
+        for child in tree:
+            try:
+                ids.add(child.environ().get(MARKER))
+            except psutil.Error:
+                continue
+        return {i for i in ids if i}, tree
+
+    def terminate(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=120)
+
+
+def _final_state(api: AirflowRestClient, run_id: str, timeout: float = 600.0) -> str:
+    """The run's state once it stays terminal: ``failed`` shows for a moment before the restart's clear puts the
+    run back to ``running``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = api.wait_for_run(DAG_ID, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
+        if state == "success" or time.monotonic() > deadline:
+            return state
+        time.sleep(15)
+        if api.dag_run(DAG_ID, run_id)["state"] == state:
+            return state
+
+
+def _cmd(proc: psutil.Process) -> str:
+    """A live process's command line; '' once it has exited (a zombie included)."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def test_standalone_runs_a_readme_dag_with_a_failure_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    dags, home = tmp_path / "dags", tmp_path / "home"
+    dags.mkdir()
+    (dags / f"{DAG_ID}.py").write_text(readme_dag())
+    standalone = Standalone(dags, home)
+    try:
+        url, user, password = standalone.wait_up()
+        ids, tree = standalone.started()
+        names = " ".join(_cmd(p) for p in tree)
+        assert len(ids) == 1 and all(n in names for n in ("weed", "SparkConnectServer", "scheduler", "api_server"))
+        with AirflowRestClient(ApiCredentials(url, user, password)) as api:
+            api.wait_for_dag(DAG_ID, timeout=180)
+            run_id = api.trigger(DAG_ID, {"fail_once": True})
+            assert _final_state(api, run_id) == "success", api.task_instances(DAG_ID, run_id)
+            tries = {ti["task_id"]: int(ti["try_number"]) for ti in api.task_instances(DAG_ID, run_id)}
+            assert (tries["numbers.0"], tries["numbers.1"], tries["squares.0"], tries["squares.1"]) == (1, 1, 2, 1), \
+                tries  # total#0 restarts as the consumer: its try is 1 or 2 (whether it had started)
+            note = api.dag_run(DAG_ID, run_id)["note"] or ""
+            assert "squares#0" in note and "failed" in note, note
+        assert standalone.terminate() == 0
+        assert all(not marked(i) for i in ids), [p.cmdline() for i in ids for p in marked(i)]
+        alive = [_cmd(p) for p in tree if p.is_running() and _cmd(p)]
+        assert not alive, alive
+        assert "Stopping" in standalone.out.read_text()
+
+        again = Standalone(dags, home)  # the same home: the run and its note are still there
+        try:
+            url, user, password = again.wait_up()
+            assert password == (home / "admin-password").read_text().strip()
+            with AirflowRestClient(ApiCredentials(url, user, password)) as api:
+                assert api.dag_run(DAG_ID, run_id)["state"] == "success"
+                assert "squares#0" in (api.dag_run(DAG_ID, run_id)["note"] or "")
+        finally:
+            assert again.terminate() == 0
+    finally:
+        if standalone.proc.poll() is None:
+            standalone.proc.kill()

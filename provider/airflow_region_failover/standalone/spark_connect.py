@@ -38,16 +38,24 @@ def spark_home() -> str:
 
 
 class SparkConnectServer:
-    """One ``SparkConnectServer`` JVM on loopback (``local[cores]`` master); a context manager."""
+    """One ``SparkConnectServer`` JVM on loopback; a context manager.
+
+    Its master is ``local[cores]`` unless ``master`` names a cluster (``spark://127.0.0.1:7077``): then the server
+    is the driver, it takes at most ``cores`` cores of the cluster in one-core, 1 GiB executors, and the executors'
+    Python workers run this interpreter with this package importable and stay on loopback (``executor_conf``;
+    ``conf`` overrides any of it).
+    """
 
     def __init__(self, work_dir: str | os.PathLike[str] | None = None, *, cores: int = 2,
                  driver_memory: str = "1g", conf: dict[str, str] | None = None,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, master: str | None = None) -> None:
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="spark-connect-"))
         self.cores = cores
         self.driver_memory = driver_memory
-        self.conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **(conf or {})}
+        self.master = master or f"local[{cores}]"
+        self.conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                     **(self.executor_conf() if master else {}), **(conf or {})}
         self.startup_timeout = startup_timeout
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -86,8 +94,17 @@ class SparkConnectServer:
                                                 "spark.connect.grpc.binding.address": "127.0.0.1"}.items())
                  for arg in ("--conf", f"{key}={value}")]
         return [str(Path(spark_home()) / "bin" / "spark-submit"), "--class", SERVER_CLASS,
-                "--name", "region-failover Spark Connect", "--master", f"local[{self.cores}]",
+                "--name", "region-failover Spark Connect", "--master", self.master,
                 "--driver-memory", self.driver_memory, *confs, "spark-internal"]
+
+    def executor_conf(self) -> dict[str, str]:
+        """What executors on a cluster need: this interpreter for Python workers, the directory this package is
+        imported from (the repository's ``provider/``) on their ``PYTHONPATH``, loopback, and their size."""
+        package_root = str(Path(__file__).resolve().parents[2])
+        pythonpath = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
+        return {"spark.executorEnv.PYSPARK_PYTHON": sys.executable, "spark.executorEnv.PYTHONPATH": pythonpath,
+                "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1", "spark.cores.max": str(self.cores),
+                "spark.executor.cores": "1", "spark.executor.memory": "1g"}
 
     def environment(self) -> dict[str, str]:
         """The server's environment: loopback, this interpreter for Python workers, this SPARK_HOME."""

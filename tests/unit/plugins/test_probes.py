@@ -1,5 +1,6 @@
-"""The watcher's metadata-DB probe for clears that did not restart their tasks, on a real (throw-away) SQLite
-Airflow schema: which rows it finds is decided by SQL, so it is tested against SQL, not a stub."""
+"""The watcher's metadata-DB probes on a real Airflow schema: which rows they find is decided by SQL, so they are
+tested against SQL, not a stub — a throw-away SQLite database, and (``integration``) PostgreSQL, the production
+metadata DB (``metadata_engine`` in ``conftest.py``)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,14 @@ DAG = "rf_e2e_region"
 
 
 @pytest.fixture
-def session() -> Iterator[Any]:
-    import airflow.models as models
-    from airflow import settings
-    from airflow.models.base import Base
+def session(metadata_engine: Any) -> Iterator[Any]:
     from airflow.models.dagrun import DagRun
+    from airflow.models.log import Log
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
 
-    models.import_all_models()
-    Base.metadata.create_all(settings.engine)
-    from airflow.models.log import Log
-
     with create_session() as s:
+        assert s.get_bind().url == metadata_engine.url, "the probes' create_session must reach the tested DB"
         s.query(TaskInstance).filter(TaskInstance.dag_id == DAG).delete()
         s.query(DagRun).filter(DagRun.dag_id == DAG).delete()
         s.query(Log).filter(Log.dag_id == DAG).delete()

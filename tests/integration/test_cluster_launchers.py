@@ -1,0 +1,170 @@
+"""The production-like stack's own servers (``devtools/cluster.py``): PostgreSQL, Redis and a Spark standalone
+cluster with Spark Connect each come up on loopback, serve a real client, and leave no process behind when
+stopped. The ``check_*`` helpers take the server so a broken one can be put through the same checks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from devtools.cluster import Postgres, Redis, SparkCluster
+from devtools.databases import descendants, running
+
+pytestmark = pytest.mark.integration
+
+PROVIDER_DIR = str(Path(__file__).resolve().parents[2] / "provider")
+
+
+def process_tree(*pids: int | None) -> list[psutil.Process]:
+    """The processes ``pids`` and everything descended from them, now."""
+    roots = [psutil.Process(pid) for pid in pids if pid is not None]
+    return roots + [child for root in roots for child in descendants(root.pid)]
+
+
+def assert_gone(procs: list[psutil.Process]) -> None:
+    left = [f"{p.pid} {p.name()}" for p in procs if running(p)]
+    assert not left, f"processes left after stop(): {left}"
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------------------
+def check_postgres(server: Postgres) -> None:
+    from sqlalchemy import create_engine, text
+
+    url = server.start()
+    assert url == f"postgresql+psycopg2://airflow@127.0.0.1:{server.port}/airflow"
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT current_user, current_database()")).one() == ("airflow", "airflow")
+            conn.execute(text("CREATE TABLE kept (n int)"))
+            conn.execute(text("INSERT INTO kept VALUES (1), (2)"))
+    finally:
+        engine.dispose()
+    private = create_engine(server.create_database("private_db"))
+    try:
+        with private.connect() as conn:
+            assert conn.execute(text("SELECT current_database()")).scalar() == "private_db"
+    finally:
+        private.dispose()
+    assert server.create_database("private_db") == server.url_for("private_db"), "creating it again is a no-op"
+    procs = process_tree(server.pid)
+    assert len(procs) > 1, "the postmaster and its background processes"
+    server.stop()
+    assert_gone(procs)
+    engine = create_engine(server.start())  # the data directory is served again (on a new port)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT sum(n) FROM kept")).scalar() == 3
+    finally:
+        engine.dispose()
+    procs = process_tree(server.pid)
+    server.cleanup()
+    assert_gone(procs)
+
+
+def test_postgres_serves_sqlalchemy_and_stops_every_process(tmp_path: Path) -> None:
+    check_postgres(Postgres(tmp_path / "pg"))
+
+
+# -- Redis ------------------------------------------------------------------------------------------------------
+def check_redis(server: Redis) -> None:
+    import redis
+
+    url = server.start()
+    assert url == f"redis://127.0.0.1:{server.port}/0"
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        assert client.ping() is True
+        client.set("broker", "celery")
+        assert client.get("broker") == b"celery"
+    finally:
+        client.close()
+    procs = process_tree(server.pid)
+    server.cleanup()
+    assert_gone(procs)
+    assert server.ping() == "", "nothing answers once stopped"
+
+
+def test_redis_answers_ping_and_stops(tmp_path: Path) -> None:
+    check_redis(Redis(tmp_path / "redis"))
+
+
+# -- Spark standalone cluster + Spark Connect -------------------------------------------------------------------
+SCHEMA = "cwd string, pid long, python string, module string, pythonpath string, local_ip string, stack string"
+
+
+def run_on_executors(url: str, partitions: int = 8) -> list[dict[str, Any]]:
+    """One row per partition (where it ran, what it saw), through a Spark Connect session on ``url``."""
+    def where(batches: Any) -> Any:  # nested: pickled by value (the executors cannot import the tests)
+        """Runs in the executors' Python workers: where am I, and can I import the provider?"""
+        import os
+        import sys
+
+        import pyarrow as pa
+
+        import airflow_region_failover
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{
+                "cwd": os.getcwd(), "pid": os.getpid(), "python": sys.executable,
+                "module": airflow_region_failover.__file__, "pythonpath": os.environ.get("PYTHONPATH", ""),
+                "local_ip": os.environ.get("SPARK_LOCAL_IP", ""),
+                "stack": os.environ.get("REGION_FAILOVER_STACK", ""),
+            }])
+
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(url).create()
+    try:
+        frame = session.range(0, partitions, 1, partitions).mapInArrow(where, SCHEMA)
+        return [row.asDict() for row in frame.collect()]
+    finally:
+        session.stop()
+
+
+def summarize(rows: list[dict[str, Any]], cluster: SparkCluster) -> dict[str, Any]:
+    """What the rows say about the executors' environment and about which workers ran the tasks (an executor's
+    working directory is ``<worker work dir>/<app id>/<executor id>``)."""
+    workers = {i for row in rows for i in range(cluster.workers)
+               if Path(row["cwd"]).is_relative_to(cluster.worker_dir(i).resolve())}
+    return {
+        "rows": len(rows),
+        "python": {row["python"] for row in rows},
+        "module": {str(Path(row["module"]).parent.parent) for row in rows},
+        "provider_on_pythonpath": {PROVIDER_DIR in row["pythonpath"].split(os.pathsep) for row in rows},
+        "local_ip": {row["local_ip"] for row in rows},
+        "stack": {row["stack"] for row in rows},
+        "workers": workers,
+        "python_workers>=2": len({row["pid"] for row in rows}) >= 2,
+    }
+
+
+def check_spark_cluster(cluster: SparkCluster) -> None:
+    try:
+        url = cluster.start()
+        assert url.startswith("sc://127.0.0.1:") and url == cluster.url
+        status = cluster.status()
+        assert [w["state"] for w in status["workers"]] == ["ALIVE"] * cluster.workers, status["workers"]
+        assert cluster.alive_workers() == cluster.workers
+        assert [app["name"] for app in status["activeapps"]] == ["region-failover Spark Connect"]
+        rows = run_on_executors(url)
+        assert summarize(rows, cluster) == {
+            "rows": 8, "python": {sys.executable}, "module": {PROVIDER_DIR}, "provider_on_pythonpath": {True},
+            "local_ip": {"127.0.0.1"}, "stack": {os.environ["REGION_FAILOVER_STACK"]},
+            "workers": set(range(cluster.workers)), "python_workers>=2": True,
+        }, rows
+        procs = process_tree(*cluster.pids.values())
+        assert len(procs) >= 2 + cluster.workers * 3, "master, workers, Connect, executors, Python daemons"
+    finally:
+        cluster.cleanup()
+    assert_gone(procs)
+    assert cluster.pids == {}
+
+
+def test_spark_cluster_runs_a_connect_query_on_both_workers_and_stops_every_process(tmp_path: Path) -> None:
+    check_spark_cluster(SparkCluster(tmp_path / "spark", workers=2))

@@ -1,5 +1,5 @@
-"""Repository-only tooling (not part of the wheel): local servers for the demo, the tests and the benchmarks.
-
-:mod:`.seaweedfs` (a real S3 server), :mod:`.spark_connect` (a Spark Connect server), :mod:`.airflow_stack`
-(Airflow 3 on SQLite + LocalExecutor), :mod:`.processes` (free ports, process groups) and :mod:`.demo`.
+"""Repository-only tooling (not part of the wheel): the demo (:mod:`.demo`) and the production-like test stack
+(:mod:`.production`: PostgreSQL and Redis from :mod:`.databases`, a Spark standalone cluster from :mod:`.cluster`,
+CeleryExecutor and two schedulers). The launchers ``region-failover standalone`` uses live in the package
+(``airflow_region_failover.standalone``).
 """

@@ -13,6 +13,7 @@ if the process that started the stack is killed. Component instances are named a
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,13 +75,28 @@ class ProductionStack:
                 extra_env={**platform_env(endpoint, self.spark_url), **self._celery_env(broker),
                            **self.extra_env})
             self.airflow.start(timeout=300)
+            self._wait_worker_ready()
         except BaseException:
             self.stop()
             raise
         return self
 
+    def _wait_worker_ready(self, timeout: float = 180.0) -> None:
+        """Until the Celery worker says it is ready (the api-server's health does not cover workers); a worker
+        that keeps dying (the supervisor restarts it) fails the start with its log's end."""
+        assert self.airflow is not None and self.airflow.home is not None
+        log = self.airflow.home / "celery-worker.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if log.exists() and " ready." in log.read_text(errors="replace"):
+                return
+            time.sleep(1)
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+        raise TimeoutError(f"the Celery worker was not ready after {timeout:.0f} s "
+                           f"(restarts: {self.airflow.restarts}):\n{tail}")
+
     def _celery_env(self, broker: str) -> dict[str, str]:
-        backend = self.database_url.replace("postgresql+psycopg2://", "db+postgresql://")
+        backend = "db+" + self.database_url  # the driver named: SQLAlchemy 2.1 defaults postgresql:// to psycopg 3
         return {
             "AIRFLOW__CELERY__BROKER_URL": broker,
             "AIRFLOW__CELERY__RESULT_BACKEND": backend,

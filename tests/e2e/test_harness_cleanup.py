@@ -18,7 +18,7 @@ import pytest
 from airflow_region_failover.standalone.processes import MARKER, marked
 from tests.e2e.conftest import REPO_ROOT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.production, pytest.mark.timeout(900)]
 
 INNER = textwrap.dedent('''
     import os, time

@@ -318,8 +318,9 @@ def stack_problems(doc: Compose) -> list[str]:
                             "not CeleryExecutor")
         if not variables.get("AIRFLOW__CELERY__BROKER_URL", "").startswith("redis://"):
             problems.append(f"{name}: AIRFLOW__CELERY__BROKER_URL must be a redis:// URL")
-        if not variables.get("AIRFLOW__CELERY__RESULT_BACKEND", "").startswith("db+postgresql://"):
-            problems.append(f"{name}: AIRFLOW__CELERY__RESULT_BACKEND must be a db+postgresql:// URL")
+        if not variables.get("AIRFLOW__CELERY__RESULT_BACKEND", "").startswith("db+postgresql+psycopg2://"):
+            problems.append(f"{name}: AIRFLOW__CELERY__RESULT_BACKEND must be a db+postgresql+psycopg2:// URL "
+                            "(SQLAlchemy 2.1 resolves a bare postgresql:// to psycopg 3, which the image lacks)")
     for key in SHARED_AIRFLOW_ENV:
         values = {name: variables.get(key) for name, variables in airflow.items()}
         if len(set(values.values())) > 1:

@@ -8,6 +8,7 @@ workers) with a Spark Connect server on it, SeaweedFS.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from tests.e2e.scenarios import (
     _the_decision,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.e2e, pytest.mark.production, pytest.mark.timeout(1500)]
 
 
 def test_region_failure_reruns_failed_region_and_consumers(e2e: Any) -> None:
@@ -158,14 +159,16 @@ def _expect_one_failing_run(e2e: Any, dag_id: str, runs: list[dict[str, Any]], f
 
 
 def test_scheduled_daily_runs_catch_up_and_restart_only_the_failing_day(e2e: Any) -> None:
-    """``rf_e2e_daily`` (``@daily``, catch-up from two days ago): the scheduler creates both runs by itself; the
-    second day's c#0 fails once: only that run's region restarts."""
+    """``rf_e2e_daily`` (``@daily``, catch-up from two days ago; Airflow 3's cron timetable runs at each midnight,
+    today's included): the scheduler creates the three runs by itself; the second day's c#0 fails once: only that
+    run's region restarts."""
     dag_id = "rf_e2e_daily"
-    e2e.wait_until(lambda: len(_runs(e2e, dag_id, "scheduled")) >= 2, 300, "two scheduled runs")
+    start = E2E_DAG["DAILY_START"]
+    days = [(start + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(3)]
+    e2e.wait_until(lambda: len(_runs(e2e, dag_id, "scheduled")) >= 3, 300, "three scheduled runs")
     runs = _runs(e2e, dag_id, "scheduled")
-    assert [r["logical_date"][:10] for r in runs][:2] == [
-        E2E_DAG["DAILY_START"].strftime("%Y-%m-%d"), E2E_DAG["DAILY_FAILING_DAY"]]
-    _expect_one_failing_run(e2e, dag_id, runs[:2], E2E_DAG["DAILY_FAILING_DAY"])
+    assert [r["logical_date"][:10] for r in runs] == days
+    _expect_one_failing_run(e2e, dag_id, runs, E2E_DAG["DAILY_FAILING_DAY"])
 
 
 def test_a_backfill_of_three_dates_restarts_only_the_failing_runs_region(e2e: Any) -> None:

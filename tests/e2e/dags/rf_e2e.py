@@ -120,8 +120,9 @@ PARAMS = {"fail": Param({}, type="object"), "fail_on": Param({}, type="object"),
 #: Airflow's own retries on step ``c`` (``rf_e2e_retries``): a failed try is retried by Airflow, not failed over.
 C_TASK_KWARGS = {"rf_e2e_retries": {"retries": 1, "retry_delay": timedelta(seconds=1)}}
 
-#: ``rf_e2e_daily``: scheduled daily with catch-up from two days ago (two scheduled runs at once), its second
-#: day's c#0 failing once; ``rf_e2e_backfill``: daily, no catch-up, for backfills of past dates.
+#: ``rf_e2e_daily``: scheduled daily with catch-up from two days ago (three scheduled runs at once: Airflow 3's cron
+#: timetable runs at each midnight, today's included), its second day's c#0 failing once; ``rf_e2e_backfill``:
+#: daily, no catch-up, for backfills of past dates.
 _TODAY = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
 DAILY_START = _TODAY - timedelta(days=2)
 DAILY_FAILING_DAY = (DAILY_START + timedelta(days=1)).strftime("%Y-%m-%d")

@@ -36,6 +36,7 @@ from tests.e2e.scenarios import (
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 
+@pytest.mark.extended
 def test_deterministic_producer_re_produced_byte_identical_keeps_finished_consumers(e2e: Any,
                                                                                    tmp_path: Path) -> None:
     """As the backtracking test, but ``b`` is declared ``deterministic``: b#1 re-produces its deleted partition
@@ -119,6 +120,7 @@ def test_airflow_retries_of_a_step_are_not_failover_restarts(e2e: Any) -> None:
     assert tries["c.0"] == 2 and tries["d.0"] == 1, tries
 
 
+@pytest.mark.extended
 def test_data_objects_deleted_behind_a_committed_manifest_restart_their_producer(e2e: Any, tmp_path: Path) -> None:
     """b->c#1's manifest stays but its data objects are deleted; c#0 then fails reading them. Its producer region
     {a#1, b#1} must rerun (else c#0 fails again and again until the budget runs out)."""
@@ -170,6 +172,7 @@ def test_a_manual_clear_after_a_code_change_recomputes(e2e: Any) -> None:
     assert e2e.store.manifest(dag_id, run_id, PartitionId("scale", 0)).attempt == 2
 
 
+@pytest.mark.extended
 def test_clearing_a_whole_run_starts_a_fresh_restart_budget(e2e: Any) -> None:
     """fixed-delay attempts=1: c#0 fails twice, the budget is exhausted and the run fails. A user clears the whole
     run to re-run it: that is a new execution (Flink: a resubmitted job), with a fresh budget — c#0's third
@@ -182,6 +185,7 @@ def test_clearing_a_whole_run_starts_a_fresh_restart_budget(e2e: Any) -> None:
     assert e2e.tries(dag_id, run_id)["c.0"] == 4
 
 
+@pytest.mark.extended
 def test_every_decision_is_cleared_exactly_once_with_two_watchers(e2e: Any) -> None:
     """The scheduler's watcher and a second one (HA) see every failure of the session's runs: each applied
     decision is one clear in the API's audit log, by the failover loop's own API user."""

@@ -28,7 +28,8 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
 
     work = tmp_path_factory.mktemp("production")
     dags = merged_dags_folder(work / "dags", E2E_DAGS / "rf_e2e.py")
-    stack = ProductionStack(dags_folder=dags, work_dir=work, pythonpath=(str(REPO_ROOT),))
+    stack = ProductionStack(dags_folder=dags, work_dir=work, pythonpath=(str(REPO_ROOT),),
+                            extra_env={"RF_E2E_SCHEDULED": "1"})
     try:
         stack.start()
         assert stack.airflow is not None and stack.s3 is not None

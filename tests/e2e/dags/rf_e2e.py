@@ -1,6 +1,6 @@
 """Small region-failover DAGs for the end-to-end tests (one graph, six option sets; ``b`` is declared
 ``deterministic`` in ``rf_e2e_deterministic`` only; ``c`` has Airflow ``retries=1`` in ``rf_e2e_retries`` only;
-``rf_e2e_budget`` stays last, unit tests use it; ``rf_e2e_daily`` and ``rf_e2e_backfill`` are scheduled daily).
+``rf_e2e_budget`` stays last, unit tests use it). Scheduled variants: ``RF_E2E_SCHEDULED``, below.
 
 Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING ALL_TO_ALL-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
 plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
@@ -120,32 +120,38 @@ PARAMS = {"fail": Param({}, type="object"), "fail_on": Param({}, type="object"),
 #: Airflow's own retries on step ``c`` (``rf_e2e_retries``): a failed try is retried by Airflow, not failed over.
 C_TASK_KWARGS = {"rf_e2e_retries": {"retries": 1, "retry_delay": timedelta(seconds=1)}}
 
-#: ``rf_e2e_daily``: scheduled daily with catch-up from two days ago (three scheduled runs at once: Airflow 3's cron
-#: timetable runs at each midnight, today's included), its second day's c#0 failing once; ``rf_e2e_backfill``:
-#: daily, no catch-up, for backfills of past dates.
-_TODAY = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-DAILY_START = _TODAY - timedelta(days=2)
-DAILY_FAILING_DAY = (DAILY_START + timedelta(days=1)).strftime("%Y-%m-%d")
-SCHEDULES: dict[str, dict[str, Any]] = {
-    "rf_e2e_daily": {"schedule": "@daily", "start_date": DAILY_START, "catchup": True, "max_active_runs": 3,
-                     "params": {**PARAMS, "fail_on": Param({DAILY_FAILING_DAY: {"c#0": 1}}, type="object")}},
-    "rf_e2e_backfill": {"schedule": "@daily", "start_date": datetime(2026, 1, 1, tzinfo=timezone.utc),
-                        "catchup": False, "max_active_runs": 3},
-}
-OPTION_SETS = {"rf_e2e_daily": OPTION_SETS["rf_e2e_region"], "rf_e2e_backfill": OPTION_SETS["rf_e2e_region"],
-               **OPTION_SETS}  # rf_e2e_budget stays last
 
-for _dag_id, _options in OPTION_SETS.items():
-    _schedule = {"schedule": None, "start_date": datetime(2026, 1, 1), "catchup": False, "params": PARAMS,
-                 **SCHEDULES.get(_dag_id, {})}
-    with DAG(dag_id=_dag_id, tags=["region-failover", "e2e"], **_schedule) as _dag:
-        _job = RegionJob(options=_options)
-        _job.step("a", step_a, parallelism=2)
-        _job.step("b", step_b, parallelism=2, deterministic=_dag_id == "rf_e2e_deterministic")
-        _job.step("c", step_c, parallelism=2, **C_TASK_KWARGS.get(_dag_id, {}))
-        _job.step("d", step_d, parallelism=2)
-        _job.step("side", step_side)
-        _job.edge("a", "b", exchange="PIPELINED", distribution="POINTWISE")
-        _job.edge("b", "c", exchange="BLOCKING", distribution="ALL_TO_ALL")
-        _job.edge("c", "d", exchange="BLOCKING", distribution="POINTWISE")
-        _job.render()
+
+def build(dag_id: str, options: dict[str, str], **dag_kwargs: Any) -> DAG:
+    """One e2e DAG of the graph above (``dag_kwargs`` override schedule, start date, catch-up, params)."""
+    kwargs = {"schedule": None, "start_date": datetime(2026, 1, 1), "catchup": False, "params": PARAMS,
+              **dag_kwargs}
+    with DAG(dag_id=dag_id, tags=["region-failover", "e2e"], **kwargs) as dag:
+        job = RegionJob(options=options)
+        job.step("a", step_a, parallelism=2)
+        job.step("b", step_b, parallelism=2, deterministic=dag_id == "rf_e2e_deterministic")
+        job.step("c", step_c, parallelism=2, **C_TASK_KWARGS.get(dag_id, {}))
+        job.step("d", step_d, parallelism=2)
+        job.step("side", step_side)
+        job.edge("a", "b", exchange="PIPELINED", distribution="POINTWISE")
+        job.edge("b", "c", exchange="BLOCKING", distribution="ALL_TO_ALL")
+        job.edge("c", "d", exchange="BLOCKING", distribution="POINTWISE")
+        job.render()
+    return dag
+
+
+#: Scheduled variants, only where ``RF_E2E_SCHEDULED`` is set (the production-like stack: on the embedded stack
+#: their runs would compete with every scenario there). ``rf_e2e_daily``: ``@daily`` with catch-up from two days
+#: ago — three scheduled runs at once (Airflow 3's cron timetable runs at each midnight, today's included) — its
+#: second day's c#0 failing once. ``rf_e2e_backfill``: ``@daily`` without catch-up, for backfills of past dates.
+DAILY_START = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAILY_FAILING_DAY = (DAILY_START + timedelta(days=1)).strftime("%Y-%m-%d")
+if os.environ.get("RF_E2E_SCHEDULED"):
+    daily = build("rf_e2e_daily", OPTION_SETS["rf_e2e_region"], schedule="@daily", start_date=DAILY_START,
+                  catchup=True, max_active_runs=3,
+                  params={**PARAMS, "fail_on": Param({DAILY_FAILING_DAY: {"c#0": 1}}, type="object")})
+    backfill = build("rf_e2e_backfill", OPTION_SETS["rf_e2e_region"], schedule="@daily",
+                     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False, max_active_runs=3)
+
+for _dag_id, _options in OPTION_SETS.items():  # rf_e2e_budget last: unit tests take ``_dag``
+    _dag = build(_dag_id, _options)

@@ -132,9 +132,10 @@ def _add_lazy_commands(sub: Any) -> None:
     p.add_argument("--grace", default="1 h", help="minimum age of what is swept (Flink duration), default 1 h")
     p.set_defaults(run=_delegate("airflow_region_failover.cli.gc", "gc_command"))
     p = sub.add_parser("standalone", help="run SeaweedFS, Spark Connect and Airflow on your DAGs folder until stopped")
-    p.add_argument("--dags", default="dags", help="your DAGs folder (default: ./dags)")
+    p.add_argument("--dags", type=Path, default=Path("dags"), help="your DAGs folder (default: ./dags)")
     p.add_argument("--port", type=int, default=8080, help="port of the Airflow UI/API (default 8080; 0: a free one)")
-    p.add_argument("--home", default=".region-failover", help="state kept across restarts (default ./.region-failover)")
+    p.add_argument("--home", type=Path, default=Path(".region-failover"),
+                   help="state kept across restarts (default ./.region-failover)")
     p.set_defaults(run=_standalone)
 
 
@@ -146,8 +147,7 @@ def _standalone(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise RegionFailoverError(f"standalone needs {exc.name!r}: pip install "
                                   "'airflow-provider-region-failover[standalone]'") from exc
-    code: int = command.standalone_command(argparse.Namespace(
-        dags=Path(args.dags), port=args.port, home=Path(args.home)))
+    code: int = command.standalone_command(args)
     return code
 
 

@@ -142,6 +142,11 @@ def test_a_scheduler_killed_mid_recovery_leaves_it_to_the_other(e2e: Any, tmp_pa
     assert _one_clear_per_decision(e2e, dag_id, run_id) == 1
 
 
+def _unpause(e2e: Any, dag_id: str) -> None:
+    """Unpause a DAG that is paused at creation (REST ``PATCH /dags/{dag_id}``)."""
+    e2e.api._send("PATCH", f"/api/v2/dags/{dag_id}", params={"update_mask": "is_paused"}, json={"is_paused": False})
+
+
 def _expect_one_failing_run(e2e: Any, dag_id: str, runs: list[dict[str, Any]], failing_day: str) -> None:
     """Only the run of ``failing_day`` restarted ({c#0} failed + {d#0} consumer), every other run ran each task
     once; every run's output is right and lives under its own run id."""
@@ -165,6 +170,8 @@ def test_scheduled_daily_runs_catch_up_and_restart_only_the_failing_day(e2e: Any
     dag_id = "rf_e2e_daily"
     start = E2E_DAG["DAILY_START"]
     days = [(start + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(3)]
+    assert not _runs(e2e, dag_id, "scheduled"), "paused at creation: no run before it is unpaused"
+    _unpause(e2e, dag_id)
     e2e.wait_until(lambda: len(_runs(e2e, dag_id, "scheduled")) >= 3, 300, "three scheduled runs")
     runs = _runs(e2e, dag_id, "scheduled")
     assert [r["logical_date"][:10] for r in runs] == days
@@ -180,7 +187,9 @@ def test_a_backfill_of_three_dates_restarts_only_the_failing_runs_region(e2e: An
         "max_active_runs": 3, "reprocess_behavior": "none",
         "dag_run_conf": {"fail_on": {"2026-02-02": {"c#0": 1}}}}).json()
     assert created["dag_id"] == dag_id
+    _unpause(e2e, dag_id)
     e2e.wait_until(lambda: len(_runs(e2e, dag_id, "backfill")) == 3, 300, "three backfill runs")
     runs = _runs(e2e, dag_id, "backfill")
     assert [r["logical_date"][:10] for r in runs] == ["2026-02-01", "2026-02-02", "2026-02-03"]
     _expect_one_failing_run(e2e, dag_id, runs, "2026-02-02")
+    assert not _runs(e2e, dag_id, "scheduled"), "the DAG ends 2026-02-03: only the backfill runs it"

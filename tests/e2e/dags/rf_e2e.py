@@ -141,17 +141,21 @@ def build(dag_id: str, options: dict[str, str], **dag_kwargs: Any) -> DAG:
 
 
 #: Scheduled variants, only where ``RF_E2E_SCHEDULED`` is set (the production-like stack: on the embedded stack
-#: their runs would compete with every scenario there). ``rf_e2e_daily``: ``@daily`` with catch-up from two days
-#: ago — three scheduled runs at once (Airflow 3's cron timetable runs at each midnight, today's included) — its
-#: second day's c#0 failing once. ``rf_e2e_backfill``: ``@daily`` without catch-up, for backfills of past dates.
+#: their runs would compete with every scenario there). Both are paused at creation: their tests unpause them, so
+#: their runs do not compete with the other scenarios either. ``rf_e2e_daily``: ``@daily`` with catch-up from two
+#: days ago — three scheduled runs at once (Airflow 3's cron timetable runs at each midnight, today's included) —
+#: its second day's c#0 failing once. ``rf_e2e_backfill``: ``@daily`` ending 2026-02-03 without catch-up, so the
+#: scheduler creates no run of its own and only a backfill of past dates runs it.
 DAILY_START = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 DAILY_FAILING_DAY = (DAILY_START + timedelta(days=1)).strftime("%Y-%m-%d")
+BACKFILL_END = datetime(2026, 2, 3, tzinfo=timezone.utc)
 if os.environ.get("RF_E2E_SCHEDULED"):
     daily = build("rf_e2e_daily", OPTION_SETS["rf_e2e_region"], schedule="@daily", start_date=DAILY_START,
-                  catchup=True, max_active_runs=3,
+                  catchup=True, max_active_runs=3, is_paused_upon_creation=True,
                   params={**PARAMS, "fail_on": Param({DAILY_FAILING_DAY: {"c#0": 1}}, type="object")})
     backfill = build("rf_e2e_backfill", OPTION_SETS["rf_e2e_region"], schedule="@daily",
-                     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False, max_active_runs=3)
+                     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), end_date=BACKFILL_END, catchup=False,
+                     max_active_runs=3, is_paused_upon_creation=True)
 
 for _dag_id, _options in OPTION_SETS.items():  # rf_e2e_budget last: unit tests take ``_dag``
     _dag = build(_dag_id, _options)

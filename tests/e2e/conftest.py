@@ -9,9 +9,12 @@ a Spark standalone cluster). Everything runs on loopback; README "Tests" says wh
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from airflow_region_failover.standalone.airflow_stack import AirflowStack
 
@@ -19,6 +22,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 E2E_DAGS = Path(__file__).parent / "dags"
 #: scenario name -> (dag id, run conf)
 Prefetch = dict[str, tuple[str, dict[str, Any]]]
+
+
+def wanted(session: pytest.Session, package: Path) -> set[str]:
+    """The scenario names the selected tests of ``package`` give with ``@pytest.mark.prefetch(name, ...)``: a
+    scenario whose tests are deselected (``-m``, ``-k``) is not started, so it takes no worker slot."""
+    return {name for item in session.items if item.path.is_relative_to(package)
+            for mark in item.iter_markers("prefetch") for name in mark.args}
+
+
+def selected(table: Prefetch, names: set[str], known: Collection[str] = ()) -> Prefetch:
+    """The entries of ``table`` named in ``names``; a name neither in ``table`` nor ``known`` is a usage error."""
+    unknown = names - set(table) - set(known)
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.prefetch names {sorted(unknown)}: no such scenario")
+    return {name: entry for name, entry in table.items() if name in names}
 
 
 @dataclass
@@ -44,6 +62,8 @@ class E2E:
     def finished(self, name: str, timeout: float = 900.0) -> tuple[str, str, str]:
         """``(dag_id, run_id, state)`` of a prefetched scenario once its run has ended (the first call triggers
         every scenario, so running a single test does not start the others)."""
+        if name not in self.table:
+            raise RuntimeError(f"scenario {name!r} was not prefetched: mark the test @pytest.mark.prefetch({name!r})")
         if not self.prefetched:
             self.prefetch()
         dag_id = self.table[name][0]

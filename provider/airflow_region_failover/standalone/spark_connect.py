@@ -25,10 +25,6 @@ from airflow_region_failover.standalone.processes import (
     stop_group,
 )
 
-#: Spark keys its Python daemons by the worker environment, which Spark Connect makes unique per session
-#: (``SPARK_JOB_ARTIFACT_UUID``): in daemon mode each session that runs a Python function leaves a daemon and its
-#: idle workers behind for the server's lifetime. Without the daemon, idle workers are reaped after a minute.
-NO_DAEMON_PER_SESSION = {"spark.python.use.daemon": "false"}
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
@@ -58,7 +54,7 @@ class SparkConnectServer:
         self.cores = cores
         self.driver_memory = driver_memory
         self.master = master or f"local[{cores}]"
-        self.conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **NO_DAEMON_PER_SESSION,
+        self.conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                      **(self.executor_conf() if master else {}), **(conf or {})}
         self.startup_timeout = startup_timeout
         self.port: int | None = None

@@ -26,11 +26,13 @@ from tests.e2e.scenarios import (
     _reasons,
     _runs,
     _the_decision,
+    _wait_idle,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.production, pytest.mark.timeout(1500)]
 
 
+@pytest.mark.prefetch("region")
 def test_region_failure_reruns_failed_region_and_consumers(e2e: Any) -> None:
     """c#0 fails once -> {c#0} (failed) + {d#0} (consumer) rerun; b's committed results are reused."""
     _, run_id, state = e2e.finished("region")
@@ -62,6 +64,7 @@ def test_deleted_producer_result_backtracks_to_producer_region(e2e: Any, tmp_pat
     assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
 
 
+@pytest.mark.prefetch("budget")
 def test_budget_exhausted_fails_the_run_with_reason(e2e: Any) -> None:
     """fixed-delay attempts=1: the first failure restarts, the second exhausts -> run failed, history says why."""
     _, run_id, state = e2e.finished("budget")
@@ -89,6 +92,7 @@ def test_two_concurrent_failures_are_one_merged_restart(e2e: Any, tmp_path: Path
     assert _d_output(e2e, "rf_e2e_region", run_id) == E2E_DAG["expected_d"]()
 
 
+@pytest.mark.prefetch("kill")
 def test_sigkilled_task_is_recovered_through_the_scheduler(e2e: Any) -> None:
     """c#0 SIGKILLs its own process (no hook fires anywhere) -> the scheduler's watcher records and restarts."""
     _, run_id, state = e2e.finished("kill")
@@ -99,29 +103,12 @@ def test_sigkilled_task_is_recovered_through_the_scheduler(e2e: Any) -> None:
 
 
 
+@pytest.mark.prefetch("region", "kill", "budget")
 def test_every_decision_of_the_prefetched_runs_is_cleared_exactly_once_by_two_schedulers(e2e: Any) -> None:
     """Two schedulers, each with a watcher, see every failure: each applied decision is one clear."""
     for name in ("region", "kill", "budget"):
         dag_id, run_id, _state = e2e.finished(name)
         assert _one_clear_per_decision(e2e, dag_id, run_id) >= 1, name
-
-
-def test_sigkilled_celery_worker_mid_task_is_recovered(e2e: Any, tmp_path: Path) -> None:
-    """The Celery worker (and every task process under it) is SIGKILLed while c#0 runs, as a lost machine or pod:
-    no hook fires anywhere. The scheduler fails the task once its heartbeat stops (30 s here), a watcher records
-    the failure and restarts {c#0} + its consumer {d#0}; the restarted worker runs them; nothing else reruns."""
-    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
-    run_id = e2e.api.trigger(dag_id, {"hold": ["c#0"], "gate": str(gate)})
-    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 running on the worker")
-    e2e.stack.kill("celery-worker", tree=True)
-    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
-    decision = _the_decision(e2e, dag_id, run_id)
-    assert _reasons(decision) == {"c#0": "failed", "d#0": "consumer"}
-    assert [f["path"] for f in decision["failures"]] == ["scheduler"]
-    _check_tries(e2e.tries(dag_id, run_id), {"c.0"}, {"d.0"})
-    assert e2e.stack.restarts.get("celery-worker", 0) >= 1
-    assert _one_clear_per_decision(e2e, dag_id, run_id) == 1
-    assert _d_output(e2e, dag_id, run_id) == E2E_DAG["expected_d"]()
 
 
 def test_a_scheduler_killed_mid_recovery_leaves_it_to_the_other(e2e: Any, tmp_path: Path) -> None:
@@ -142,11 +129,6 @@ def test_a_scheduler_killed_mid_recovery_leaves_it_to_the_other(e2e: Any, tmp_pa
     assert _one_clear_per_decision(e2e, dag_id, run_id) == 1
 
 
-def _unpause(e2e: Any, dag_id: str) -> None:
-    """Unpause a DAG that is paused at creation (REST ``PATCH /dags/{dag_id}``)."""
-    e2e.api._send("PATCH", f"/api/v2/dags/{dag_id}", params={"update_mask": "is_paused"}, json={"is_paused": False})
-
-
 def _expect_one_failing_run(e2e: Any, dag_id: str, runs: list[dict[str, Any]], failing_day: str) -> None:
     """Only the run of ``failing_day`` restarted ({c#0} failed + {d#0} consumer), every other run ran each task
     once; every run's output is right and lives under its own run id."""
@@ -163,33 +145,49 @@ def _expect_one_failing_run(e2e: Any, dag_id: str, runs: list[dict[str, Any]], f
         assert e2e.store.manifest(dag_id, run_id, PartitionId("d", 0)).run_id == run_id
 
 
+@pytest.mark.prefetch("daily")
 def test_scheduled_daily_runs_catch_up_and_restart_only_the_failing_day(e2e: Any) -> None:
-    """``rf_e2e_daily`` (``@daily``, catch-up from two days ago; Airflow 3's cron timetable runs at each midnight,
-    today's included): the scheduler creates the three runs by itself; the second day's c#0 fails once: only that
-    run's region restarts."""
-    dag_id = "rf_e2e_daily"
+    """``rf_e2e_daily`` (``@daily``, catch-up from yesterday; Airflow 3's cron timetable runs at each midnight,
+    today's included): once unpaused, the scheduler creates both runs by itself; the second day's c#0 fails once:
+    only that run's region restarts."""
+    dag_id, count = "rf_e2e_daily", E2E_DAG["DAILY_RUNS"]
     start = E2E_DAG["DAILY_START"]
-    days = [(start + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(3)]
-    assert not _runs(e2e, dag_id, "scheduled"), "paused at creation: no run before it is unpaused"
-    _unpause(e2e, dag_id)
-    e2e.wait_until(lambda: len(_runs(e2e, dag_id, "scheduled")) >= 3, 300, "three scheduled runs")
+    days = [(start + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(count)]
+    e2e.wait_until(lambda: len(_runs(e2e, dag_id, "scheduled")) >= count, 300, "the scheduled runs")
     runs = _runs(e2e, dag_id, "scheduled")
     assert [r["logical_date"][:10] for r in runs] == days
     _expect_one_failing_run(e2e, dag_id, runs, E2E_DAG["DAILY_FAILING_DAY"])
 
 
+@pytest.mark.prefetch("backfill")
 def test_a_backfill_of_three_dates_restarts_only_the_failing_runs_region(e2e: Any) -> None:
     """A backfill (REST ``POST /backfills``) of 2026-02-01..03 whose 02-02 run's c#0 fails once: that run's
     {c#0} + {d#0} restart, the other two runs are untouched, each run's results live under its own run."""
     dag_id = "rf_e2e_backfill"
-    created = e2e.api._send("POST", "/api/v2/backfills", json={
-        "dag_id": dag_id, "from_date": "2026-02-01T00:00:00Z", "to_date": "2026-02-03T00:00:00Z",
-        "max_active_runs": 3, "reprocess_behavior": "none",
-        "dag_run_conf": {"fail_on": {"2026-02-02": {"c#0": 1}}}}).json()
-    assert created["dag_id"] == dag_id
-    _unpause(e2e, dag_id)
     e2e.wait_until(lambda: len(_runs(e2e, dag_id, "backfill")) == 3, 300, "three backfill runs")
     runs = _runs(e2e, dag_id, "backfill")
     assert [r["logical_date"][:10] for r in runs] == ["2026-02-01", "2026-02-02", "2026-02-03"]
     _expect_one_failing_run(e2e, dag_id, runs, "2026-02-02")
     assert not _runs(e2e, dag_id, "scheduled"), "the DAG ends 2026-02-03: only the backfill runs it"
+
+
+def test_sigkilled_celery_worker_mid_task_is_recovered(e2e: Any, tmp_path: Path) -> None:
+    """The Celery worker (and every task process under it) is SIGKILLed while c#0, the run's last task at work,
+    runs, as a lost machine or pod: no hook fires anywhere. The scheduler fails the task once its heartbeat stops
+    (30 s here), a watcher records the failure and restarts {c#0} + its consumer {d#0}; the restarted worker runs
+    them; nothing else reruns."""
+    _wait_idle(e2e)  # last, alone: every task on the worker dies with it
+    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
+    run_id = e2e.api.trigger(dag_id, {"hold": ["c#0"], "gate": str(gate)})
+    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 running on the worker")
+    others = ("a.0", "a.1", "b.0", "b.1", "c.1", "d.1", "side.0")  # killing the worker kills all it runs
+    e2e.wait_until(lambda: all(e2e.states(dag_id, run_id).get(t) == "success" for t in others), 900, "the rest")
+    e2e.stack.kill("celery-worker", tree=True)
+    assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
+    decision = _the_decision(e2e, dag_id, run_id)
+    assert _reasons(decision) == {"c#0": "failed", "d#0": "consumer"}
+    assert [f["path"] for f in decision["failures"]] == ["scheduler"]
+    _check_tries(e2e.tries(dag_id, run_id), {"c.0"}, {"d.0"})
+    assert e2e.stack.restarts.get("celery-worker", 0) >= 1
+    assert _one_clear_per_decision(e2e, dag_id, run_id) == 1
+    assert _d_output(e2e, dag_id, run_id) == E2E_DAG["expected_d"]()

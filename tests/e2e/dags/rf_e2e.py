@@ -50,7 +50,7 @@ def _inject(context: Any) -> None:
     raise RuntimeError(f"injected failure of {me} on try {context.try_number}")
 
 
-def _wait_at_gate(gate: Path, me: str, listed: list[str], barrier: bool, timeout: float = 120.0) -> None:
+def _wait_at_gate(gate: Path, me: str, listed: list[str], barrier: bool, timeout: float = 600.0) -> None:
     gate.mkdir(parents=True, exist_ok=True)
     (gate / f"{me}.started").touch()
     deadline = time.time() + timeout
@@ -142,11 +142,13 @@ def build(dag_id: str, options: dict[str, str], **dag_kwargs: Any) -> DAG:
 
 #: Scheduled variants, only where ``RF_E2E_SCHEDULED`` is set (the production-like stack: on the embedded stack
 #: their runs would compete with every scenario there). Both are paused at creation: their tests unpause them, so
-#: their runs do not compete with the other scenarios either. ``rf_e2e_daily``: ``@daily`` with catch-up from two
-#: days ago — three scheduled runs at once (Airflow 3's cron timetable runs at each midnight, today's included) —
+#: their runs do not compete with the other scenarios either. ``rf_e2e_daily``: ``@daily`` with catch-up from
+#: yesterday — two scheduled runs at once (Airflow 3's cron timetable runs at each midnight, today's included) —
 #: its second day's c#0 failing once. ``rf_e2e_backfill``: ``@daily`` ending 2026-02-03 without catch-up, so the
 #: scheduler creates no run of its own and only a backfill of past dates runs it.
-DAILY_START = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAILY_RUNS = 2
+DAILY_START = (datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+               - timedelta(days=DAILY_RUNS - 1))
 DAILY_FAILING_DAY = (DAILY_START + timedelta(days=1)).strftime("%Y-%m-%d")
 BACKFILL_END = datetime(2026, 2, 3, tzinfo=timezone.utc)
 if os.environ.get("RF_E2E_SCHEDULED"):

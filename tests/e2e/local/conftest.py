@@ -9,13 +9,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
 from airflow_region_failover.standalone.processes import stop_group
-from tests.e2e.conftest import E2E, E2E_DAGS, REPO_ROOT, Prefetch
+from tests.e2e.conftest import E2E, E2E_DAGS, REPO_ROOT, Prefetch, selected, wanted
 
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
            "rf_e2e_retries", "rf_e2e_code")
@@ -43,8 +44,8 @@ PREFETCH: Prefetch = {
 
 
 @pytest.fixture(scope="package")
-def e2e(s3_process: Any, s3_server: Any, spark_connect: str,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFactory,
+        request: pytest.FixtureRequest) -> Iterator[E2E]:
     """The embedded stack (started once for this package; ~30-60 s)."""
     from airflow_region_failover.store.facade import ResultStore
     from airflow_region_failover.store.runlog import RunLogs
@@ -68,7 +69,8 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str,
         with stack.client() as api:
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)
-            yield E2E(stack, api, store, logs, s3_process, dags, table=PREFETCH)
+            table = selected(PREFETCH, wanted(request.session, Path(__file__).parent))
+            yield E2E(stack, api, store, logs, s3_process, dags, table=table)
     finally:
         stop_group(watcher, 10)
         stack.stop()

@@ -65,6 +65,8 @@ def test_deterministic_producer_re_produced_byte_identical_keeps_finished_consum
     assert _d_output(e2e, dag_id, run_id) == E2E_DAG["expected_d"]()
 
 
+@pytest.mark.extended
+@pytest.mark.prefetch("full")
 def test_full_strategy_reruns_every_task(e2e: Any) -> None:
     """``full``: every task of the run gets a second try, the unrelated ``side`` included."""
     _, run_id, state = e2e.finished("full")
@@ -76,6 +78,8 @@ def test_full_strategy_reruns_every_task(e2e: Any) -> None:
     assert _d_output(e2e, "rf_e2e_full", run_id) == E2E_DAG["expected_d"]()
 
 
+@pytest.mark.extended
+@pytest.mark.prefetch("delayed")
 def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None:
     """Backoff delay 60 s: the decision is cleared at once (the run is ``running`` again) but the restarted task
     runs only 60 s after the failure: it is rescheduled to the restart time (no worker slot held meanwhile). (The
@@ -110,6 +114,8 @@ def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spar
     _check_report(e2e, run_id, spark_connect)
 
 
+@pytest.mark.extended
+@pytest.mark.prefetch("retries")
 def test_airflow_retries_of_a_step_are_not_failover_restarts(e2e: Any) -> None:
     """``c`` has ``retries=1``: c#0's first try fails and Airflow retries it (try 2 succeeds). The failover loop
     records nothing, spends no restart budget and clears nothing."""
@@ -186,6 +192,7 @@ def test_clearing_a_whole_run_starts_a_fresh_restart_budget(e2e: Any) -> None:
 
 
 @pytest.mark.extended
+@pytest.mark.prefetch("region", "full", "delayed")
 def test_every_decision_is_cleared_exactly_once_with_two_watchers(e2e: Any) -> None:
     """The scheduler's watcher and a second one (HA) see every failure of the session's runs: each applied
     decision is one clear in the API's audit log, by the failover loop's own API user."""
@@ -197,6 +204,7 @@ def test_every_decision_is_cleared_exactly_once_with_two_watchers(e2e: Any) -> N
         assert len(clears) == len(applied) == 1, (name, clears, e2e.explain(dag_id, run_id))
 
 
+@pytest.mark.prefetch("region")
 def test_plugin_routes_require_a_user_with_access_to_the_dag(e2e: Any) -> None:
     """Anonymous callers get 401/403, a signed-in user who may not see the DAG 403, one who may 200."""
     dag_id, run_id, _state = e2e.finished("region")

@@ -66,8 +66,7 @@ class ProductionStack:
             broker = self.redis.start()
             self.s3 = SeaweedFS(bucket="region-failover", data_dir=self.work_dir / "s3")
             endpoint = self.s3.start()
-            # two one-core executors per worker: a Python task waiting on S3 leaves the core to another
-            self.spark = SparkCluster(self.work_dir / "spark", workers=2, worker_cores=2, worker_memory="2g")
+            self.spark = SparkCluster(self.work_dir / "spark", workers=2)
             self.spark_url = self.spark.start()
             self.airflow = AirflowStack(
                 dags_folder=self.dags_folder, home=self.work_dir / "airflow", components=COMPONENTS,

@@ -80,6 +80,13 @@ CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "store_bucket": ("region-failover", "S3 bucket of the result store (BLOCKING results, PIPELINED scratch)."),
     "store_prefix": ("region-failover", "Key prefix of the result store inside the bucket."),
+    "store_spark_io": (
+        "executors",
+        "How Spark reads and writes the store's Parquet objects: 'executors' (each Spark task uploads or reads its "
+        "own objects; executors need boto3 and pyarrow and must reach S3) or 'driver' (the step's session "
+        "collects a result as Arrow and uploads it; for executors that cannot reach S3, bounded by driver "
+        "memory).",
+    ),
     "store_aws_conn_id": (
         "aws_default",
         "Amazon ('aws') connection of the S3 result store; its extra may set endpoint_url for S3-compatible "

@@ -144,7 +144,30 @@ def summarize(rows: list[dict[str, Any]], cluster: SparkCluster) -> dict[str, An
     }
 
 
-def check_spark_cluster(cluster: SparkCluster) -> None:
+def store_round_trip_on_executors(url: str, s3: Any) -> None:
+    """The store's executor I/O path on the cluster (the production-like e2e stack reads and writes through the
+    driver): every Spark task uploads its partition and the read maps one task per object."""
+    import secrets
+
+    from pyspark.sql import SparkSession
+
+    from airflow_region_failover.graph.ids import PartitionId
+    from airflow_region_failover.store import ResultStore
+
+    store = ResultStore.from_endpoint(s3.endpoint_url, s3.access_key, s3.secret_key, s3.bucket,
+                                      prefix=f"cluster-{secrets.token_hex(4)}", spark_io="executors")
+    session = SparkSession.builder.remote(url).create()
+    try:
+        df = session.range(0, 5_000, 1, 4).selectExpr("id", "concat('k', id % 13) AS k")
+        manifest = store.write(df, "cluster", "run", PartitionId("a->b", 0), 1)
+        assert (manifest.row_count, len(manifest.objects)) == (5_000, 4)
+        back = store.read(session, "cluster", "run", PartitionId("a->b", 0))
+        assert tuple(back.selectExpr("count(*)", "sum(id)", "count(distinct k)").first()) == (5_000, 12_497_500, 13)
+    finally:
+        session.stop()
+
+
+def check_spark_cluster(cluster: SparkCluster, s3: Any = None) -> None:
     try:
         url = cluster.start()
         assert url.startswith("sc://127.0.0.1:") and url == cluster.url
@@ -158,6 +181,8 @@ def check_spark_cluster(cluster: SparkCluster) -> None:
             "local_ip": {"127.0.0.1"}, "stack": {os.environ["REGION_FAILOVER_STACK"]},
             "workers": set(range(cluster.workers)), "python_workers>=2": True,
         }, rows
+        if s3 is not None:
+            store_round_trip_on_executors(url, s3)
         procs = process_tree(*cluster.pids.values())
         assert len(procs) >= 2 + cluster.workers * 3, "master, workers, Connect, executors, Python daemons"
     finally:
@@ -166,5 +191,6 @@ def check_spark_cluster(cluster: SparkCluster) -> None:
     assert cluster.pids == {}
 
 
-def test_spark_cluster_runs_a_connect_query_on_both_workers_and_stops_every_process(tmp_path: Path) -> None:
-    check_spark_cluster(SparkCluster(tmp_path / "spark", workers=2))
+def test_spark_cluster_runs_a_connect_query_on_both_workers_and_stops_every_process(tmp_path: Path,
+                                                                                      s3_server: Any) -> None:
+    check_spark_cluster(SparkCluster(tmp_path / "spark", workers=2), s3_server)

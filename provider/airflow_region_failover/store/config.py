@@ -126,14 +126,18 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     """Build a :class:`StoreConfig` from ``[region_failover]`` in airflow.cfg and the named aws connection.
 
     Keys: ``store_bucket`` (required), ``store_prefix`` (default ``region-failover``), ``store_aws_conn_id``
-    (default ``aws_default``). ``overrides`` replace fields of the result.
+    (default ``aws_default``), ``store_spark_io`` (default ``executors``). ``overrides`` replace fields of the
+    result. A bad value is refused naming the option.
     """
     bucket = conf.value("store_bucket", "")
     if not bucket and "bucket" not in overrides:
         raise ValueError("set [region_failover] store_bucket (AIRFLOW__REGION_FAILOVER__STORE_BUCKET)")
     prefix = conf.value("store_prefix", DEFAULT_PREFIX)
     conn_id = conf.value("store_aws_conn_id", DEFAULT_CONN_ID)
-    values: dict[str, Any] = {"bucket": bucket, "prefix": prefix}
+    spark_io = conf.value("store_spark_io", "executors")
+    if spark_io not in {"executors", "driver"}:
+        raise ValueError(f"[region_failover] store_spark_io = {spark_io!r}: set it to 'executors' or 'driver'")
+    values: dict[str, Any] = {"bucket": bucket, "prefix": prefix, "spark_io": spark_io}
     if "access" not in overrides:
         values["access"] = access_from_airflow(conn_id)
     values.update(overrides)

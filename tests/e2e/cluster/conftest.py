@@ -46,6 +46,13 @@ def start_backfill(e2e: E2E) -> None:
     unpause(e2e, BACKFILL["dag_id"])
 
 
+#: The store's Parquet I/O goes through each step's session (``store_spark_io = driver``), so the executors run
+#: the steps' JVM work only. With executor I/O every Spark task of a store read or write boots Python on an
+#: executor: on 2 cores the cluster's executors were busy 91% of a 25 min suite with 375 such tasks of ~7 s each
+#: (for kilobytes), and Spark Connect leaves one Python daemon per session on each executor (9.5 GB after 9 min).
+#: The executor path on this cluster: tests/integration/test_cluster_launchers.py.
+DRIVER_IO = {"AIRFLOW__REGION_FAILOVER__STORE_SPARK_IO": "driver"}
+
 #: scenarios started with the prefetched runs, so that all of them overlap
 STARTERS = {"daily": start_daily, "backfill": start_backfill}
 
@@ -60,7 +67,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     work = tmp_path_factory.mktemp("production")
     dags = merged_dags_folder(work / "dags", E2E_DAGS / "rf_e2e.py")
     stack = ProductionStack(dags_folder=dags, work_dir=work, pythonpath=(str(REPO_ROOT),),
-                            extra_env={"RF_E2E_SCHEDULED": "1"})
+                            extra_env={"RF_E2E_SCHEDULED": "1", **DRIVER_IO})
     try:
         stack.start()
         assert stack.airflow is not None and stack.s3 is not None

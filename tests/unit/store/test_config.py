@@ -52,6 +52,20 @@ def test_bad_configuration_names_the_offender(changes: dict[str, object], messag
         StoreConfig(**values)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("value, expected", [(None, "executors"), ("driver", "driver"), ("executors", "executors")])
+def test_spark_io_from_airflow(aws_conn: str, monkeypatch: pytest.MonkeyPatch, value: str | None,
+                               expected: str) -> None:
+    if value is not None:
+        monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_SPARK_IO", value)
+    assert config_from_airflow().spark_io == expected
+
+
+def test_bad_spark_io_names_the_option_and_the_choices(aws_conn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_SPARK_IO", "s3a")
+    with pytest.raises(ValueError, match=r"store_spark_io = 's3a': set it to 'executors' or 'driver'"):
+        config_from_airflow()
+
+
 def test_empty_bucket_names_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", "")
     with pytest.raises(ValueError, match="store_bucket"):

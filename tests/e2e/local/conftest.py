@@ -70,7 +70,9 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)
             table = selected(PREFETCH, wanted(request.session, Path(__file__).parent))
-            yield E2E(stack, api, store, logs, s3_process, dags, table=table)
+            e2e = E2E(stack, api, store, logs, s3_process, dags, table=table)
+            e2e.prefetch()  # as soon as the stack is up: the runs overlap the first scenarios
+            yield e2e
     finally:
         stop_group(watcher, 10)
         stack.stop()

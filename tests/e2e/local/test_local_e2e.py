@@ -98,6 +98,7 @@ def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None
     assert datetime.fromisoformat(committed.committed_at).timestamp() >= decision["apply_at"], "ran before the delay"
 
 
+@pytest.mark.extended
 def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spark_connect: str) -> None:
     """fail_once: aggregate#0 fails -> aggregate#0 + report#0 rerun; aggregate#1 and every producer keep try 1
     and their manifests."""
@@ -160,6 +161,7 @@ def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any, tmp_path: Path
     assert e2e.tries(dag_id, run_id)["c.0"] == 1
 
 
+@pytest.mark.extended
 def test_a_manual_clear_after_a_code_change_recomputes(e2e: Any) -> None:
     """A user fixes ``scale``'s code and clears it: the cleared tries must run the new code, never keep the result
     the old code committed (its inputs did not change, but what it computes did)."""

@@ -60,8 +60,8 @@ class E2E:
             self.prefetched[name] = self.api.trigger(dag_id, conf)
 
     def finished(self, name: str, timeout: float = 900.0) -> tuple[str, str, str]:
-        """``(dag_id, run_id, state)`` of a prefetched scenario once its run has ended (the first call triggers
-        every scenario, so running a single test does not start the others)."""
+        """``(dag_id, run_id, state)`` of a prefetched scenario once its run has ended (the stack's fixture
+        triggers the selected scenarios when it is up; a first call here does if it did not)."""
         if name not in self.table:
             raise RuntimeError(f"scenario {name!r} was not prefetched: mark the test @pytest.mark.prefetch({name!r})")
         if not self.prefetched:

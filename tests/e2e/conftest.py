@@ -61,11 +61,9 @@ class E2E:
 
     def finished(self, name: str, timeout: float = 900.0) -> tuple[str, str, str]:
         """``(dag_id, run_id, state)`` of a prefetched scenario once its run has ended (the stack's fixture
-        triggers the selected scenarios when it is up; a first call here does if it did not)."""
-        if name not in self.table:
+        triggers the selected scenarios with :meth:`prefetch` when it is up)."""
+        if name not in self.prefetched:
             raise RuntimeError(f"scenario {name!r} was not prefetched: mark the test @pytest.mark.prefetch({name!r})")
-        if not self.prefetched:
-            self.prefetch()
         dag_id = self.table[name][0]
         run_id = self.prefetched[name]
         return dag_id, run_id, self.final_state(dag_id, run_id, timeout)

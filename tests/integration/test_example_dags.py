@@ -88,7 +88,7 @@ def run_example(env: dict[str, str], dag_id: str, sink: str) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.extended  # the same DAG runs on Spark Connect below, and end to end in tests/e2e/local
+@pytest.mark.extended  # the same DAG runs on Spark Connect below (end to end: the demo, tests/e2e/local)
 def test_tpch_etl_runs_green_and_matches_a_direct_computation(airflow_env: dict[str, str]) -> None:
     result = run_example(airflow_env, "tpch_etl", "report")
     assert len(result["rows"]) == 5 * 4  # 5 market segments x 4 years

@@ -121,7 +121,6 @@ PARAMS = {"fail": Param({}, type="object"), "fail_on": Param({}, type="object"),
 C_TASK_KWARGS = {"rf_e2e_retries": {"retries": 1, "retry_delay": timedelta(seconds=1)}}
 
 
-
 def build(dag_id: str, options: dict[str, str], **dag_kwargs: Any) -> DAG:
     """One e2e DAG of the graph above (``dag_kwargs`` override schedule, start date, catch-up, params)."""
     kwargs = {"schedule": None, "start_date": datetime(2026, 1, 1), "catchup": False, "params": PARAMS,

@@ -22,6 +22,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 E2E_DAGS = Path(__file__).parent / "dags"
 #: scenario name -> (dag id, run conf)
 Prefetch = dict[str, tuple[str, dict[str, Any]]]
+#: a prefetched run conf's ``gate``: replaced by that scenario's own gate directory (:meth:`E2E.gate`)
+GATE = "<gate>"
 
 
 def wanted(session: pytest.Session, package: Path) -> set[str]:
@@ -53,19 +55,32 @@ class E2E:
     #: independent scenarios triggered together by the first test needing one (their waits overlap)
     table: Prefetch = field(default_factory=dict)
     prefetched: dict[str, str] = field(default_factory=dict)
+    #: where the prefetched scenarios' gate directories are made (:data:`GATE`)
+    gates: Path | None = None
 
     def prefetch(self) -> None:
-        """Trigger every scenario of :attr:`table` now."""
+        """Trigger every scenario of :attr:`table` now (a ``gate`` of :data:`GATE` becomes its own directory)."""
         for name, (dag_id, conf) in self.table.items():
+            if conf.get("gate") == GATE:
+                conf = {**conf, "gate": str(self.gate(name))}
             self.prefetched[name] = self.api.trigger(dag_id, conf)
+
+    def gate(self, name: str) -> Path:
+        """The gate directory of prefetched scenario ``name`` (its run conf's ``gate`` was :data:`GATE`)."""
+        if self.gates is None:
+            raise RuntimeError("this stack's E2E has no gates directory")
+        return self.gates / name
+
+    def started(self, name: str) -> tuple[str, str]:
+        """``(dag_id, run_id)`` of a prefetched scenario, at once (see :meth:`finished`)."""
+        if name not in self.prefetched:
+            raise RuntimeError(f"scenario {name!r} was not prefetched: mark the test @pytest.mark.prefetch({name!r})")
+        return self.table[name][0], self.prefetched[name]
 
     def finished(self, name: str, timeout: float = 900.0) -> tuple[str, str, str]:
         """``(dag_id, run_id, state)`` of a prefetched scenario once its run has ended (the stack's fixture
         triggers the selected scenarios with :meth:`prefetch` when it is up)."""
-        if name not in self.prefetched:
-            raise RuntimeError(f"scenario {name!r} was not prefetched: mark the test @pytest.mark.prefetch({name!r})")
-        dag_id = self.table[name][0]
-        run_id = self.prefetched[name]
+        dag_id, run_id = self.started(name)
         return dag_id, run_id, self.final_state(dag_id, run_id, timeout)
 
     def run(self, dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 900.0) -> tuple[str, str]:

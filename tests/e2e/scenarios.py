@@ -105,14 +105,13 @@ def _reparse(e2e: Any, dag_id: str, timeout: float = 120.0) -> None:
                    != before["last_parsed_time"], timeout, f"{dag_id} re-parsed")
 
 
-def _wait_idle(e2e: Any, timeout: float = 900.0) -> None:
-    """Until no DAG run of the session is queued or running."""
+def _wait_idle(e2e: Any, timeout: float = 900.0, but: tuple[str, ...] = ()) -> None:
+    """Until no DAG run of the session is queued or running (but the runs whose ids are in ``but``)."""
     def idle() -> bool:
         runs = e2e.api.get("/dags/~/dagRuns", state=["queued", "running"])
-        return not runs["dag_runs"]
+        return all(run["dag_run_id"] in but for run in runs["dag_runs"])
 
     e2e.wait_until(idle, timeout, "no active DAG run")
-
 
 
 def _one_clear_per_decision(e2e: Any, dag_id: str, run_id: str) -> int:

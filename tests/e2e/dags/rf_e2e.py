@@ -11,7 +11,8 @@ Failure injection through run conf (DAG params):
 - ``hold``: ``["c#0"]`` — the subtask waits at the gate on try 1 (then goes on, without failing);
 - ``fail_on``: ``{"2026-02-02": {"c#0": 1}}`` — as ``fail``, only in the run of that logical date (``ds``);
 - ``gate``: a directory; a subtask listed in ``fail``/``kill``/``hold`` first writes ``<gate>/<subtask>.started``
-  and waits for ``<gate>/go`` (or for every other listed subtask's ``.started`` when ``barrier`` is true).
+  and waits for ``<gate>/go`` (or for every other listed subtask's ``.started`` when ``barrier`` is true), at most
+  ``gate_timeout`` s (600; a run started with its stack for a test late in the session waits longer).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _inject(context: Any) -> None:
         return
     gate = params.get("gate")
     if gate:
-        _wait_at_gate(Path(gate), me, [*fail, *kill, *hold], bool(params.get("barrier")))
+        _wait_at_gate(Path(gate), me, [*fail, *kill, *hold], bool(params.get("barrier")),
+                      float(params.get("gate_timeout") or 600.0))
     if me in hold and context.try_number > int(fail.get(me, 0)):
         return
     if me in kill and context.try_number == 1:
@@ -116,7 +118,8 @@ OPTION_SETS = {
 
 PARAMS = {"fail": Param({}, type="object"), "fail_on": Param({}, type="object"),
           "kill": Param([], type="array"), "hold": Param([], type="array"),
-          "gate": Param("", type="string"), "barrier": Param(False, type="boolean")}
+          "gate": Param("", type="string"), "barrier": Param(False, type="boolean"),
+          "gate_timeout": Param(600, type="number")}
 #: Airflow's own retries on step ``c`` (``rf_e2e_retries``): a failed try is retried by Airflow, not failed over.
 C_TASK_KWARGS = {"rf_e2e_retries": {"retries": 1, "retry_delay": timedelta(seconds=1)}}
 

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
 from airflow_region_failover.standalone.processes import stop_group
-from tests.e2e.conftest import E2E, E2E_DAGS, REPO_ROOT, Prefetch, selected, wanted
+from tests.e2e.conftest import E2E, E2E_DAGS, GATE, REPO_ROOT, Prefetch, selected, wanted
 
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
            "rf_e2e_retries", "rf_e2e_code")
@@ -40,6 +40,9 @@ PREFETCH: Prefetch = {
     "full": ("rf_e2e_full", {"fail": {"c#0": 1}}),
     "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
     "retries": ("rf_e2e_retries", {"fail": {"c#0": 1}}),
+    # held at their gates until their tests (late in a session with the extended scenarios: an hour at most)
+    "marked": ("rf_e2e_region", {"hold": ["a#0"], "gate": GATE, "gate_timeout": 3600}),
+    "s3down": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
 }
 
 
@@ -70,7 +73,7 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)
             table = selected(PREFETCH, wanted(request.session, Path(__file__).parent))
-            e2e = E2E(stack, api, store, logs, s3_process, dags, table=table)
+            e2e = E2E(stack, api, store, logs, s3_process, dags, table=table, gates=home / "gates")
             e2e.prefetch()  # as soon as the stack is up: the runs overlap the first scenarios
             yield e2e
     finally:

@@ -145,12 +145,13 @@ def test_data_objects_deleted_behind_a_committed_manifest_restart_their_producer
     assert _d_output(e2e, dag_id, run_id) == E2E_DAG["expected_d"]()
 
 
-def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any, tmp_path: Path) -> None:
+@pytest.mark.prefetch("marked")
+def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any) -> None:
     """A person marks a running run failed (it hangs, say): Airflow fails its running tasks. That is the user's
-    decision, not a task failure: nothing is restarted and the run stays failed."""
-    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
-    run_id = e2e.api.trigger(dag_id, {"hold": ["c#0"], "gate": str(gate)})
-    e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
+    decision, not a task failure: nothing is restarted and the run stays failed. (a#0 is held at its gate.)"""
+    dag_id, run_id = e2e.started("marked")
+    e2e.wait_until(lambda: (e2e.gate("marked") / "a#0.started").exists(), 900, "a#0 at the gate")
+    assert e2e.states(dag_id, run_id)["a.0"] == "running", e2e.explain(dag_id, run_id)
     _patch(e2e, f"/dags/{dag_id}/dagRuns/{run_id}", {"state": "failed"})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -158,7 +159,7 @@ def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any, tmp_path: Path
         time.sleep(1)
     applied = [d for d in e2e.history(dag_id, run_id)["decisions"] if d["status"] == "applied"]
     assert applied == [], e2e.explain(dag_id, run_id)
-    assert e2e.tries(dag_id, run_id)["c.0"] == 1
+    assert e2e.tries(dag_id, run_id)["a.0"] == 1
 
 
 @pytest.mark.extended
@@ -222,16 +223,18 @@ def test_plugin_routes_require_a_user_with_access_to_the_dag(e2e: Any) -> None:
             assert [client.get(r).status_code for r in routes] == [expected, expected], user
 
 
-def test_zz_a_failure_handled_while_s3_is_down_is_applied_once_s3_is_back(e2e: Any, tmp_path: Path) -> None:
+@pytest.mark.prefetch("s3down")
+def test_zz_a_failure_handled_while_s3_is_down_is_applied_once_s3_is_back(e2e: Any) -> None:
     """S3 is away for 20 s exactly when c#0 fails (a throttling storm, a restarting endpoint): the worker cannot
     record the failure and neither can the watchers at first. The failure must not be dropped: once S3 is back it
-    is recorded and applied, and the run succeeds. (Last in the session: it takes S3 away from every run.)"""
-    _wait_idle(e2e)
-    dag_id, gate = "rf_e2e_region", tmp_path / "gate"
-    run_id = e2e.api.trigger(dag_id, {"fail": {"c#0": 1}, "gate": str(gate)})
+    is recorded and applied, and the run succeeds. (Last in the session, once no other run is active: it takes S3
+    away from every run. Its run started with the stack; c#0 waits at its gate.)"""
+    dag_id, run_id = e2e.started("s3down")
+    gate = e2e.gate("s3down")
     e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
     others = ("a.0", "a.1", "b.0", "b.1", "c.1", "d.1", "side.0")  # only c#0 is at work during the outage
     e2e.wait_until(lambda: all(e2e.states(dag_id, run_id).get(t) == "success" for t in others), 900, "the rest")
+    _wait_idle(e2e, but=(run_id,))
     outage = threading.Thread(target=e2e.s3.outage, args=(20.0,))
     outage.start()
     time.sleep(1.0)
@@ -239,4 +242,3 @@ def test_zz_a_failure_handled_while_s3_is_down_is_applied_once_s3_is_back(e2e: A
     outage.join()
     assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
     assert _reasons(_the_decision(e2e, dag_id, run_id)) == {"c#0": "failed", "d#0": "consumer"}
-

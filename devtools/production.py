@@ -34,6 +34,8 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "triggerer": ("triggerer",),
     "celery-worker": ("celery", "worker", "--concurrency", str(CELERY_CONCURRENCY)),
 }
+#: the Celery configuration that preloads step tasks' imports (:mod:`airflow_region_failover.operators.preload`)
+PRELOAD_CONFIG = "airflow_region_failover.operators.preload.CELERY_CONFIG"
 #: a task whose worker died is failed by the scheduler after this many seconds without a heartbeat
 HEARTBEAT_TIMEOUT_S = 30
 
@@ -101,6 +103,8 @@ class ProductionStack:
             "AIRFLOW__CELERY__BROKER_URL": broker,
             "AIRFLOW__CELERY__RESULT_BACKEND": backend,
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
+            # the worker imports what step tasks import once, before it forks (docs/deployment.md)
+            "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": PRELOAD_CONFIG,
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
         }

@@ -65,6 +65,7 @@ def _wait_at_gate(gate: Path, me: str, listed: list[str], barrier: bool, timeout
 
 
 def step_a(spark: Any, inputs: Any, context: Any) -> Any:
+    _inject(context)
     lo, hi = ROWS * context.index // 2, ROWS * (context.index + 1) // 2
     return spark.range(lo, hi).selectExpr("id", "id % 7 AS k")
 

@@ -1,0 +1,39 @@
+"""Preloading step tasks' imports into a Celery worker (:mod:`airflow_region_failover.operators.preload`): the
+configuration Airflow reads is its default one, Celery's ``worker_init`` runs the preload, and a module that
+cannot be imported is skipped, never raised."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from airflow_region_failover.operators import preload
+
+
+def test_a_module_that_fails_to_import_is_skipped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        loaded = preload.preload(("json", "no_such_module_rf", "airflow_region_failover.graph"))
+    assert loaded == ("json", "airflow_region_failover.graph")
+    assert "not preloading no_such_module_rf (ModuleNotFoundError" in caplog.text
+
+
+def test_every_listed_module_imports() -> None:
+    """The list names real modules (a renamed one would silently stop being preloaded)."""
+    assert preload.preload() == preload.MODULES
+
+
+def test_celery_config_is_airflows_default_and_worker_init_preloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
+    from celery.signals import worker_init
+
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(preload, "preload", lambda modules=preload.MODULES: calls.append(modules) or modules)
+    assert preload.CELERY_CONFIG == DEFAULT_CELERY_CONFIG
+    worker_init.send(sender=None)
+    assert calls == [preload.MODULES]
+
+
+def test_an_unknown_attribute_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        preload.NO_SUCH_THING  # noqa: B018

@@ -34,7 +34,7 @@ LAYER: dict[str, int] = {
 SIDEWAYS = {
     ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"),
     ("authoring", "operators"), ("authoring", "rendering"), ("authoring", "conf"),
-    ("cli", "plugins"), ("cli", "standalone"), ("standalone", "plugins"),
+    ("cli", "plugins"), ("cli", "standalone"), ("standalone", "plugins"), ("plugins", "operators"),
 }
 PURE = {"graph", "failover"}
 PURE_THIRD_PARTY: set[str] = set()

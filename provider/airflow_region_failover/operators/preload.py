@@ -1,22 +1,28 @@
-"""Preloading what a step task imports into a Celery worker, before it forks its pool.
+"""Preloading what a step task imports into the process its task processes are forked from.
 
 Rule: Airflow forks every task process from a worker process, so a module imported there before the fork is
 never imported again by a task. A step task imports the Spark Connect client (pandas, pyarrow, gRPC), the
 Amazon provider's S3 hook (boto3) and this provider's Spark and store modules: seconds of CPU in every task
-process, paid again by each (``benchmarks/bench_worker_preload.py`` measures it). With
+process, paid again by each (``benchmarks/bench_worker_preload.py`` measures it).
 
-    [celery] celery_config_options = airflow_region_failover.operators.preload.CELERY_CONFIG
+* **CeleryExecutor**: with ``[celery] celery_config_options =
+  airflow_region_failover.operators.preload.CELERY_CONFIG`` (Airflow's default Celery configuration plus a
+  ``worker_init`` handler) the Celery worker's main process imports them once, when it starts and before its
+  prefork pool forks the processes that run tasks.
+* **LocalExecutor**: its workers are forked from the scheduler when the executor starts (start method ``fork``),
+  so the plugin's listener preloads in an ``airflow scheduler`` process that runs a LocalExecutor
+  (:func:`forks_local_tasks`), from ``on_starting``, which Airflow calls before it starts the executor.
 
-(Airflow's default Celery configuration plus a ``worker_init`` handler) the Celery worker's main process imports
-them once, when it starts and before its prefork pool forks the processes that run tasks. Importing opens no
-connection and starts no thread, so forking after it is safe. A module that fails to import is logged and
-skipped: preloading never stops a worker from starting.
+Importing opens no connection and starts no thread, so forking after it is safe. A module that fails to import
+is logged and skipped: preloading never stops a worker or a scheduler from starting.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import multiprocessing
+import sys
 import time
 from typing import Any
 
@@ -47,6 +53,17 @@ def preload(modules: tuple[str, ...] = MODULES) -> tuple[str, ...]:
     log.info("region failover: preloaded %d modules in %.1f s for the step tasks this worker forks",
              len(loaded), time.monotonic() - started)
     return tuple(loaded)
+
+
+def forks_local_tasks(argv: list[str] | None = None) -> bool:
+    """Whether this process is an ``airflow scheduler`` whose executors include LocalExecutor with the ``fork``
+    start method (its workers, and so its task processes, are forked from it)."""
+    argv = sys.argv if argv is None else argv
+    if argv[1:2] != ["scheduler"] or multiprocessing.get_start_method(allow_none=True) not in (None, "fork"):
+        return False
+    from airflow.configuration import conf
+
+    return "LocalExecutor" in (conf.get("core", "executor", fallback="") or "")
 
 
 def _on_worker_init(**_: Any) -> None:

@@ -8,7 +8,9 @@ Rules:
   process exits): plan and record the decision (durable, merged, counted; :func:`.restarts.handle_failure`). It
   does not clear: clearing a ``running`` instance makes it ``restarting`` and Airflow then parks it in
   ``up_for_retry`` for ``retry_delay``. The watcher clears it after a short merge window.
-- **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only.
+- **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only; in a scheduler that runs
+  a LocalExecutor it first preloads step tasks' imports (:mod:`..operators.preload`), before the executor forks
+  its workers.
 - A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded. (The
   Task SDK hands the hook an enum whose ``str`` is ``TaskInstanceState.UP_FOR_RETRY``: states are compared by
   value.)
@@ -31,6 +33,7 @@ from airflow.listeners import hookimpl
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
+from airflow_region_failover.operators.preload import forks_local_tasks, preload
 from airflow_region_failover.plugins.restarts import handle_failure
 from airflow_region_failover.plugins.watcher import Watcher
 
@@ -112,6 +115,8 @@ class FailoverListener:
         """
         try:
             if type(component).__name__ == "Job" and self.watcher is None:
+                if forks_local_tasks():
+                    preload()  # here, before the executor starts: the forks inherit (a thread could race them)
                 threading.Thread(target=self._start_if_scheduler, args=(component,), daemon=True,
                                  name="region-failover-watcher-start").start()
         except Exception:

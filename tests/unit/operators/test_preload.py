@@ -37,3 +37,17 @@ def test_celery_config_is_airflows_default_and_worker_init_preloads(monkeypatch:
 def test_an_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError):
         preload.NO_SUCH_THING  # noqa: B018
+
+
+@pytest.mark.parametrize(("argv", "executor", "expected"), [
+    (["/venv/bin/airflow", "scheduler"], "LocalExecutor", True),
+    (["/venv/lib/airflow/__main__.py", "scheduler", "--skip-serve-logs"], "LocalExecutor", True),
+    (["/venv/bin/airflow", "scheduler"], "CeleryExecutor", False),
+    (["/venv/bin/airflow", "dag-processor"], "LocalExecutor", False),
+    (["/venv/bin/airflow", "triggerer"], "LocalExecutor", False),
+    (["/venv/bin/airflow", "scheduler"], "CeleryExecutor,LocalExecutor", True),
+])
+def test_only_a_scheduler_running_a_local_executor_forks_task_processes(
+        monkeypatch: pytest.MonkeyPatch, argv: list[str], executor: str, expected: bool) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
+    assert preload.forks_local_tasks(argv) is expected

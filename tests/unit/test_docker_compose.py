@@ -11,6 +11,7 @@ too when the compose plugin is installed (it is skipped, saying so, when it is n
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import re
@@ -376,9 +377,29 @@ def depends_problems(doc: Compose) -> list[str]:
     return problems
 
 
+#: Airflow settings whose value is the import path of an object
+IMPORT_PATHS = ("AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS", "AIRFLOW__CORE__AUTH_MANAGER")
+
+
+def import_problems(doc: Compose) -> list[str]:
+    """Every Airflow setting that names an object by import path names one that imports (the image installs the
+    same Airflow, providers and this provider as the test environment)."""
+    problems = []
+    for name, variables in airflow_services(doc).items():
+        for key in IMPORT_PATHS:
+            if key in variables:
+                module, _, attribute = variables[key].rpartition(".")
+                try:
+                    getattr(importlib.import_module(module), attribute)
+                except (ImportError, AttributeError, ValueError) as exc:
+                    problems.append(f"{name}: {key} = {variables[key]!r} does not import ({exc})")
+    return problems
+
+
 CHECKS: dict[str, Callable[[Compose], list[str]]] = {
     "build": build_problems, "mounts": mount_problems, "connections": connection_problems,
-    "commands": command_problems, "stack": stack_problems, "hosts": host_problems, "depends_on": depends_problems}
+    "commands": command_problems, "stack": stack_problems, "hosts": host_problems, "depends_on": depends_problems,
+    "imports": import_problems}
 
 
 # -- the tests ---------------------------------------------------------------------------------------------------
@@ -460,6 +481,9 @@ BREAKAGES: list[tuple[str, str, Callable[[Compose], None]]] = [
                                         "postgresql+psycopg2://airflow:airflow@localhost:5432/airflow")),
     ("hosts", "S3 endpoint host", _set_env("celery-worker", "AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
         {"conn_type": "aws", "extra": {"endpoint_url": "http://s3:8333"}}))),
+    ("imports", "Celery configuration path typo", _set_env(
+        "celery-worker", "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS",
+        "airflow_region_failover.operators.preload.CELERY_CONFIGS")),
     ("depends_on", "unknown service", _add_dependency("celery-worker", "spark-conect", "service_started")),
     ("depends_on", "healthy without healthcheck", _add_dependency("api-server", "triggerer", "service_healthy")),
 ]

@@ -50,7 +50,7 @@ def preload(modules: tuple[str, ...] = MODULES) -> tuple[str, ...]:
             log.warning("region failover: not preloading %s (%s: %s)", name, type(exc).__name__, exc)
             continue
         loaded.append(name)
-    log.info("region failover: preloaded %d modules in %.1f s for the step tasks this worker forks",
+    log.info("region failover: preloaded %d modules in %.1f s for the step tasks this process forks",
              len(loaded), time.monotonic() - started)
     return tuple(loaded)
 

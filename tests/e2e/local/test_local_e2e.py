@@ -207,11 +207,11 @@ def test_every_decision_is_cleared_exactly_once_with_two_watchers(e2e: Any) -> N
         assert len(clears) == len(applied) == 1, (name, clears, e2e.explain(dag_id, run_id))
 
 
-@pytest.mark.prefetch("marked")
+@pytest.mark.prefetch("s3down")
 def test_plugin_routes_require_a_user_with_access_to_the_dag(e2e: Any) -> None:
     """Anonymous callers get 401/403, a signed-in user who may not see the DAG 403, one who may 200 (a run of
-    ``rf_e2e_region``, the DAG ``outsider`` may not see)."""
-    dag_id, run_id = e2e.started("marked")
+    ``rf_e2e_region``, the DAG ``outsider`` may not see: the one the S3 outage test later ends)."""
+    dag_id, run_id = e2e.started("s3down")
     routes = [f"/region-failover/history/{dag_id}/{run_id}", f"/region-failover/api/history/{dag_id}/{run_id}"]
     url = e2e.stack.url
     with httpx.Client(base_url=url, timeout=30) as anonymous:

@@ -59,7 +59,9 @@ def forks_local_tasks(argv: list[str] | None = None) -> bool:
     """Whether this process is an ``airflow scheduler`` whose executors include LocalExecutor with the ``fork``
     start method (its workers, and so its task processes, are forked from it)."""
     argv = sys.argv if argv is None else argv
-    if argv[1:2] != ["scheduler"] or multiprocessing.get_start_method(allow_none=True) not in (None, "fork"):
+    # the method set for this process, else the platform's default (read without fixing it: Airflow may set it)
+    method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    if argv[1:2] != ["scheduler"] or method != "fork":
         return False
     from airflow.configuration import conf
 

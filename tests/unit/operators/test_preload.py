@@ -51,3 +51,10 @@ def test_only_a_scheduler_running_a_local_executor_forks_task_processes(
         monkeypatch: pytest.MonkeyPatch, argv: list[str], executor: str, expected: bool) -> None:
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
     assert preload.forks_local_tasks(argv) is expected
+
+
+def test_a_scheduler_whose_workers_are_not_forked_does_not_preload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``spawn``/``forkserver`` workers start a fresh interpreter: nothing they could inherit."""
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+    monkeypatch.setattr(preload.multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
+    assert preload.forks_local_tasks(["/venv/bin/airflow", "scheduler"]) is False

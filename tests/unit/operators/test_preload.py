@@ -1,6 +1,7 @@
-"""Preloading step tasks' imports into a Celery worker (:mod:`airflow_region_failover.operators.preload`): the
-configuration Airflow reads is its default one, Celery's ``worker_init`` runs the preload, and a module that
-cannot be imported is skipped, never raised."""
+"""Preloading step tasks' imports where task processes are forked from
+(:mod:`airflow_region_failover.operators.preload`): the Celery configuration Airflow reads is its default one and
+Celery's ``worker_init`` runs the preload; only an ``airflow scheduler`` that forks LocalExecutor workers preloads;
+a module that cannot be imported is skipped, never raised."""
 
 from __future__ import annotations
 

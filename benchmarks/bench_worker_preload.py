@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> None:
         for round_ in range(args.rounds):
             order = (DEFAULT, PRELOAD) if round_ % 2 == 0 else (PRELOAD, DEFAULT)
             for config in order:
-                result = measure(config, args.runs, Path(tmp) / f"r{round_}-{len(results[config])}-{config[-6:]}")
+                name = "preload" if config == PRELOAD else "default"
+                result = measure(config, args.runs, Path(tmp) / f"round{round_ + 1}-{name}")
                 results[config].append(result)
-                print(f"round {round_ + 1}: {'preload' if config == PRELOAD else 'default'}: {_row(result)}",
-                      flush=True)
+                print(f"round {round_ + 1}: {name}: {_row(result)}", flush=True)
     print(f"\n{args.runs} runs x 9 tasks per stack, {args.rounds} round(s); medians over rounds")
     print(f"{'':10s} {'wall s':>8s} {'task-s':>8s} {'median task s':>14s}")
     med = {c: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for c, rs in results.items()}

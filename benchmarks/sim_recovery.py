@@ -1,4 +1,4 @@
-"""Recovery-cost simulation: work redone after one failure under ``region``, ``full`` and the minimal correct set.
+"""Recovery-cost simulation: work redone after one failure under ``region``, ``region+reuse``, ``full`` and the minimum.
 
 What is simulated. Graph families (each instance seeded, with per-step costs):
 
@@ -20,9 +20,21 @@ partition) one committed BLOCKING partition ``x`` reads is also lost, as if its 
 backtracking case. A partition is available iff its producer finished and it is not lost. ``done(s)`` is the work
 subtask ``s`` has done so far.
 
+Re-run outcomes (``_sim_reuse.py``). A share ``--reproducible`` (default 0.7) of the steps, drawn per graph,
+re-produce byte-identical output when run again on identical input; the others are nondeterministic: each
+subpartition read of their re-produced output (one consumer subtask's key range of a keyed ALL_TO_ALL partition,
+or a whole POINTWISE partition) differs with probability ``--differs`` (default 0.5), drawn once per trial and
+shared by every strategy. A subtask that runs again after reading any different subpartition produces a different
+output in every subpartition; one that had not finished has no committed output to match (its output differs).
+These draws use their own random stream, so graphs and failures are the same whatever the two options.
+
 The restart sets: ``region`` and ``full`` are :func:`~airflow_region_failover.failover.planner.plan_restart`'s
-(the lost partition named unavailable). The **minimal correct set** M is the least set of subtasks with
-``done > 0`` (work already done; subtasks that did nothing are not counted, they just run) such that:
+(the lost partition named unavailable). ``region+reuse`` is the ``region`` set minus the subtasks the product's
+new reuse rule keeps: walking the set in topological order, a subtask is kept when its region restarts only as a
+consumer, its step reads and writes only BLOCKING results, it had finished, and every subpartition it reads comes
+back unchanged (from a producer that does not run again, is kept, or re-produced it byte-identical); a kept
+subtask re-produces nothing. The **minimal correct set** M is the least set of subtasks with ``done > 0`` (work
+already done; subtasks that did nothing are not counted, they just run) such that:
 
 1. ``x`` is in M (its partial work is lost);
 2. **ephemeral inputs**: if ``s`` is in M and ``s`` reads a PIPELINED partition of a started ``p``, then ``p`` is in
@@ -33,20 +45,25 @@ The restart sets: ``region`` and ``full`` are :func:`~airflow_region_failover.fa
    (``x``'s PIPELINED descendants that already consumed its output). Finished subtasks exist only in earlier
    regions, whose PIPELINED consumers have finished too;
 4. **lost inputs**: if ``s`` is in M and reads a lost BLOCKING partition, its producer is in M (recursively, through
-   2 and 4 — the producer's own PIPELINED inputs must be re-produced, its lost inputs too).
+   2 and 4 — the producer's own PIPELINED inputs must be re-produced, its lost inputs too);
+5. **changed inputs**: if ``s`` is in M and a subtask ``y`` with ``done > 0`` reads a subpartition of ``s``'s output
+   that comes back different (the outcomes above, given that exactly M runs again), then ``y`` is in M: what ``y``
+   computed from the old data is inconsistent with what the re-produced data feeds everyone else.
 
-BLOCKING data survives unless lost, and M assumes a clairvoyant scheduler that also knows a re-produced BLOCKING
-result is identical to the committed one: finished consumers of a re-produced result are *not* in M (the
-``region`` rule 2 reruns them because a re-produced result may differ). M is therefore a lower bound for
-nondeterministic steps and the exact optimum for deterministic ones. Work redone = sum of ``done(s)`` over a set;
-the simulation checks M is a subset of the ``region`` set, which is a subset of ``full``.
+M assumes a clairvoyant scheduler that knows which re-produced subpartitions come back identical: finished
+consumers of an identical one are *not* in M (the ``region`` rule 2 reruns them because a re-produced result may
+differ). Rule 5 is new with the outcome model: before it, M assumed every re-produced BLOCKING result identical,
+a lower bound for nondeterministic steps; with ``--reproducible 1`` it is that set again. M is computed as a fixed
+point (close under 1-4, add rule 5's consumers, repeat). Work redone = sum of ``done(s)`` over a set (a kept
+subtask's work is not redone); the simulation asserts minimal ⊆ region+reuse ⊆ region ⊆ full on every trial.
 
-Printed per family: trials, share with a lost partition, mean and p95 of ``region / minimal`` and
-``full / minimal`` (work ratios; 1.00 = no waste), the share of trials where ``region`` redoes exactly the minimum,
-and the mean work redone by ``minimal`` and ``region`` as a percentage of the work done at the failure (``full``
-redoes 100% by definition).
+Printed per family (all trials, then with and without a lost partition): trials, share with a lost partition, mean
+and p95 of ``region / minimal``, ``region+reuse / minimal`` and ``full / minimal`` (work ratios; 1.00 = no waste),
+the share of trials where ``region`` and ``region+reuse`` redo exactly the minimum, and the mean work redone by
+``minimal``, ``region`` and ``region+reuse`` as a percentage of the work done at the failure (``full`` redoes 100%).
 
-Usage: ``python benchmarks/sim_recovery.py [--quick] [--seed N] [--graphs G] [--failures F]``.
+Usage: ``python benchmarks/sim_recovery.py [--quick] [--seed N] [--graphs G] [--failures F] [--reproducible R]
+[--differs Q]``.
 """
 
 from __future__ import annotations
@@ -57,13 +74,13 @@ import random
 import statistics
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _sim_reuse import Wiring, World, minimal_set, reproducible_steps
 from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.topology import FailoverTopology
-from airflow_region_failover.graph import Exchange, JobGraph, JobGraphBuilder, PartitionId, SubtaskId
-from tests.support.reference import explicit_edges
+from airflow_region_failover.graph import JobGraph, JobGraphBuilder, PartitionId, SubtaskId
 
 # ------------------------------------------------------------------------------------------------- graph families
 
@@ -90,7 +107,7 @@ def pipelines_family(rng: random.Random) -> Instance:
             b.step(name, parallelism=par)
             cost[name] = base * rng.uniform(0.5, 1.5)
         b.edge(names[0], names[1], exchange=_pick(rng, 0.5), distribution="POINTWISE")
-        b.edge(names[1], names[2], exchange="BLOCKING", distribution="ALL_TO_ALL")
+        b.edge(names[1], names[2], exchange="BLOCKING")  # the shuffle: keyed in the reuse model (_sim_reuse.py)
         b.edge(names[2], names[3], exchange=_pick(rng, 0.5), distribution="POINTWISE")
     return Instance(b.build(), cost)
 
@@ -153,32 +170,6 @@ FAMILIES: dict[str, Callable[[random.Random], Instance]] = {
 # ------------------------------------------------------------------------------------------------------ simulating
 
 
-@dataclass
-class Wiring:
-    """Subtask-level wiring of a (small) graph, from the explicit expansion."""
-
-    pipelined_in: dict[SubtaskId, set[SubtaskId]] = field(default_factory=dict)
-    pipelined_out: dict[SubtaskId, set[SubtaskId]] = field(default_factory=dict)
-    blocking_in: dict[SubtaskId, set[PartitionId]] = field(default_factory=dict)
-    region_edges: dict[int, set[int]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, topology: FailoverTopology) -> Wiring:
-        """Expand every exchange (the simulated graphs have at most a few hundred subtasks)."""
-        wiring = cls()
-        regions = topology.regions
-        for producer, consumer, partition, exchange in explicit_edges(topology.graph):
-            if exchange is Exchange.PIPELINED:
-                wiring.pipelined_in.setdefault(consumer, set()).add(producer)
-                wiring.pipelined_out.setdefault(producer, set()).add(consumer)
-            else:
-                wiring.blocking_in.setdefault(consumer, set()).add(partition)
-                a, c = regions.region_of(producer).index, regions.region_of(consumer).index
-                if a != c:
-                    wiring.region_edges.setdefault(a, set()).add(c)
-        return wiring
-
-
 @dataclass(frozen=True)
 class Availability:
     """A partition is available iff its producer finished and it is not the lost one."""
@@ -215,44 +206,26 @@ def random_region_order(topology: FailoverTopology, wiring: Wiring, rng: random.
     return order
 
 
-def minimal_set(
-    failed: SubtaskId,
-    done: dict[SubtaskId, float],
-    running: set[SubtaskId],
-    lost: frozenset[PartitionId],
-    wiring: Wiring,
-    producer_step: dict[str, str],
-) -> set[SubtaskId]:
-    """The minimal correct set M (rules 1-4 of the module docstring)."""
-    chosen, todo = {failed}, [failed]
-    while todo:
-        s = todo.pop()
-        pulled: list[SubtaskId] = [p for p in wiring.pipelined_in.get(s, ()) if done.get(p, 0.0) > 0]
-        pulled += [y for y in wiring.pipelined_out.get(s, ()) if y in running]
-        pulled += [SubtaskId(producer_step[q.result], q.index) for q in wiring.blocking_in.get(s, ()) if q in lost]
-        for t in pulled:
-            if t not in chosen:
-                chosen.add(t)
-                todo.append(t)
-    return chosen
-
-
 @dataclass
 class Trial:
     """Work redone by each strategy in one trial, and whether a partition was lost."""
 
     region: float
+    reuse: float
     full: float
     minimal: float
     done: float
     lost: bool
 
 
-def simulate(instance: Instance, failures: int, rng: random.Random) -> list[Trial]:
-    """``failures`` random single failures on one graph instance."""
+def simulate(
+    instance: Instance, failures: int, rng: random.Random, model: tuple[float, float, random.Random]
+) -> list[Trial]:
+    """``failures`` random single failures on one graph instance; ``model``: (reproducible, differs, its rng)."""
     graph = instance.graph
     topology = FailoverTopology.build(graph)
     wiring = Wiring.of(topology)
+    reproducible = reproducible_steps(graph, model[0], model[2])
     producer_step = {e.result: e.source for e in graph.edges}
     regions = topology.regions.regions
     trials: list[Trial] = []
@@ -274,13 +247,17 @@ def simulate(instance: Instance, failures: int, rng: random.Random) -> list[Tria
         if inputs and rng.random() < 1 / 3:
             lost = frozenset({rng.choice(inputs)})
         checker = Availability(producer_step, finished, lost)
-        region_set = set(plan_restart(topology, failed, checker, "region", lost).restart)
+        plan = plan_restart(topology, failed, checker, "region", lost)
+        region_set = set(plan.restart)
         full_set = set(plan_restart(topology, failed, checker, "full", lost).restart)
-        minimal = minimal_set(failed, done, set(started), lost, wiring, producer_step)
-        assert minimal <= region_set <= full_set, "minimal ⊆ region ⊆ full must hold"
+        world = World(reproducible, model[1], model[2], finished)
+        minimal = minimal_set(failed, done, set(started), lost, wiring, world)
+        reuse_set = world.reuse_set(plan, wiring)
+        assert minimal <= reuse_set <= region_set <= full_set, "minimal ⊆ region+reuse ⊆ region ⊆ full must hold"
         trials.append(
             Trial(
                 region=_work(region_set, done),
+                reuse=_work(reuse_set, done),
                 full=_work(full_set, done),
                 minimal=_work(minimal, done),
                 done=sum(done.values()),
@@ -300,26 +277,19 @@ def _p95(values: list[float]) -> float:
 
 
 def summarise(name: str, trials: list[Trial]) -> list[str]:
-    """One table row: ratios to the minimal set (mean, p95) and work redone as % of work done."""
-    region = [t.region / t.minimal for t in trials]
-    full = [t.full / t.minimal for t in trials]
-    exact = sum(1 for t in trials if math.isclose(t.region, t.minimal)) / len(trials)
+    """One table row: ratios to the minimal set (mean, p95), exact hits, and work redone as % of work done."""
+    ratios = {a: [getattr(t, a) / t.minimal for t in trials] for a in ("region", "reuse", "full")}
 
     def pct(attr: str) -> str:
         return f"{100 * statistics.fmean(getattr(t, attr) / t.done for t in trials):.1f}%"
 
-    return [
-        name,
-        f"{len(trials):,}",
-        f"{100 * sum(t.lost for t in trials) / len(trials):.0f}%",
-        f"{statistics.fmean(region):.2f}",
-        f"{_p95(region):.2f}",
-        f"{statistics.fmean(full):.2f}",
-        f"{_p95(full):.2f}",
-        f"{100 * exact:.0f}%",
-        pct("minimal"),
-        pct("region"),
-    ]
+    def exact(attr: str) -> str:
+        return f"{100 * sum(math.isclose(getattr(t, attr), t.minimal) for t in trials) / len(trials):.0f}%"
+
+    stats = [f"{f(ratios[a]):.2f}" for a in ratios for f in (statistics.fmean, _p95)]
+    lost = f"{100 * sum(t.lost for t in trials) / len(trials):.0f}%"
+    shares = [exact("region"), exact("reuse"), *map(pct, ("minimal", "region", "reuse"))]
+    return [name, f"{len(trials):,}", lost, *stats, *shares]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,18 +299,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--graphs", type=int, default=0, help="graph instances per family (default 40, quick 3)")
     parser.add_argument("--failures", type=int, default=0, help="failures per graph (default 50, quick 10)")
+    parser.add_argument("--reproducible", type=float, default=0.7, help="share of reproducible steps (0.7)")
+    parser.add_argument("--differs", type=float, default=0.5, help="P(a nondeterministic re-read differs) (0.5)")
     args = parser.parse_args(argv)
     graphs = args.graphs or (3 if args.quick else 40)
     failures = args.failures or (10 if args.quick else 50)
     rows: list[list[str]] = []
     for name, family in FAMILIES.items():
         rng = random.Random(f"{args.seed}:{name}")
+        model = (args.reproducible, args.differs, random.Random(f"{args.seed}:{name}:outcomes"))
         trials: list[Trial] = []
         sizes: list[int] = []
         for _ in range(graphs):
             instance = family(rng)
             sizes.append(instance.graph.subtask_count)
-            trials += simulate(instance, failures, rng)
+            trials += simulate(instance, failures, rng, model)
         label = f"{name} ({min(sizes)}-{max(sizes)} subtasks)"
         rows.append(summarise(label, trials))
         lost = [t for t in trials if t.lost]
@@ -355,16 +328,20 @@ def main(argv: list[str] | None = None) -> int:
         "lost",
         "region/min mean",
         "region/min p95",
+        "reuse/min mean",
+        "reuse/min p95",
         "full/min mean",
         "full/min p95",
         "region = min",
+        "reuse = min",
         "min % of done",
         "region % of done",
+        "reuse % of done",
     ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(
         f"# sim_recovery {'--quick ' if args.quick else ''}(seed {args.seed}, {graphs} graphs x {failures} "
-        "failures per family)\n"
+        f"failures per family; reproducible {args.reproducible}, differs {args.differs}; reuse = region+reuse)\n"
     )
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")

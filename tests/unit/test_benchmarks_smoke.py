@@ -47,9 +47,12 @@ def test_bench_planner_quick_prints_both_tables() -> None:
 def test_sim_recovery_quick_prints_the_table() -> None:
     out = _run("sim_recovery.py")
     rows = _table_rows(out)
-    assert rows[0][0] == "family" and "region/min mean" in rows[0]
+    header = rows[0]
+    assert header[0] == "family"
+    column = {name: header.index(name) for name in ("reuse/min mean", "region/min mean", "full/min mean")}
+    assert {"reuse/min p95", "region/min p95", "full/min p95", "reuse = min"} <= set(header)
     families = [r[0].split(" ")[0] for r in rows[2:] if not r[0].startswith("…")]
     assert families == ["pipelines", "tpch", "shuffles"]
     for row in rows[2:]:
-        region_mean, full_mean = float(row[3]), float(row[5])
-        assert 1.0 <= region_mean <= full_mean  # minimal <= region <= full, so every ratio is >= 1
+        reuse, region, full = (float(row[i]) for i in column.values())
+        assert 1.0 <= reuse <= region <= full  # minimal ⊆ region+reuse ⊆ region ⊆ full: every ratio is >= 1

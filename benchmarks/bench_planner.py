@@ -129,7 +129,7 @@ def random_dag(steps: int, seed: int = 20261122) -> Scenario:
                 f"s{j}",
                 f"s{i}",
                 exchange=rng.choice(("PIPELINED", "BLOCKING")),
-                distribution=rng.choice(("POINTWISE", "ALL_TO_ALL")),
+                distribution=rng.choice(("POINTWISE", "BROADCAST")),
             )
     graph = builder.build()
     blocking_inputs: dict[str, list[str]] = {}
@@ -180,7 +180,7 @@ def explicit_edge_count(graph: JobGraph) -> int:
     total = 0
     for edge in graph.edges:
         s, t = graph.step(edge.source).parallelism, graph.step(edge.target).parallelism
-        total += s * t if edge.distribution is Distribution.ALL_TO_ALL else max(s, t)
+        total += s * t if edge.distribution is not Distribution.POINTWISE else max(s, t)
     return total
 
 
@@ -189,7 +189,7 @@ def group_count(graph: JobGraph) -> int:
     total = 0
     for edge in graph.edges:
         s, t = graph.step(edge.source).parallelism, graph.step(edge.target).parallelism
-        total += 1 if edge.distribution is Distribution.ALL_TO_ALL else min(s, t)
+        total += 1 if edge.distribution is not Distribution.POINTWISE else min(s, t)
     return total
 
 

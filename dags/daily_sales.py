@@ -3,7 +3,7 @@ script spark-submitted as its own application (``scripts/daily_load.py``, throug
 ``SparkSubmitHook``; on ``local[*]`` unless ``[region_failover] spark_conn_id`` names a ``spark`` connection).
 
 ``extract#i -> transform#i`` (PIPELINED, POINTWISE) generate and price the day's sales of store group ``i`` — the
-day is the run's logical date, so every daily run produces its own data; ``load`` (BLOCKING, ALL_TO_ALL) totals
+day is the run's logical date, so every daily run produces its own data; ``load`` (BLOCKING, BROADCAST) totals
 the day per category.
 """
 

@@ -2,7 +2,7 @@
 
 ``ingest#i -> parse#i -> enrich#i`` are joined by PIPELINED POINTWISE exchanges: shard ``i``'s three subtasks form
 region ``r<i>`` and a failure in one shard restarts only that shard (plus the BLOCKING ``summary`` consumer),
-never the other shards. ``summary`` reads every shard's committed partition (ALL_TO_ALL, BLOCKING).
+never the other shards. ``summary`` reads every shard's committed partition (BROADCAST, BLOCKING).
 """
 
 from __future__ import annotations
@@ -72,5 +72,5 @@ with DAG(
     job.step("summary", summary)
     job.edge("ingest", "parse", exchange="PIPELINED", distribution="POINTWISE")
     job.edge("parse", "enrich", exchange="PIPELINED", distribution="POINTWISE")
-    job.edge("enrich", "summary", exchange="BLOCKING", distribution="ALL_TO_ALL")
+    job.edge("enrich", "summary", exchange="BLOCKING", distribution="BROADCAST")
     job.render()

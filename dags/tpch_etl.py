@@ -1,8 +1,9 @@
 """The main demo job: a TPC-H-shaped ETL with region failover.
 
 generate customer/orders/lineitem (deterministic, seeded) -> clean (POINTWISE, PIPELINED: each cleaner shares its
-generator's region) -> join (ALL_TO_ALL, BLOCKING: committed to S3) -> aggregate revenue per market segment and
-year (ALL_TO_ALL, BLOCKING) -> report (the ranked table, committed as the report step's sink result).
+generator's region) -> join (BLOCKING, committed to S3: orders and line items keyed by order key, so join subtask j
+reads only its key groups of every partition; customers broadcast) -> aggregate revenue per market segment and
+year (BLOCKING, keyed by segment) -> report (the ranked table, committed as the report step's sink result).
 
 DAG param ``fail_once`` (default false): when true, subtask ``aggregate#0`` raises on its first try — an injected
 failure in a late step for the run-time failover demo. Region failover then restarts only aggregate#0's region
@@ -141,21 +142,15 @@ def step_clean_lineitem(spark: Any, inputs: Any, context: Any) -> Any:
 
 
 def step_join(spark: Any, inputs: Any, context: Any) -> Any:
-    """Join subtask j handles the orders whose key hashes to j (every subtask reads every partition)."""
-    from pyspark.sql import functions as F
-
-    mine = F.pmod(F.hash("o_orderkey"), F.lit(context.parallelism)) == context.index
-    return join(inputs["gen_customer"], inputs["clean_orders"].where(mine), inputs["clean_lineitem"])
+    """Join subtask j gets the orders and line items whose order key is in its key groups (keyed exchanges)."""
+    return join(inputs["gen_customer"], inputs["clean_orders"], inputs["clean_lineitem"])
 
 
 def step_aggregate(spark: Any, inputs: Any, context: Any) -> Any:
-    """Aggregate subtask j handles the market segments hashing to j; fails once if ``fail_once`` is set."""
-    from pyspark.sql import functions as F
-
+    """Aggregate subtask j gets the market segments in its key groups; fails once if ``fail_once`` is set."""
     if context.params.get("fail_once") and context.index == 0 and context.try_number == 1:
         raise RuntimeError("injected failure: DAG param fail_once=true fails aggregate#0 on its first try")
-    mine = F.pmod(F.hash("c_mktsegment"), F.lit(context.parallelism)) == context.index
-    return aggregate(inputs["join"].where(mine))
+    return aggregate(inputs["join"])
 
 
 def step_report(spark: Any, inputs: Any, context: Any) -> Any:
@@ -185,8 +180,9 @@ with DAG(
     job.step("report", step_report)
     job.edge("gen_orders", "clean_orders", exchange="PIPELINED", distribution="POINTWISE")
     job.edge("gen_lineitem", "clean_lineitem", exchange="PIPELINED", distribution="POINTWISE")
-    for source in ("gen_customer", "clean_orders", "clean_lineitem"):
-        job.edge(source, "join", exchange="BLOCKING", distribution="ALL_TO_ALL")
-    job.edge("join", "aggregate", exchange="BLOCKING", distribution="ALL_TO_ALL")
-    job.edge("aggregate", "report", exchange="BLOCKING", distribution="ALL_TO_ALL")
+    job.edge("gen_customer", "join", exchange="BLOCKING", distribution="BROADCAST")
+    job.edge("clean_orders", "join", exchange="BLOCKING", partition_by=["o_orderkey"])
+    job.edge("clean_lineitem", "join", exchange="BLOCKING", partition_by=["l_orderkey"])
+    job.edge("join", "aggregate", exchange="BLOCKING", partition_by=["c_mktsegment"])
+    job.edge("aggregate", "report", exchange="BLOCKING", distribution="BROADCAST")
     job.render()

@@ -126,11 +126,20 @@ class RegionJob:
         target: str,
         *,
         exchange: Exchange | str = Exchange.BLOCKING,
-        distribution: Distribution | str = Distribution.ALL_TO_ALL,
+        distribution: Distribution | str | None = None,
         result: str | None = None,
+        partition_by: list[str] | tuple[str, ...] = (),
+        max_parallelism: int = 0,
     ) -> RegionJob:
-        """Declare that ``target`` consumes ``source``'s result (checked by :meth:`render`)."""
-        self._builder.edge(source, target, exchange=exchange, distribution=distribution, result=result)
+        """Declare that ``target`` consumes ``source``'s result (checked by :meth:`render`).
+
+        ``partition_by=["col", ...]`` makes the exchange keyed (``ALL_TO_ALL``): consumer j reads only the rows
+        whose key hashes into its key groups (``max_parallelism`` key groups, default 128). Without it the
+        distribution defaults to ``BROADCAST`` (every consumer subtask reads every producer partition);
+        ``POINTWISE`` pairs consumer and producer subtasks by index.
+        """
+        self._builder.edge(source, target, exchange=exchange, distribution=distribution, result=result,
+                           partition_by=partition_by, max_parallelism=max_parallelism)
         return self
 
     @classmethod
@@ -156,7 +165,7 @@ class RegionJob:
             job.step(step.id, fn, script=script, parallelism=step.parallelism, deterministic=step.deterministic)
         for edge in graph.edges:
             job.edge(edge.source, edge.target, exchange=edge.exchange, distribution=edge.distribution,
-                     result=edge.result)
+                     result=edge.result, partition_by=edge.partition_by, max_parallelism=edge.max_parallelism)
         return job
 
     def graph(self) -> JobGraph:

@@ -110,7 +110,7 @@ def test_render_outside_a_dag_says_how_to_fix() -> None:
 
 
 def test_json_without_implementation_names_the_step() -> None:
-    document = {"version": 1, "steps": [{"id": "a"}, {"id": "b"}], "edges": [
+    document = {"version": 2, "steps": [{"id": "a"}, {"id": "b"}], "edges": [
         {"from": "a", "to": "b", "exchange": "BLOCKING"}]}
     with pytest.raises(GraphError, match=r"step 'b' of the JSON graph has no implementation"):
         RegionJob.from_json(document, {"a": noop})

@@ -31,11 +31,18 @@ class JobGraphBuilder:
         target: str,
         *,
         exchange: Exchange | str,
-        distribution: Distribution | str = Distribution.ALL_TO_ALL,
+        distribution: Distribution | str | None = None,
         result: str | None = None,
+        partition_by: tuple[str, ...] | list[str] = (),
+        max_parallelism: int = 0,
     ) -> JobGraphBuilder:
-        """Declare that ``target`` consumes ``source``'s result ``result`` (default ``"<source>-><target>"``)."""
-        self._edges.append(Edge(source, target, exchange, distribution, result or ""))  # type: ignore[arg-type]
+        """Declare that ``target`` consumes ``source``'s result ``result`` (default ``"<source>-><target>"``);
+        ``distribution`` defaults to ``ALL_TO_ALL`` with ``partition_by`` and to ``BROADCAST`` without."""
+        if distribution is None:
+            distribution = Distribution.ALL_TO_ALL if partition_by else Distribution.BROADCAST
+        columns = tuple(partition_by) if isinstance(partition_by, (list, tuple)) else partition_by
+        self._edges.append(Edge(source, target, exchange, distribution, result or "",  # type: ignore[arg-type]
+                                columns, max_parallelism))
         return self
 
     def build(self) -> JobGraph:

@@ -30,9 +30,16 @@ class Exchange(str, Enum):
 
 
 class Distribution(str, Enum):
-    """Which producer partitions each consumer subtask reads: ``ALL_TO_ALL`` or ``POINTWISE``."""
+    """Which data each consumer subtask reads.
+
+    * ``ALL_TO_ALL`` — a keyed (hash-partitioned) exchange: consumer j reads subpartition j of every producer
+      partition, i.e. the rows whose key falls in its key-group range (needs ``partition_by``);
+    * ``BROADCAST`` — every consumer subtask reads every producer partition whole;
+    * ``POINTWISE`` — consumer j reads a contiguous range of producer partitions whole.
+    """
 
     ALL_TO_ALL = "ALL_TO_ALL"
+    BROADCAST = "BROADCAST"
     POINTWISE = "POINTWISE"
 
     @classmethod
@@ -63,13 +70,24 @@ class Step:
 
 @dataclass(frozen=True)
 class Edge:
-    """``source`` produces result ``result``, which ``target`` consumes with ``distribution``."""
+    """``source`` produces result ``result``, which ``target`` consumes with ``distribution``.
+
+    A keyed ``ALL_TO_ALL`` edge hashes the columns ``partition_by`` into ``max_parallelism`` key groups (0: the
+    default, :data:`~.keygroups.DEFAULT_MAX_PARALLELISM`); other edges have neither.
+    """
 
     source: str
     target: str
     exchange: Exchange
-    distribution: Distribution = Distribution.ALL_TO_ALL
+    distribution: Distribution = Distribution.BROADCAST
     result: str = ""
+    partition_by: tuple[str, ...] = ()
+    max_parallelism: int = 0
+
+    @property
+    def keyed(self) -> bool:
+        """True for a keyed (hash-partitioned) ``ALL_TO_ALL`` exchange."""
+        return bool(self.partition_by)
 
     def __str__(self) -> str:
         return f"edge {self.source} -> {self.target}"

@@ -1,12 +1,19 @@
-"""The JSON format of a job graph (documented in the README), version 1::
+"""The JSON format of a job graph (documented in the README), version 2::
 
-    {"version": 1,
+    {"version": 2,
      "steps": [{"id": "gen", "parallelism": 4, "deterministic": false}, ...],
      "edges": [{"from": "gen", "to": "clean", "exchange": "PIPELINED",
-                "distribution": "POINTWISE", "result": "rows"}, ...]}
+                "distribution": "POINTWISE", "result": "rows"},
+               {"from": "clean", "to": "join", "exchange": "BLOCKING",
+                "distribution": "ALL_TO_ALL", "partition_by": ["o_orderkey"], "max_parallelism": 128}, ...]}
 
-``parallelism`` (default 1), ``deterministic`` (default false), ``distribution`` (default ``ALL_TO_ALL``) and
-``result`` (default ``"<from>-><to>"``) are optional. Unknown keys and versions are errors naming the key.
+``parallelism`` (default 1), ``deterministic`` (default false), ``result`` (default ``"<from>-><to>"``),
+``partition_by`` and ``max_parallelism`` (keyed ``ALL_TO_ALL`` edges only; default 128) are optional;
+``distribution`` defaults to ``ALL_TO_ALL`` on an edge with ``partition_by`` and to ``BROADCAST`` otherwise.
+Version 1 (no keys) is still read: its ``ALL_TO_ALL`` (also its default) meant every consumer reads every
+partition whole, and is read as ``BROADCAST`` with a deprecation warning; in version 2 ``ALL_TO_ALL`` without
+``partition_by`` is an error. Unknown keys and versions are errors naming the key. :func:`to_dict` writes
+version 2.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from typing import Any
 from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.model import Distribution, Edge, Exchange, JobGraph, Step
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 _STEP_KEYS = {"id", "parallelism", "deterministic"}
-_EDGE_KEYS = {"from", "to", "exchange", "distribution", "result"}
+_EDGE_KEYS = {1: {"from", "to", "exchange", "distribution", "result"},
+              2: {"from", "to", "exchange", "distribution", "result", "partition_by", "max_parallelism"}}
 
 
 def loads(text: str) -> JobGraph:
@@ -45,10 +54,11 @@ def load(path: str) -> JobGraph:
 def from_dict(document: object) -> JobGraph:
     """Build a validated graph from the decoded JSON document."""
     doc = _mapping(document, "job graph", {"version", "steps", "edges"})
-    if doc.get("version") != FORMAT_VERSION:
-        raise GraphError(f"job graph: 'version' {doc.get('version')!r} is unsupported; use {FORMAT_VERSION}")
+    version = doc.get("version")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
+        raise GraphError(f"job graph: 'version' {version!r} is unsupported; use {FORMAT_VERSION}")
     steps = [_step(s, i) for i, s in enumerate(_list(doc.get("steps", []), "steps"))]
-    edges = [_edge(e, i) for i, e in enumerate(_list(doc.get("edges", []), "edges"))]
+    edges = [_edge(e, i, version) for i, e in enumerate(_list(doc.get("edges", []), "edges"))]
     return JobGraph.of(steps, edges)
 
 
@@ -57,17 +67,17 @@ def to_dict(graph: JobGraph) -> dict[str, Any]:
     return {
         "version": FORMAT_VERSION,
         "steps": [{"id": s.id, "parallelism": s.parallelism, "deterministic": s.deterministic} for s in graph.steps],
-        "edges": [
-            {
-                "from": e.source,
-                "to": e.target,
-                "exchange": e.exchange.value,
-                "distribution": e.distribution.value,
-                "result": e.result,
-            }
-            for e in graph.edges
-        ],
+        "edges": [_edge_dict(e) for e in graph.edges],
     }
+
+
+def _edge_dict(edge: Edge) -> dict[str, Any]:
+    body: dict[str, Any] = {"from": edge.source, "to": edge.target, "exchange": edge.exchange.value,
+                            "distribution": edge.distribution.value, "result": edge.result}
+    if edge.keyed:
+        body["partition_by"] = list(edge.partition_by)
+        body["max_parallelism"] = edge.max_parallelism
+    return body
 
 
 def dumps(graph: JobGraph) -> str:
@@ -82,8 +92,8 @@ def _step(raw: object, i: int) -> Step:
     return Step(doc["id"], doc.get("parallelism", 1), doc.get("deterministic", False))
 
 
-def _edge(raw: object, i: int) -> Edge:
-    doc = _mapping(raw, f"edges[{i}]", _EDGE_KEYS)
+def _edge(raw: object, i: int, version: int) -> Edge:
+    doc = _mapping(raw, f"edges[{i}]", _EDGE_KEYS[version])
     for key in ("from", "to", "exchange"):
         if key not in doc:
             raise GraphError(f"edges[{i}]: missing {key!r}")
@@ -91,13 +101,17 @@ def _edge(raw: object, i: int) -> Edge:
     result = doc.get("result") or ""
     if not isinstance(result, str):
         raise GraphError(f"{where}: result {result!r} must be a string")
-    return Edge(
-        doc["from"],
-        doc["to"],
-        Exchange.parse(doc["exchange"], where=where),
-        Distribution.parse(doc.get("distribution", "ALL_TO_ALL"), where=where),
-        result,
-    )
+    partition_by = doc.get("partition_by", [])
+    if not isinstance(partition_by, list):
+        raise GraphError(f"{where}: partition_by {partition_by!r} must be a JSON list of column names")
+    default = "ALL_TO_ALL" if version == 1 or partition_by else "BROADCAST"
+    distribution = Distribution.parse(doc.get("distribution", default), where=where)
+    if version >= 2 and distribution is Distribution.ALL_TO_ALL and not partition_by:
+        raise GraphError(f"{where}: distribution ALL_TO_ALL needs \"partition_by\": [<key columns>] (a keyed "
+                         "exchange: each consumer reads only its keys); for every consumer reading every "
+                         "partition whole say \"BROADCAST\"")
+    return Edge(doc["from"], doc["to"], Exchange.parse(doc["exchange"], where=where), distribution, result,
+                tuple(partition_by), doc.get("max_parallelism", 0))
 
 
 def _mapping(raw: object, where: str, allowed: set[str]) -> Mapping[str, Any]:

@@ -2,8 +2,9 @@
 
 Flink's index mapping (``EdgeManagerBuildUtil``), with S producer and T consumer subtasks:
 
-* ``ALL_TO_ALL``: every consumer subtask reads every producer partition — one *group* of S partitions
-  consumed by all T subtasks;
+* ``ALL_TO_ALL`` and ``BROADCAST``: every consumer subtask reads from every producer partition — one *group* of
+  S partitions consumed by all T subtasks (a keyed ``ALL_TO_ALL`` consumer reads only its subpartition of each,
+  :mod:`.keygroups`; which bytes are read is the store's concern, which partitions is this module's);
 * ``POINTWISE`` with S >= T: consumer j reads producers ``[j*S//T, (j+1)*S//T)`` — one group per consumer;
 * ``POINTWISE`` with S < T: producer p feeds consumers ``[ceil(p*T/S), ceil((p+1)*T/S))`` — one group per
   producer.
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.graph.model import Distribution, Edge, JobGraph
 
 
@@ -44,7 +46,7 @@ def partition_groups(edge: Edge, producers: int, consumers: int) -> Iterator[Par
 
 def group_bounds(edge: Edge, producers: int, consumers: int) -> Iterator[tuple[range, range]]:
     """The (producers, consumers) ranges of :func:`partition_groups`, without building group objects."""
-    if edge.distribution is Distribution.ALL_TO_ALL:
+    if edge.distribution is not Distribution.POINTWISE:
         yield range(producers), range(consumers)
     elif producers >= consumers:
         for j in range(consumers):
@@ -58,7 +60,7 @@ def consumed_range(edge: Edge, producers: int, consumers: int, consumer: int) ->
     """The producer partition indices that consumer subtask ``consumer`` reads over ``edge``."""
     if not 0 <= consumer < consumers:
         raise GraphError(f"subtask {edge.target}#{consumer} does not exist: parallelism is {consumers}")
-    if edge.distribution is Distribution.ALL_TO_ALL:
+    if edge.distribution is not Distribution.POINTWISE:
         return range(producers)
     if producers >= consumers:
         return range(consumer * producers // consumers, (consumer + 1) * producers // consumers)
@@ -75,6 +77,13 @@ def consumed_partitions(graph: JobGraph, subtask: SubtaskId) -> dict[Edge, tuple
         rng = consumed_range(edge, producers, consumers, subtask.index)
         out[edge] = tuple(PartitionId(edge.result, i) for i in rng)
     return out
+
+
+def read_key_groups(graph: JobGraph, edge: Edge, consumer: int) -> range | None:
+    """The key groups consumer subtask ``consumer`` reads over a keyed ``edge`` (``None``: whole partitions)."""
+    if not edge.keyed:
+        return None
+    return key_group_range(edge.max_parallelism, graph.step(edge.target).parallelism, consumer)
 
 
 def subtasks(graph: JobGraph) -> Iterator[SubtaskId]:

@@ -2,18 +2,29 @@
 
 Rules: step ids are valid (:mod:`.ids`) and unique; ``parallelism`` is an int >= 1; ``deterministic`` is a bool;
 every edge joins two known, distinct steps; a result name is valid, belongs to one producer and has one exchange;
-a step consumes a result at most once; the steps form no cycle. Steps come back in a deterministic topological
+a step consumes a result at most once; the steps form no cycle. Exchanges: ``partition_by`` (non-empty, unique
+column names) only on ``ALL_TO_ALL`` edges, whose ``max_parallelism`` (default
+:data:`~.keygroups.DEFAULT_MAX_PARALLELISM`) is at least the consumer's parallelism; an ``ALL_TO_ALL`` edge
+without ``partition_by`` is the deprecated spelling of ``BROADCAST`` (accepted with a
+:class:`DistributionDeprecation` warning); the keyed consumers of one result agree on its key, key groups and
+parallelism (one result is cut into subpartitions one way). Steps come back in a deterministic topological
 order (ties broken by declaration order), edges with their result names resolved.
 """
 
 from __future__ import annotations
 
 import heapq
+import warnings
 from dataclasses import replace
 
 from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
 from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.ids import check_result_id, check_step_id, default_result_id
+from airflow_region_failover.graph.keygroups import DEFAULT_MAX_PARALLELISM, UPPER_MAX_PARALLELISM
+
+
+class DistributionDeprecation(FutureWarning):
+    """An ``ALL_TO_ALL`` edge without ``partition_by``: read as ``BROADCAST`` (the old meaning)."""
 
 
 def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[Step, ...], tuple[Edge, ...]]:
@@ -22,8 +33,9 @@ def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[St
     for i, step in enumerate(steps):
         if declared.setdefault(_check_step(step), i) != i:
             raise GraphError(f"duplicate step id {step.id!r}; every step needs its own id")
-    resolved = tuple(_check_edge(edge, declared) for edge in edges)
+    resolved = tuple(_check_edge(edge, declared, steps) for edge in edges)
     _check_results(resolved)
+    _check_keyed_results(resolved, steps, declared)
     order = _topological_order(steps, resolved, declared)
     return tuple(steps[declared[s]] for s in order), resolved
 
@@ -38,7 +50,7 @@ def _check_step(step: Step) -> str:
     return step.id
 
 
-def _check_edge(edge: Edge, declared: dict[str, int]) -> Edge:
+def _check_edge(edge: Edge, declared: dict[str, int], steps: tuple[Step, ...]) -> Edge:
     where = f"edge {edge.source!r} -> {edge.target!r}"
     for end in (edge.source, edge.target):
         if end not in declared:
@@ -53,7 +65,51 @@ def _check_edge(edge: Edge, declared: dict[str, int]) -> Edge:
         check_result_id(result)
     except GraphError as exc:
         raise GraphError(f"{where}: {exc}") from None
-    return replace(edge, exchange=exchange, distribution=distribution, result=result)
+    edge = replace(edge, exchange=exchange, distribution=distribution, result=result)
+    return _check_key(edge, where, steps[declared[edge.target]].parallelism)
+
+
+def _check_key(edge: Edge, where: str, consumers: int) -> Edge:
+    """The ``partition_by`` / ``max_parallelism`` rules of the module docstring; the edge with them resolved."""
+    columns = edge.partition_by
+    if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
+        raise GraphError(f"{where}: partition_by={columns!r} must be a list of column names, e.g. ['customer_id']")
+    if any(not isinstance(c, str) or not c.strip() for c in columns) or len(set(columns)) != len(columns):
+        raise GraphError(f"{where}: partition_by={list(columns)!r} must name distinct, non-empty columns")
+    if columns and edge.distribution is not Distribution.ALL_TO_ALL:
+        raise GraphError(f"{where}: partition_by applies to ALL_TO_ALL (keyed) exchanges, not "
+                         f"{edge.distribution.value}; use distribution='ALL_TO_ALL' or drop partition_by")
+    if not columns:
+        if edge.max_parallelism:
+            raise GraphError(f"{where}: max_parallelism applies to keyed exchanges; add partition_by or drop it")
+        if edge.distribution is Distribution.ALL_TO_ALL:
+            warnings.warn(f"{where}: ALL_TO_ALL without partition_by means every consumer subtask reads every "
+                          "producer partition whole; that is now spelled distribution='BROADCAST'. Say "
+                          "BROADCAST, or add partition_by=[...] for a keyed exchange (each consumer reads its keys "
+                          "only)", DistributionDeprecation, stacklevel=2)
+            return replace(edge, distribution=Distribution.BROADCAST)
+        return edge
+    limit = edge.max_parallelism or DEFAULT_MAX_PARALLELISM
+    if isinstance(limit, bool) or not isinstance(limit, int) or not consumers <= limit <= UPPER_MAX_PARALLELISM:
+        raise GraphError(f"{where}: max_parallelism {edge.max_parallelism!r} must be an integer between the "
+                         f"consumer's parallelism ({consumers}) and {UPPER_MAX_PARALLELISM}; raise it")
+    return replace(edge, partition_by=tuple(columns), max_parallelism=limit)
+
+
+def _check_keyed_results(edges: tuple[Edge, ...], steps: tuple[Step, ...], declared: dict[str, int]) -> None:
+    """The keyed consumers of one result share its key, key groups and parallelism."""
+    first: dict[str, tuple[Edge, int]] = {}
+    for edge in edges:
+        if not edge.keyed:
+            continue
+        parallelism = steps[declared[edge.target]].parallelism
+        seen, seen_parallelism = first.setdefault(edge.result, (edge, parallelism))
+        if (seen.partition_by, seen.max_parallelism, seen_parallelism) != (edge.partition_by,
+                                                                            edge.max_parallelism, parallelism):
+            raise GraphError(
+                f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} is already partitioned by "
+                f"{list(seen.partition_by)} into {seen_parallelism} subpartitions of {seen.max_parallelism} key "
+                f"groups for {seen}; one result is cut one way, so give this edge its own result name")
 
 
 def _check_results(edges: tuple[Edge, ...]) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId, default_result_id
 from airflow_region_failover.graph.model import Exchange, JobGraph, Result
+from airflow_region_failover.store.parquet import Cut
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,6 +64,20 @@ class PartitionRef:
         if ref.partition != partition:
             raise InputUnavailable(partition, f"its producer published {ref.partition} instead")
         return ref
+
+
+def cut_of(graph: JobGraph, result_id: str) -> Cut | None:
+    """How a partition of ``result_id`` is cut into subpartitions: by its keyed consumer edges (which agree,
+    :mod:`..graph.validation`), or ``None`` when no consumer is keyed."""
+    try:
+        result = graph.result(result_id)
+    except GraphError:  # a sink result: no consumers
+        return None
+    for edge in result.consumers:
+        if edge.keyed:
+            return Cut(edge.partition_by, edge.max_parallelism, graph.step(edge.target).parallelism,
+                       where=f"step {result.producer!r}, {edge}")
+    return None
 
 
 def sink_result(graph: JobGraph, step_id: str) -> Result | None:

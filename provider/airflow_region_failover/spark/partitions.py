@@ -3,20 +3,40 @@
 Rule: :meth:`StoreIO.read` reads the version a :class:`~.exchange.PartitionRef` names and nothing else: if the
 store's current version of that partition is another attempt (a newer try superseded it, or it was retired),
 the read fails with :class:`~airflow_region_failover.exceptions.NotAvailable` instead of returning other data.
-The store is the deployment's (:func:`~airflow_region_failover.store.facade.default_store`), built once per
-process.
+A keyed read (:meth:`StoreIO.read_keys`) fetches only the subpartitions the reader's key groups overlap and
+drops other key groups' rows when a subpartition holds some (a partition cut another way). :attr:`StoreIO.reads`
+counts what this process read — bytes and objects fetched, and the bytes of the partitions they belong to —
+which a subtask reports (read amplification). The store is the deployment's
+(:func:`~airflow_region_failover.store.facade.default_store`), built once per process.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.exceptions import NotAvailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.manifest import InputVersion, Manifest
+from airflow_region_failover.store.parquet import Cut, key_group_column
+
+
+@dataclass
+class ReadCounter:
+    """What was read: bytes and objects fetched, and the bytes of the partitions they belong to."""
+
+    bytes: int = 0
+    objects: int = 0
+    partition_bytes: int = 0
+
+    def add(self, fetched: int, objects: int, partition: int) -> None:
+        """Count one read."""
+        self.bytes += fetched
+        self.objects += objects
+        self.partition_bytes += partition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,12 +47,14 @@ class StoreIO:
     """Reads and writes partitions of the step operator through one :class:`ResultStore`."""
 
     store: ResultStore
+    reads: ReadCounter = field(default_factory=ReadCounter, compare=False)
 
     def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = (),
-              code: str = "") -> PartitionRef:
-        """Persist and commit ``frame`` as ``ref``'s partition and attempt, recording the BLOCKING ``inputs`` it
-        was computed from and the fingerprint of the ``code`` that computed it; returns ``ref`` with its rows."""
-        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code)
+              code: str = "", cut: Cut | None = None) -> PartitionRef:
+        """Persist and commit ``frame`` as ``ref``'s partition and attempt (cut into subpartitions by ``cut``),
+        recording the BLOCKING ``inputs`` it was computed from and the fingerprint of the ``code`` that computed
+        it; returns ``ref`` with its rows."""
+        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code, cut)
         return replace(ref, rows=manifest.row_count)
 
     def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
@@ -45,7 +67,26 @@ class StoreIO:
     def read(self, spark: SparkSession, ref: PartitionRef, current: Manifest | None = None) -> DataFrame:
         """The DataFrame of exactly ``ref``'s attempt (``NotAvailable`` if the current version is another);
         ``current`` is that version when the caller already looked it up with :meth:`current`."""
-        return self.store.read_version(spark, current if current is not None else self.current(ref))
+        manifest = current if current is not None else self.current(ref)
+        self.reads.add(manifest.total_bytes, len(manifest.objects), manifest.total_bytes)
+        return self.store.read_version(spark, manifest)
+
+    def read_keys(self, spark: SparkSession, ref: PartitionRef, edge: Edge, key_groups: range,
+                  current: Manifest | None = None) -> DataFrame:
+        """The rows of ``key_groups`` of exactly ``ref``'s attempt, read over the keyed ``edge`` (module rule)."""
+        manifest = current if current is not None else self.current(ref)
+        selection = manifest.select(key_groups, edge.partition_by, edge.max_parallelism)
+        self.reads.add(selection.bytes, len(selection.objects), manifest.total_bytes)
+        frame = self.store.read_version(spark, manifest, selection.objects)
+        if not selection.filtered:
+            return frame
+        missing = [c for c in edge.partition_by if c not in frame.columns]
+        if missing:
+            raise StepOutputError(f"step {edge.target!r}, {edge}: partition_by column {missing[0]!r} is not a "
+                                  f"column of {ref.partition} (columns: {', '.join(frame.columns)}); fix "
+                                  "partition_by")
+        group = key_group_column(edge.partition_by, edge.max_parallelism)
+        return frame.filter(group.between(key_groups.start, key_groups.stop - 1))
 
     def current(self, ref: PartitionRef) -> Manifest:
         """The current committed manifest of ``ref``'s partition, which must be ``ref``'s attempt

@@ -10,8 +10,11 @@ Flink (DESIGN rule 2), a restarted try (try > 1, ``region`` failover strategy) k
    attempt), and reads at least one;
 3. every output has a committed version whose manifest records the input versions it was computed from and the
    fingerprint of the code that computed it, and that **code fingerprint is this try's**;
-4. every input's current version has the recorded content checksum (**byte-identical**), and every input whose
-   attempt changed (re-produced) was produced by a step declared ``deterministic``;
+4. **what it reads is byte-identical**: for every input partition, the objects this try would read — the whole
+   partition, or over a keyed exchange exactly its subpartitions — have the content checksum recorded when the
+   output was computed (and the same key groups). Whether the producer was re-produced, and whether it is
+   declared ``deterministic``, does not matter: what is read is compared, not predicted (so FLIP-1's lost-update
+   case — a nondeterministic producer re-routing rows — cannot keep a consumer whose rows changed);
 5. neither the step (``reuse=False``) nor the run (DAG param ``region_failover_reuse: false``) opted out.
 
 The task then republishes its kept outputs and ends without running Spark. Any doubt means: run.
@@ -58,7 +61,7 @@ def kept_outputs(io: CommittedOutputs, graph: JobGraph, subtask: SubtaskId,
     if not manifests or any(m is None or not m.code or m.code != code for m in manifests):
         return None
     versions = tuple(current)
-    if not all(_unchanged(graph, m.inputs, versions) for m in manifests if m is not None):
+    if not all(_unchanged(m.inputs, versions) for m in manifests if m is not None):
         return None
     return tuple(PartitionRef(m.partition.result, m.partition.index, Exchange.BLOCKING.value, sctx.dag_id,
                               sctx.run_id, m.attempt, m.row_count) for m in manifests if m is not None)
@@ -69,16 +72,8 @@ def _only_blocking(graph: JobGraph, step_id: str) -> bool:
         all(r.exchange is Exchange.BLOCKING for r in output_results(graph, step_id))
 
 
-def _unchanged(graph: JobGraph, recorded: Iterable[InputVersion], current: Iterable[InputVersion]) -> bool:
-    """Rule 4 for one output: the recorded input versions match the current ones."""
-    before = {v.partition: v for v in recorded}
-    now = {v.partition: v for v in current}
-    if set(before) != set(now):
-        return False
-    for partition, version in now.items():
-        old = before[partition]
-        if old.content_checksum != version.content_checksum:
-            return False
-        if old.attempt != version.attempt and not graph.step(graph.result(partition.result).producer).deterministic:
-            return False
-    return True
+def _unchanged(recorded: Iterable[InputVersion], current: Iterable[InputVersion]) -> bool:
+    """Rule 4 for one output: what it read then and what this try would read have equal checksums."""
+    before = {v.partition: (v.content_checksum, v.key_groups) for v in recorded}
+    now = {v.partition: (v.content_checksum, v.key_groups) for v in current}
+    return before == now

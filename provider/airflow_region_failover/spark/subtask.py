@@ -24,7 +24,7 @@ from airflow_region_failover.naming import JOB_PARAM, task_id_of, xcom_key
 from airflow_region_failover.spark.compute import Refs, compute, current_inputs, input_versions
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.partitions import open_store_io
+from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.submit import submit_script
@@ -90,7 +90,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     io = open_store_io()
     current = current_inputs(io, refs)
     opted_out = not impl.reuse or (context.get("params") or {}).get(REUSE_PARAM) is False
-    kept = kept_outputs(io, graph, subtask, refs, input_versions(current), sctx,
+    kept = kept_outputs(io, graph, subtask, refs, input_versions(current, graph, subtask, refs), sctx,
                         runtime.spec.config.failover_strategy, restart_reason(ti), impl.fingerprint, opted_out)
     if kept is not None:
         for ref in kept:
@@ -99,7 +99,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
                      "it was computed from, so try %d does not recompute it", ref.partition, ref.attempt, ref.rows,
                      sctx.try_number)
         return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in kept},
-                "kept": {r.result: r.attempt for r in kept}}
+                "kept": {r.result: r.attempt for r in kept}, "read": _reads(io)}
     if impl.script is not None:
         written = submit_script(impl, graph, subtask, refs, sctx, io)
     else:
@@ -109,4 +109,14 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     for ref in written:
         publish(ti, ref)
         log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange, ref.partition, ref.attempt, ref.rows)
-    return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in written}}
+    reads = _reads(io)
+    if reads["partition_bytes"]:
+        log.info("read %d of the %d bytes of its input partitions (%d objects)", reads["bytes"],
+                 reads["partition_bytes"], reads["objects"])
+    return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in written},
+            "read": reads}
+
+
+def _reads(io: StoreIO) -> dict[str, int]:
+    """What this task read from the store (the store's counters, :class:`~.partitions.ReadCounter`)."""
+    return {"bytes": io.reads.bytes, "objects": io.reads.objects, "partition_bytes": io.reads.partition_bytes}

@@ -24,7 +24,7 @@ from airflow_region_failover.store.availability import Mode, Probe, StoreAvailab
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
 from airflow_region_failover.store.deployment import mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
-from airflow_region_failover.store.manifest import InputVersion, Manifest, Retirement
+from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.objects import Objects
 from airflow_region_failover.store.probe import probe_conditional_writes
 
@@ -76,10 +76,10 @@ class ResultStore:
 
     # -- writing -----------------------------------------------------------------------------------------------
     def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[InputVersion, ...] = (), code: str = "") -> Manifest:
+              inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None) -> Manifest:
         """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
         ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
-        computed it) are recorded in the manifest.
+        computed it) are recorded in the manifest; ``cut``: write it as the subpartitions of a keyed exchange.
 
         Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
         writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
@@ -87,7 +87,7 @@ class ResultStore:
         """
         target = self._begin(dag_id, run_id, partition, attempt)
         writer = parquet.write_with_driver if self.config.spark_io == "driver" else parquet.write_with_executors
-        return self._finish(target, lambda: writer(df, target), df.schema.json(), inputs, code)
+        return self._finish(target, lambda: writer(df, target, cut), df.schema.json(), inputs, code, cut)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
                     spark_schema: str = "") -> Manifest:
@@ -113,12 +113,14 @@ class ResultStore:
                                self.config.part_size, self.config.upload_threads)
 
     def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
-                inputs: tuple[InputVersion, ...] = (), code: str = "") -> Manifest:
+                inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None) -> Manifest:
         try:
             written = write()
+            keyed = None if cut is None else partitioning(cut.partition_by, cut.max_parallelism, cut.ranges,
+                                                          written.objects, written.subpartition_rows)
             manifest = protocol.commit(self.objects, target.keys, Manifest(
                 target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer, schema,
-                written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code))
+                written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code, partitioning=keyed))
         except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
             self._discard(target)
             raise
@@ -143,12 +145,15 @@ class ResultStore:
         """The current committed version as a DataFrame (pinned to that manifest's objects)."""
         return self.read_version(spark, self.manifest(dag_id, run_id, partition))
 
-    def read_version(self, spark: SparkSession, manifest: Manifest) -> DataFrame:
-        """The committed version ``manifest`` (as returned by :meth:`manifest`) as a DataFrame."""
+    def read_version(self, spark: SparkSession, manifest: Manifest,
+                     objects: tuple[ObjectEntry, ...] | None = None) -> DataFrame:
+        """The committed version ``manifest`` (as returned by :meth:`manifest`) as a DataFrame; ``objects``: only
+        these of its objects (a subpartition selection, :meth:`Manifest.select`)."""
         dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
         target = parquet.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
-        return parquet.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io)
+        return parquet.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
+                                      objects)
 
     def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
         """The current committed version as an Arrow table (no Spark)."""

@@ -6,7 +6,8 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     R/_holds/<name>.json                          hold: a pending restart may still read this run
     R/<result>/manifests/P/A.json                 commit record of one attempt (conditional create)
     R/<result>/retired/P/A.json                   retirement marker of one attempt (conditional create)
-    R/<result>/data/P/A-<writer>/part-<k:05d>-t<try>.parquet   data objects of one writer of one attempt
+    R/<result>/data/P/A-<writer>/part-<k:05d>[-s<j:05d>]-t<try>.parquet   data objects of one writer of one
+                                                  attempt (``-s<j>``: subpartition j of a keyed partition)
 
     <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
     <prefix>/failover/v1/_pending/<dag>/<run>/<decision>         marker: that decision is not applied yet
@@ -173,15 +174,18 @@ class RunKeys:
         pa = _pa(partition, attempt)
         return self.data_prefix(partition.result) + pa + f"-{check_writer(writer)}/"
 
-    def data_object(self, partition: PartitionId, attempt: int, writer: str, number: int, task_try: int = 0) -> str:
-        """``R/<result>/data/P/A-<writer>/part-<k:05d>-t<task_try>.parquet``.
+    def data_object(self, partition: PartitionId, attempt: int, writer: str, number: int, task_try: int = 0,
+                    subpartition: int = -1) -> str:
+        """``R/<result>/data/P/A-<writer>/part-<k:05d>[-s<j:05d>]-t<task_try>.parquet``.
 
         ``task_try`` (Spark's task attempt number) keeps a retried or speculative Spark task from overwriting
-        the object of another try: only the objects the manifest names count.
+        the object of another try: only the objects the manifest names count. ``-s<j>``: the object holds
+        subpartition ``j`` of a keyed partition.
         """
         check_index(number, what="object number")
         check_index(task_try, what="task try")
-        return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}-t{task_try}.parquet"
+        sub = "" if subpartition < 0 else f"-s{check_index(subpartition, what='subpartition'):05d}"
+        return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}{sub}-t{task_try}.parquet"
 
 
 def _pa(partition: PartitionId, attempt: int) -> str:

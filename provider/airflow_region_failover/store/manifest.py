@@ -5,8 +5,17 @@ count, and every data object (key relative to the run prefix, size, SHA-256). It
 SHA-256 of the objects' ``size:sha256`` lines in order: equal checksums mean byte-identical partitions. ``inputs``
 (optional; absent in manifests of older writers) lists the BLOCKING input versions the producing try read, and
 ``code`` (optional) the fingerprint of the code that computed it: together they let a restarted consumer keep its
-result when neither changed (:mod:`..spark.reuse`). Decoding
-rejects unknown formats, versions and every malformed field, naming the manifest's key.
+result when neither changed (:mod:`..spark.reuse`).
+
+A partition written for a keyed exchange (:mod:`..graph.keygroups`) carries its ``partitioning``: the key columns,
+the number of key groups, and one entry per *subpartition* (the key-group range it covers, its rows, bytes and
+content checksum); each of its objects names the subpartition it holds. :meth:`Manifest.select` picks what a
+reader of some key groups must read: exactly the subpartitions whose ranges overlap them, or — when the
+partition was cut another way (another key or number of key groups, or not at all) — every object, then
+filtered. An :class:`InputVersion` records the checksum of exactly the objects its reader read (and the key
+groups), so a consumer is compared on the bytes it reads, not on the whole partition. Decoding rejects unknown
+formats, versions and every malformed field (also subpartitions that disagree with the objects), naming the
+manifest's key.
 """
 
 from __future__ import annotations
@@ -26,11 +35,67 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class ObjectEntry:
-    """One data object of a partition: ``key`` relative to the run prefix, its ``size`` and ``sha256``."""
+    """One data object of a partition: ``key`` relative to the run prefix, its ``size`` and ``sha256``, and the
+    subpartition it holds (``-1``: the partition is not cut into subpartitions)."""
 
     key: str
     size: int
     sha256: str
+    subpartition: int = -1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (inside a manifest)."""
+        body: dict[str, Any] = {"key": self.key, "size": self.size, "sha256": self.sha256}
+        if self.subpartition >= 0:
+            body["subpartition"] = self.subpartition
+        return body
+
+
+@dataclass(frozen=True)
+class Subpartition:
+    """Subpartition ``index`` of a keyed partition: the key groups ``key_groups`` it holds, its rows, its bytes
+    and the content checksum of its objects."""
+
+    index: int
+    key_groups: range
+    rows: int
+    bytes: int
+    content_checksum: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (inside a manifest)."""
+        return {"index": self.index, "key_groups": [self.key_groups.start, self.key_groups.stop],
+                "rows": self.rows, "bytes": self.bytes, "content_checksum": self.content_checksum}
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How a keyed partition is cut: ``partition_by`` hashed into ``max_parallelism`` key groups, one
+    subpartition per key-group range in ``subpartitions`` (index order)."""
+
+    partition_by: tuple[str, ...]
+    max_parallelism: int
+    subpartitions: tuple[Subpartition, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (inside a manifest)."""
+        return {"partition_by": list(self.partition_by), "max_parallelism": self.max_parallelism,
+                "subpartitions": [s.to_dict() for s in self.subpartitions]}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a reader of some key groups reads from one manifest: ``objects``; ``filtered``: rows of other key
+    groups are among them and must be dropped; ``content_checksum``: of exactly ``objects``."""
+
+    objects: tuple[ObjectEntry, ...]
+    filtered: bool
+    content_checksum: str
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the reader fetches."""
+        return sum(o.size for o in self.objects)
 
 
 def content_checksum(objects: tuple[ObjectEntry, ...]) -> str:
@@ -43,20 +108,29 @@ def content_checksum(objects: tuple[ObjectEntry, ...]) -> str:
 
 @dataclass(frozen=True)
 class InputVersion:
-    """One BLOCKING input partition version the producing try read: its attempt and content checksum."""
+    """One BLOCKING input partition version the producing try read: its attempt and the content checksum of the
+    objects it read — the whole partition, or, for a reader of ``key_groups``, its selection (:meth:`Manifest.select`).
+    """
 
     partition: PartitionId
     attempt: int
     content_checksum: str
+    key_groups: range | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (inside a manifest)."""
-        return {"partition": str(self.partition), "attempt": self.attempt, "content_checksum": self.content_checksum}
+        body: dict[str, Any] = {"partition": str(self.partition), "attempt": self.attempt,
+                                "content_checksum": self.content_checksum}
+        if self.key_groups is not None:
+            body["key_groups"] = [self.key_groups.start, self.key_groups.stop]
+        return body
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> InputVersion:
         """Parse the JSON form (``KeyError``/``TypeError``/``ValueError`` when malformed)."""
-        return cls(PartitionId.parse(_str(body["partition"])), _int(body["attempt"]), _str(body["content_checksum"]))
+        groups = _range(body["key_groups"]) if "key_groups" in body else None
+        return cls(PartitionId.parse(_str(body["partition"])), _int(body["attempt"]), _str(body["content_checksum"]),
+                   groups)
 
 
 @dataclass(frozen=True)
@@ -75,14 +149,34 @@ class Manifest:
     content_checksum: str = ""
     inputs: tuple[InputVersion, ...] = ()
     code: str = ""
+    partitioning: Partitioning | None = None
 
     def __post_init__(self) -> None:
         if not self.content_checksum:
             object.__setattr__(self, "content_checksum", content_checksum(self.objects))
 
-    def version(self) -> InputVersion:
-        """This commit as a consumer records it: partition, attempt and content checksum."""
-        return InputVersion(self.partition, self.attempt, self.content_checksum)
+    def version(self, key_groups: range | None = None, partition_by: tuple[str, ...] = (),
+                max_parallelism: int = 0) -> InputVersion:
+        """This commit as a consumer of ``key_groups`` (``None``: the whole partition) records it."""
+        if key_groups is None:
+            return InputVersion(self.partition, self.attempt, self.content_checksum)
+        selection = self.select(key_groups, partition_by, max_parallelism)
+        return InputVersion(self.partition, self.attempt, selection.content_checksum, key_groups)
+
+    def select(self, key_groups: range | None, partition_by: tuple[str, ...] = (),
+               max_parallelism: int = 0) -> Selection:
+        """What a reader of ``key_groups`` of a ``partition_by`` / ``max_parallelism`` exchange reads (module
+        rule): the overlapping subpartitions when this partition is cut the same way, else every object."""
+        cut = self.partitioning
+        if key_groups is None or cut is None or (cut.partition_by, cut.max_parallelism) != (partition_by,
+                                                                                             max_parallelism):
+            return Selection(self.objects, key_groups is not None, content_checksum(self.objects))
+        chosen = [s for s in cut.subpartitions
+                  if s.key_groups.start < key_groups.stop and key_groups.start < s.key_groups.stop]
+        indices = {s.index for s in chosen}
+        objects = tuple(o for o in self.objects if o.subpartition in indices)
+        filtered = any(s.key_groups.start < key_groups.start or s.key_groups.stop > key_groups.stop for s in chosen)
+        return Selection(objects, filtered, content_checksum(objects))
 
     @property
     def total_bytes(self) -> int:
@@ -102,7 +196,7 @@ class Manifest:
             "writer": self.writer,
             "schema": self.spark_schema,
             "row_count": self.row_count,
-            "objects": [{"key": o.key, "size": o.size, "sha256": o.sha256} for o in self.objects],
+            "objects": [o.to_dict() for o in self.objects],
             "content_checksum": self.content_checksum,
             "committed_at": self.committed_at,
         }
@@ -110,6 +204,8 @@ class Manifest:
             body["inputs"] = [i.to_dict() for i in self.inputs]
         if self.code:
             body["code"] = self.code
+        if self.partitioning is not None:
+            body["partitioning"] = self.partitioning.to_dict()
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -131,7 +227,8 @@ class Manifest:
     @classmethod
     def _from_body(cls, body: dict[str, Any]) -> Manifest:
         objects = tuple(
-            ObjectEntry(_str(o["key"]), _int(o["size"]), _str(o["sha256"])) for o in body["objects"]
+            ObjectEntry(_str(o["key"]), _int(o["size"]), _str(o["sha256"]), _int(o.get("subpartition", 0))
+                        if "subpartition" in o else -1) for o in body["objects"]
         )
         manifest = cls(
             dag_id=_str(body["dag_id"]),
@@ -146,10 +243,46 @@ class Manifest:
             content_checksum=_str(body["content_checksum"]),
             inputs=tuple(InputVersion.from_dict(i) for i in body.get("inputs", ())),
             code=_str(body.get("code", "")),
+            partitioning=_partitioning(body["partitioning"], objects) if "partitioning" in body else None,
         )
         if manifest.content_checksum != content_checksum(objects):
             raise ValueError("content_checksum does not match the listed objects")
+        if manifest.partitioning is None and any(o.subpartition >= 0 for o in objects):
+            raise ValueError("objects name subpartitions but the manifest has no partitioning")
         return manifest
+
+
+def partitioning(partition_by: tuple[str, ...], max_parallelism: int, ranges: tuple[range, ...],
+                 objects: tuple[ObjectEntry, ...], rows: dict[int, int]) -> Partitioning:
+    """The partitioning of a keyed partition written as ``objects`` (``rows``: per subpartition)."""
+    subs = []
+    for index, groups in enumerate(ranges):
+        mine = tuple(o for o in objects if o.subpartition == index)
+        subs.append(Subpartition(index, groups, rows.get(index, 0), sum(o.size for o in mine),
+                                 content_checksum(mine)))
+    return Partitioning(partition_by, max_parallelism, tuple(subs))
+
+
+def _partitioning(body: dict[str, Any], objects: tuple[ObjectEntry, ...]) -> Partitioning:
+    """Parse and check a manifest's partitioning against its objects (``ValueError`` when they disagree)."""
+    cut = partitioning(tuple(_str(c) for c in body["partition_by"]), _int(body["max_parallelism"]),
+                       tuple(_range(s["key_groups"]) for s in body["subpartitions"]), objects,
+                       {_int(s["index"]): _int(s["rows"]) for s in body["subpartitions"]})
+    if any(not 0 <= o.subpartition < len(cut.subpartitions) for o in objects):
+        raise ValueError("an object names a subpartition the partitioning does not list")
+    listed = tuple((_int(s["index"]), _int(s["bytes"]), _str(s["content_checksum"])) for s in body["subpartitions"])
+    if listed != tuple((s.index, s.bytes, s.content_checksum) for s in cut.subpartitions):
+        raise ValueError("subpartitions do not match the listed objects")
+    return cut
+
+
+def _range(value: object) -> range:
+    if not isinstance(value, list) or len(value) != 2:
+        raise TypeError(f"expected [start, stop], got {value!r}")
+    start, stop = _int(value[0]), _int(value[1])
+    if stop <= start:
+        raise ValueError(f"empty key-group range {value!r}")
+    return range(start, stop)
 
 
 def _str(value: object) -> str:

@@ -13,6 +13,12 @@ driver-local staging directory):
   the driver and calls ``spark.createDataFrame(arrow_table)``. Bounded by driver memory; kept for servers whose
   executors cannot reach S3.
 
+Keyed partitions (a :class:`Cut`): the frame is tagged with each row's subpartition — Spark's own
+``pmod(hash(key columns), max_parallelism)`` key group mapped to its consumer's range (:mod:`..graph.keygroups`) —
+and sorted by it within each Spark partition (a local sort, no shuffle), so every Spark task streams its rows
+subpartition by subpartition into one object per (task, subpartition), in one pass; the tag column is not
+stored. A read may name the objects to fetch (a subpartition selection, :meth:`.manifest.Manifest.select`).
+
 Both verify sizes and SHA-256 on read when ``verify`` is set, raising :class:`NotAvailable` naming the object.
 Memory rule of a read: an object's body is streamed into one buffer of its recorded size while it is hashed, the
 Parquet decoder reads that buffer without copying it, and the buffer is dropped as soon as its table is decoded —
@@ -30,8 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.exceptions import NotAvailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
@@ -41,7 +48,46 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-_UPLOAD_SCHEMA = "key string, size long, sha256 string, rows long"
+_UPLOAD_SCHEMA = "key string, size long, sha256 string, rows long, subpartition long"
+SUBPARTITION_COLUMN = "__region_failover_subpartition"
+"""The column a keyed write tags rows with (never stored)."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How a keyed partition is cut: ``partition_by`` hashed into ``max_parallelism`` key groups, one
+    subpartition per consumer subtask of ``parallelism``."""
+
+    partition_by: tuple[str, ...]
+    max_parallelism: int
+    parallelism: int
+    where: str = ""
+
+    @property
+    def ranges(self) -> tuple[range, ...]:
+        """The key-group range of each subpartition (index order)."""
+        return tuple(key_group_range(self.max_parallelism, self.parallelism, j) for j in range(self.parallelism))
+
+    def tag(self, df: DataFrame) -> DataFrame:
+        """``df`` with :data:`SUBPARTITION_COLUMN` (:class:`StepOutputError` naming a missing key column)."""
+        from pyspark.sql import functions as F
+
+        missing = [c for c in self.partition_by if c not in df.columns]
+        if missing:
+            raise StepOutputError(f"{self.where or 'keyed exchange'}: partition_by column {missing[0]!r} is not a "
+                                  f"column of the result (columns: {', '.join(df.columns)}); fix partition_by or "
+                                  "the step's output")
+        sub = (key_group_column(self.partition_by, self.max_parallelism) * self.parallelism
+               / self.max_parallelism).cast("int")
+        return df.withColumn(SUBPARTITION_COLUMN, sub).sortWithinPartitions(F.col(SUBPARTITION_COLUMN))
+
+
+def key_group_column(partition_by: tuple[str, ...], max_parallelism: int) -> Any:
+    """Spark's key group of a row: ``pmod(hash(key columns), max_parallelism)`` (what ``repartition`` uses)."""
+    from pyspark.sql import functions as F
+
+    keys = [F.col("`" + c.replace("`", "``") + "`") for c in partition_by]
+    return F.pmod(F.hash(*keys), F.lit(max_parallelism))
 
 
 @dataclass(frozen=True)
@@ -68,10 +114,11 @@ class Target:
 
 @dataclass(frozen=True)
 class Written:
-    """What an attempt wrote: its objects (sorted by key) and the total row count."""
+    """What an attempt wrote: its objects (sorted by key), the total row count and the rows per subpartition."""
 
     objects: tuple[ObjectEntry, ...]
     rows: int
+    subpartition_rows: dict[int, int] = field(default_factory=dict)
 
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -83,19 +130,20 @@ DICTIONARY_MAX_DISTINCT = 0.5
 
 
 def write_batches(
-    target: Target, batches: Iterator[pa.RecordBatch], number: int, task_try: int
+    target: Target, batches: Iterator[pa.RecordBatch], number: int, task_try: int, subpartition: int = -1
 ) -> tuple[ObjectEntry, int] | None:
     """Stream ``batches`` into one Parquet object: (entry, rows), ``None`` if none. Aborts the upload on error.
 
     Rules: batches are gathered into row groups of about :data:`ROW_GROUP_BYTES`; dictionary encoding is used only
     for the columns :func:`dictionary_columns` picks from the first batch; Snappy compression (Spark's default).
+    ``subpartition`` >= 0: the object holds that subpartition of a keyed partition.
     """
     import pyarrow.parquet as pq
 
     first = next(batches, None)
     if first is None:
         return None
-    key = target.keys.data_object(target.partition, target.attempt, target.writer, number, task_try)
+    key = target.keys.data_object(target.partition, target.attempt, target.writer, number, task_try, subpartition)
     rows = 0
     with target.objects().upload(key, target.part_size, target.threads) as stream:
         with pq.ParquetWriter(stream, first.schema, compression="snappy",
@@ -104,7 +152,32 @@ def write_batches(
                 writer.write_table(group, row_group_size=group.num_rows)
                 rows += group.num_rows
         size, sha = stream.finish()
-    return ObjectEntry(key[len(target.keys.run_prefix):], size, sha), rows
+    return ObjectEntry(key[len(target.keys.run_prefix):], size, sha, subpartition), rows
+
+
+def split_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Batches sorted by :data:`SUBPARTITION_COLUMN` as ``(subpartition, slice without that column)`` runs."""
+    import numpy as np
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        subs = batch.column(SUBPARTITION_COLUMN).to_numpy(zero_copy_only=False)
+        body = batch.drop_columns([SUBPARTITION_COLUMN])
+        starts = [0, *(np.flatnonzero(np.diff(subs)) + 1).tolist()]
+        for begin, end in zip(starts, [*starts[1:], batch.num_rows], strict=True):
+            yield int(subs[begin]), body.slice(begin, end - begin)
+
+
+def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int,
+                task_try: int) -> Iterator[tuple[ObjectEntry, int]]:
+    """One object per subpartition run of sorted, tagged ``batches`` (see :func:`split_batches`)."""
+    import itertools
+
+    for sub, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
+        written = write_batches(target, (batch for _, batch in runs), number, task_try, sub)
+        if written is not None:
+            yield written
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -149,9 +222,11 @@ def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
 
 @dataclass(frozen=True)
 class _TaskUploader:
-    """The ``mapInArrow`` function: uploads one Spark partition and yields its ``(key, size, sha256, rows)``."""
+    """The ``mapInArrow`` function: uploads one Spark partition (one object per subpartition when ``split``) and
+    yields ``(key, size, sha256, rows, subpartition)`` per object."""
 
     target: Target
+    split: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -159,26 +234,42 @@ class _TaskUploader:
 
         context = TaskContext.get()
         number, task_try = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
-        written = write_batches(self.target, iter(batches), number, task_try)
-        if written is not None:
-            plain, rows = written
+        if self.split:
+            written = list(write_split(self.target, iter(batches), number, task_try))
+        else:
+            one = write_batches(self.target, iter(batches), number, task_try)
+            written = [] if one is None else [one]
+        if written:
             yield pa.RecordBatch.from_pylist(
-                [{"key": plain.key, "size": plain.size, "sha256": plain.sha256, "rows": rows}],
+                [{"key": e.key, "size": e.size, "sha256": e.sha256, "rows": rows, "subpartition": e.subpartition}
+                 for e, rows in written],
                 schema=pa.schema([("key", pa.string()), ("size", pa.int64()), ("sha256", pa.string()),
-                                  ("rows", pa.int64())]))
+                                  ("rows", pa.int64()), ("subpartition", pa.int64())]))
 
 
-def write_with_executors(df: DataFrame, target: Target) -> Written:
-    """Every Spark task uploads its own partition; returns the collected objects."""
-    rows = df.mapInArrow(_TaskUploader(target.shipped()), _UPLOAD_SCHEMA).collect()
-    entries = sorted(((ObjectEntry(r["key"], int(r["size"]), r["sha256"]), int(r["rows"])) for r in rows),
-                     key=lambda pair: pair[0].key)
-    return Written(tuple(e for e, _ in entries), sum(n for _, n in entries))
+def _written(pairs: list[tuple[ObjectEntry, int]]) -> Written:
+    entries = sorted(pairs, key=lambda pair: pair[0].key)
+    per_sub: dict[int, int] = {}
+    for entry, rows in entries:
+        if entry.subpartition >= 0:
+            per_sub[entry.subpartition] = per_sub.get(entry.subpartition, 0) + rows
+    return Written(tuple(e for e, _ in entries), sum(n for _, n in entries), per_sub)
 
 
-def write_with_driver(df: DataFrame, target: Target) -> Written:
-    """Collect the DataFrame as Arrow in the driver and upload it as one object."""
-    return write_arrow(df.toArrow(), target)
+def write_with_executors(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
+    """Every Spark task uploads its own partition (cut into subpartitions by ``cut``); returns the objects."""
+    frame = df if cut is None else cut.tag(df)
+    rows = frame.mapInArrow(_TaskUploader(target.shipped(), cut is not None), _UPLOAD_SCHEMA).collect()
+    return _written([(ObjectEntry(r["key"], int(r["size"]), r["sha256"], int(r["subpartition"])), int(r["rows"]))
+                     for r in rows])
+
+
+def write_with_driver(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
+    """Collect the DataFrame as Arrow in the driver and upload it as one object (one per subpartition)."""
+    if cut is None:
+        return write_arrow(df.toArrow(), target)
+    table = cut.tag(df).toArrow().sort_by(SUBPARTITION_COLUMN)
+    return _written(list(write_split(target, iter(table.to_batches()), 0, 0)))
 
 
 def write_arrow(table: pa.Table, target: Target) -> Written:
@@ -269,16 +360,20 @@ class _TaskReader:
                 yield from load_table(store, self.keys, self.objects[number], self.verify).to_batches()
 
 
-def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str) -> DataFrame:
-    """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``)."""
+def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
+                   objects: tuple[ObjectEntry, ...] | None = None) -> DataFrame:
+    """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
+    only these of its objects (a subpartition selection), default all."""
     from pyspark.sql.types import StructType
 
     schema = StructType.fromJson(_schema_json(manifest))
-    if not manifest.objects:
+    chosen = manifest.objects if objects is None else objects
+    if not chosen:
         return spark.createDataFrame([], schema)
     if mode == "driver":
-        table = read_arrow(target.objects(), target.keys, manifest, verify, target.threads)
+        table = read_arrow(target.objects(), target.keys, dataclasses.replace(manifest, objects=chosen), verify,
+                           target.threads)
         return spark.createDataFrame(table, schema=schema)
-    count = len(manifest.objects)
-    reader = _TaskReader(portable(target.access), target.layout, target.keys, manifest.objects, verify)
+    count = len(chosen)
+    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)

@@ -2,7 +2,7 @@
 ``deterministic`` in ``rf_e2e_deterministic`` only; ``c`` has Airflow ``retries=1`` in ``rf_e2e_retries`` only;
 ``rf_e2e_budget`` stays last, unit tests use it). Scheduled variants: ``RF_E2E_SCHEDULED``, below.
 
-Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING ALL_TO_ALL-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
+Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING BROADCAST-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
 plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
 
 Failure injection through run conf (DAG params):
@@ -137,7 +137,7 @@ def build(dag_id: str, options: dict[str, str], **dag_kwargs: Any) -> DAG:
         job.step("d", step_d, parallelism=2)
         job.step("side", step_side)
         job.edge("a", "b", exchange="PIPELINED", distribution="POINTWISE")
-        job.edge("b", "c", exchange="BLOCKING", distribution="ALL_TO_ALL")
+        job.edge("b", "c", exchange="BLOCKING", distribution="BROADCAST")
         job.edge("c", "d", exchange="BLOCKING", distribution="POINTWISE")
         job.render()
     return dag

@@ -19,7 +19,7 @@ from airflow_region_failover.standalone.processes import stop_group
 from tests.e2e.conftest import E2E, E2E_DAGS, GATE, REPO_ROOT, Prefetch, selected, wanted
 
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
-           "rf_e2e_retries", "rf_e2e_code")
+           "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed")
 #: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
 #: (tests.support.auth.DagDenyingAuthManager).
 USERS = {"viewer": "viewer", "outsider": "viewer"}
@@ -40,6 +40,7 @@ PREFETCH: Prefetch = {
     "full": ("rf_e2e_full", {"fail": {"c#0": 1}}),
     "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
     "retries": ("rf_e2e_retries", {"fail": {"c#0": 1}}),
+    "keyed": ("rf_e2e_keyed", {"fail": ["agg#1"]}),
     # held at their gates until their tests (late in a session with the extended scenarios: an hour at most)
     "marked": ("rf_e2e_region", {"hold": ["a#0"], "gate": GATE, "gate_timeout": 3600}),
     "s3down": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
@@ -54,7 +55,8 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
     from airflow_region_failover.store.runlog import RunLogs
 
     home = tmp_path_factory.mktemp("airflow")
-    dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py")
+    dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py",
+                              E2E_DAGS / "rf_keyed.py")
     shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
     stack = AirflowStack(dags_folder=dags, home=home / "home",
                          extra_env={**platform_env(s3_server, spark_connect), "RF_TEST_DAG_DENIED": DENIED},

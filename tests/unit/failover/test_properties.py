@@ -33,7 +33,7 @@ def job_graphs(draw: st.DrawFn) -> JobGraph:
                 f"s{target}",
                 # one result per producer and exchange when shared, so shared edges agree on the exchange
                 exchange=exchange,
-                distribution=draw(st.sampled_from(["POINTWISE", "ALL_TO_ALL"])),
+                distribution=draw(st.sampled_from(["POINTWISE", "BROADCAST"])),
                 result=f"out{source}{exchange[0]}" if shared else None,
             )
     return builder.build()

@@ -74,8 +74,8 @@ def test_edges_naming_one_result_share_it() -> None:
         (lambda b: b.step("x" * 101), "at most 100"),
         (lambda b: b.step("a").step("b").edge("a", "b", exchange="SOMETIMES"), "edge 'a' -> 'b': exchange 'SOMETIMES'"),
         (
-            lambda b: b.step("a").step("b").edge("a", "b", exchange="BLOCKING", distribution="BROADCAST"),
-            "distribution 'BROADCAST' is unknown",
+            lambda b: b.step("a").step("b").edge("a", "b", exchange="BLOCKING", distribution="SHUFFLE"),
+            "distribution 'SHUFFLE' is unknown",
         ),
         (
             lambda b: b.step("a").step("b").edge("a", "b", exchange="BLOCKING", result="x/../y"),

@@ -29,7 +29,7 @@ def build(declare: Callable[[RegionJob], None], **job_kwargs: Any) -> DAG:
 
 
 def etl(job: RegionJob) -> None:
-    """gen -(PIPELINED, POINTWISE)-> clean -(BLOCKING, ALL_TO_ALL)-> join -(BLOCKING)-> report."""
+    """gen -(PIPELINED, POINTWISE)-> clean -(BLOCKING, BROADCAST)-> join -(BLOCKING)-> report."""
     job.step("gen", noop, parallelism=3)
     job.step("clean", noop, parallelism=3)
     job.step("join", noop, parallelism=2)
@@ -86,7 +86,7 @@ def test_group_tooltip_and_doc_name_steps_and_reason() -> None:
     assert "gen -> clean (POINTWISE)" in pipelined.tooltip
     single = dag.task_group_dict["r5"]
     assert "report" in single.tooltip and "BLOCKING" in single.tooltip
-    assert "`join->report` (BLOCKING, ALL_TO_ALL) from `join`" in (single.doc_md or "")
+    assert "`join->report` (BLOCKING, BROADCAST) from `join`" in (single.doc_md or "")
 
 
 def test_region_ids_and_task_ids_are_deterministic() -> None:

@@ -2,7 +2,7 @@
 against a fake store view (single-module unit tests). Unless a test says otherwise, the try was started by our
 clear as a consumer restart and runs the code that committed the result.
 
-    gen#0 ==> join#0 ==> report#0        gen (deterministic) --BLOCKING ALL_TO_ALL--> join
+    gen#0 ==> join#0 ==> report#0        gen (deterministic) --BLOCKING BROADCAST--> join
     gen#1 ==> join#1 ==/                 join --BLOCKING--> report;  side --PIPELINED--> tail
 """
 
@@ -98,11 +98,51 @@ def test_consumer_runs_without_a_committed_output_or_a_recorded_input_list() -> 
     assert keep(old_writer, BEFORE) is None
 
 
-def test_re_produced_input_of_a_step_not_declared_deterministic_is_not_trusted() -> None:
-    """Same bytes, but ``gen`` is not declared deterministic: Flink's rule (every consumer reruns) stands."""
+def test_re_produced_identical_bytes_are_kept_whether_or_not_the_producer_is_declared_deterministic() -> None:
+    """What is read is compared, not predicted: ``gen`` (not declared deterministic) re-produced rows#1 with the
+    same bytes, so join#0 read exactly what it read before and keeps its result; changed bytes still rerun."""
     io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
-    assert keep(io, (v("rows#0", 1, "a"), v("rows#1", 2, "b")), graph=NONDET) is None
-    assert keep(io, BEFORE, graph=NONDET) is not None, "unchanged inputs need no declaration"
+    assert keep(io, (v("rows#0", 1, "a"), v("rows#1", 2, "b")), graph=NONDET) is not None
+    assert keep(io, (v("rows#0", 1, "a"), v("rows#1", 2, "X")), graph=NONDET) is None
+
+
+KEYED = (JobGraphBuilder().step("p").step("c", parallelism=2).step("out", parallelism=2)
+         .edge("p", "c", exchange="BLOCKING", result="rows", partition_by=["k"])
+         .edge("c", "out", exchange="BLOCKING", distribution="POINTWISE").build())
+
+
+def keyed_manifest(attempt: int, shas: tuple[str, str]) -> Manifest:
+    from airflow_region_failover.graph.keygroups import key_group_range
+    from airflow_region_failover.store.manifest import ObjectEntry, partitioning
+
+    objects = tuple(ObjectEntry(f"rows/data/p00000/a{attempt:06d}-w/part-00000-s{j:05d}-t0.parquet", 100, sha * 64,
+                                j) for j, sha in enumerate(shas))
+    ranges = (key_group_range(128, 2, 0), key_group_range(128, 2, 1))
+    return Manifest("d", "r", PartitionId("rows", 0), attempt, "w", "{}", 20, objects, "t",
+                    partitioning=partitioning(("k",), 128, ranges, objects, {0: 10, 1: 10}))
+
+
+def test_flip1_nondeterministic_producer_reroutes_rows_to_consumer_0_only() -> None:
+    """FLIP-1's lost-update case, made impossible by comparing what each consumer reads::
+
+        p (1, not deterministic) =BLOCKING keyed by k=> c#0 (key groups 0-63)
+                                                      => c#1 (key groups 64-127)
+
+    p is re-produced (attempt 2) and routes different rows to subpartition 0, the same rows to subpartition 1:
+    c#0 reruns, c#1 keeps its committed result."""
+    from airflow_region_failover.graph.keygroups import key_group_range
+
+    before, after = keyed_manifest(1, ("a", "b")), keyed_manifest(2, ("X", "b"))
+    io = FakeIO({})
+    outcome = {}
+    for index in (0, 1):
+        groups = key_group_range(128, 2, index)
+        recorded = (before.version(groups, ("k",), 128),)
+        io.manifests[PartitionId("c->out", index)] = committed(f"c->out#{index}", 1, recorded)
+        now = (after.version(groups, ("k",), 128),)
+        outcome[index] = keep(io, now, graph=KEYED, subtask=SubtaskId("c", index))
+    assert outcome[0] is None, "c#0's subpartition changed: it reruns"
+    assert outcome[1] is not None and outcome[1][0].attempt == 1, "c#1 read identical bytes: kept"
 
 
 def test_pipelined_exchanges_and_sources_always_run() -> None:

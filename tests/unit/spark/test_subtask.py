@@ -80,11 +80,14 @@ class FakeManifest:
     row_count: int = 5
     partition: PartitionId = field(default_factory=lambda: PartitionId("rows", 0))
     content_checksum: str = "c" * 64
+    total_bytes: int = 100
+    objects: tuple[Any, ...] = ("one object",)
 
-    def version(self) -> Any:
+    def version(self, key_groups: range | None = None, partition_by: tuple[str, ...] = (),
+                max_parallelism: int = 0) -> Any:
         from airflow_region_failover.store.manifest import InputVersion
 
-        return InputVersion(self.partition, self.attempt, self.content_checksum)
+        return InputVersion(self.partition, self.attempt, self.content_checksum, key_groups)
 
 
 @dataclass
@@ -97,12 +100,12 @@ class FakeStore:
         self.lookups += 1
         return FakeManifest(self.current_attempt, partition=partition)
 
-    def read_version(self, spark: Any, manifest: FakeManifest) -> str:
+    def read_version(self, spark: Any, manifest: FakeManifest, objects: Any = None) -> str:
         self.reads.append(manifest.partition)
         return "frame"
 
     def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[Any, ...] = (), code: str = "") -> FakeManifest:
+              inputs: tuple[Any, ...] = (), code: str = "", cut: Any = None) -> FakeManifest:
         self.inputs = inputs
         return FakeManifest(attempt, 42)
 
@@ -121,6 +124,7 @@ def test_read_of_a_version_already_looked_up_does_not_look_it_up_again() -> None
     current = io.current(ref("rows", 0, attempt=2))
     assert io.read(None, ref("rows", 0, attempt=2), current) == "frame"  # type: ignore[arg-type]
     assert store.lookups == 1 and store.reads == [PartitionId("rows", 0)]
+    assert (io.reads.bytes, io.reads.objects, io.reads.partition_bytes) == (100, 1, 100), "the read is counted"
 
 
 def test_write_records_rows_of_the_commit_and_the_input_versions() -> None:
@@ -135,7 +139,8 @@ def test_input_versions_are_checked_like_reads_and_name_the_partition() -> None:
 
     refs = {GRAPH.inputs("join")[0]: (ref("rows", 0, attempt=2), ref("rows", 1, attempt=2)),
             GRAPH.inputs("clean")[0]: (ref("gen->clean", 0, "PIPELINED", attempt=2),)}
-    versions = input_versions(current_inputs(StoreIO(FakeStore(2)), refs))  # type: ignore[arg-type]
+    versions = input_versions(current_inputs(StoreIO(FakeStore(2)), refs), GRAPH,  # type: ignore[arg-type]
+                              SubtaskId("join", 0), refs)
     assert [(str(v.partition), v.attempt) for v in versions] == [("rows#0", 2), ("rows#1", 2)]
     with pytest.raises(InputUnavailable, match=r"input partition rows#0 is unavailable: .*current version is "
                                                r"attempt 3"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,57 @@ def test_not_json_is_named() -> None:
 def test_retirement_round_trip() -> None:
     marker = Retirement(PartitionId("a", 1), 3, "c" * 64, "why", "now")
     assert Retirement.from_json(marker.to_json(), where="k") == marker
+
+
+def keyed(shas: tuple[str, ...] = ("a", "b", "c")) -> Manifest:
+    """Subpartitions 0..2 of 3 consumers (128 key groups), one object each, subpartition 2 written twice."""
+    from airflow_region_failover.graph.keygroups import key_group_range
+    from airflow_region_failover.store.manifest import partitioning
+
+    objects = tuple(ObjectEntry(f"r/data/p00000/a000001-abcdef12/part-0000{n}-s{j:05d}-t0.parquet", 10 + j,
+                                sha * 64, j) for n, (j, sha) in enumerate(zip((0, 1, 2), shas, strict=True)))
+    objects += (ObjectEntry("r/data/p00000/a000001-abcdef12/part-00009-s00002-t0.parquet", 5, "d" * 64, 2),)
+    ranges = tuple(key_group_range(128, 3, j) for j in range(3))
+    return manifest(objects=objects, partitioning=partitioning(("k",), 128, ranges, objects, {0: 1, 1: 2, 2: 3}))
+
+
+def test_keyed_manifest_round_trips_and_lists_each_subpartition() -> None:
+    m = keyed()
+    assert Manifest.from_json(m.to_json(), where="k") == m
+    assert m.partitioning is not None
+    assert [(s.index, s.key_groups, s.rows, s.bytes) for s in m.partitioning.subpartitions] == [
+        (0, range(0, 43), 1, 10), (1, range(43, 86), 2, 11), (2, range(86, 128), 3, 17)]
+
+
+def test_a_reader_selects_exactly_its_subpartitions_or_everything_filtered() -> None:
+    m = keyed()
+    mine = m.select(range(43, 86), ("k",), 128)
+    assert [o.subpartition for o in mine.objects] == [1] and not mine.filtered and mine.bytes == 11
+    last = m.select(range(86, 128), ("k",), 128)
+    assert [o.subpartition for o in last.objects] == [2, 2] and not last.filtered
+    rescaled = m.select(range(0, 64), ("k",), 128)  # consumer 0 of 2: subpartitions 0 and half of 1
+    assert [o.subpartition for o in rescaled.objects] == [0, 1] and rescaled.filtered
+    other_key = m.select(range(43, 86), ("j",), 128)
+    assert other_key.objects == m.objects and other_key.filtered
+    assert m.select(None).objects == m.objects and not m.select(None).filtered
+
+
+def test_an_input_version_is_the_checksum_of_what_its_reader_reads() -> None:
+    """Subpartition 0 changed: readers of key groups 43-85 still see the same bytes; readers of 0-42 do not."""
+    before, after = keyed(), keyed(("X", "b", "c"))
+    assert before.version(range(43, 86), ("k",), 128) == after.version(range(43, 86), ("k",), 128)
+    assert before.version(range(0, 43), ("k",), 128) != after.version(range(0, 43), ("k",), 128)
+    assert before.version() != after.version()
+
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda b: b["partitioning"]["subpartitions"][0].update(bytes=99), "subpartitions do not match"),
+    (lambda b: b["objects"][0].update(subpartition=7), "names a subpartition the partitioning does not list"),
+    (lambda b: b["partitioning"]["subpartitions"][0].update(key_groups=[5, 5]), "empty key-group range"),
+    (lambda b: b.pop("partitioning"), "objects name subpartitions but the manifest has no partitioning"),
+])
+def test_a_keyed_manifest_that_disagrees_with_its_objects_is_refused(tamper: Any, message: str) -> None:
+    body = json.loads(keyed().to_json())
+    tamper(body)
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_json(json.dumps(body).encode(), where="k")

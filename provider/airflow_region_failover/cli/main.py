@@ -21,6 +21,7 @@ from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.options import FailoverStrategy
 from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.preview import preview
+from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.dot import to_dot
@@ -44,7 +45,7 @@ def _plan(args: argparse.Namespace) -> int:
     decision = plan_restart(
         FailoverTopology.build(graph), failed, KnownAvailability.except_(unavailable), args.strategy
     )
-    _print_json(decision.to_dict())
+    _print_json({**decision.to_dict(), "reuse": reuse_hints(graph, decision)})
     return 0
 
 

@@ -1,0 +1,185 @@
+"""Keyed exchange vs the old whole-partition exchange vs Spark's own shuffle, side by side in one run (issue 11).
+
+``python benchmarks/bench_exchange.py [--size-mb 1024] [--parallelism 2,8,32] [--broadcast-max 8]``
+
+One SeaweedFS server and one embedded Spark (``local[2]``) serve every measurement. The data: ``--size-mb`` of
+generated rows (``id``, a key ``k`` with 100,003 values, a double, a short string) produced by 2 producer
+subtasks. For each consumer parallelism P:
+
+* **keyed** (``partition_by=["k"]``, this issue): each producer commits its partition cut into P subpartitions in
+  one pass (:class:`~airflow_region_failover.store.parquet.Cut`); then each of the P consumer subtasks reads its
+  subpartition of both partitions (:meth:`StoreIO.read_keys`) and aggregates per key;
+* **whole** (``BROADCAST`` + a hand-written ``pmod(hash(k), P) == j`` filter, what the example ETL did before):
+  each producer commits its partition whole; each consumer reads both partitions whole and filters. Run for
+  P <= ``--broadcast-max`` only (it reads P times the data); above, its read amplification is P by construction;
+* **spark**: the same rows, ``repartition(P, "k")`` and the same aggregation in one Spark application (Spark's
+  own shuffle, to local disk).
+
+Printed per P: bytes committed, bytes the consumers fetched (the store's read counters), read amplification
+(fetched / committed; target 1.00 for keyed), producer and consumer wall seconds, and the wall-time ratios
+keyed / spark and whole / keyed. Consumers run one after the other (as Airflow tasks on a 2-core machine would).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from airflow_region_failover.graph.builder import JobGraphBuilder
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.graph.keygroups import key_group_range
+from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.standalone.processes import stop_on_signals
+from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.parquet import Cut
+
+MB = 1024 * 1024
+ROW_BYTES = 17  # committed Parquet/snappy bytes per generated row (measured: printed as "committed")
+PRODUCERS = 2
+SPARK_PARTITIONS = 4  # Spark partitions of each producer's DataFrame
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "8")
+            .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+
+
+def rows(spark: Any, lo: int, hi: int) -> Any:
+    return spark.range(lo, hi, 1, SPARK_PARTITIONS).selectExpr(
+        "id", "pmod(hash(id, 3), 100003) AS k", "rand(7) AS v", "concat('s', id % 1000) AS s")
+
+
+def aggregate(df: Any) -> int:
+    """Per key: sum and count; forces every row to be read."""
+    from pyspark.sql import functions as F
+
+    return int(df.groupBy("k").agg(F.sum("v"), F.count("*")).count())
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def produce(store: ResultStore, spark: Any, total: int, run: str, cut: Cut | None) -> int:
+    """Both producer partitions committed; returns the bytes committed."""
+    committed = 0
+    for i in range(PRODUCERS):
+        lo, hi = total * i // PRODUCERS, total * (i + 1) // PRODUCERS
+        manifest = store.write(rows(spark, lo, hi), "bench", run, PartitionId("rows", i), 1, cut=cut)
+        committed += manifest.total_bytes
+    return committed
+
+
+def consume_keyed(io: StoreIO, spark: Any, run: str, parallelism: int) -> int:
+    edge = (JobGraphBuilder().step("p", parallelism=PRODUCERS).step("c", parallelism=parallelism)
+            .edge("p", "c", exchange="BLOCKING", result="rows", partition_by=["k"]).build()).edges[0]
+    groups = 0
+    for j in range(parallelism):
+        mine = key_group_range(edge.max_parallelism, parallelism, j)
+        frames = [io.read_keys(spark, PartitionRef("rows", i, "BLOCKING", "bench", run, 1), edge, mine)
+                  for i in range(PRODUCERS)]
+        groups += aggregate(frames[0].unionByName(frames[1]))
+    return groups
+
+
+def consume_whole(io: StoreIO, spark: Any, run: str, parallelism: int) -> int:
+    from pyspark.sql import functions as F
+
+    groups = 0
+    for j in range(parallelism):
+        frames = [io.read(spark, PartitionRef("rows", i, "BLOCKING", "bench", run, 1)) for i in range(PRODUCERS)]
+        mine = F.pmod(F.hash("k"), F.lit(parallelism)) == j
+        groups += aggregate(frames[0].unionByName(frames[1]).where(mine))
+    return groups
+
+
+def spark_shuffle(spark: Any, total: int, parallelism: int) -> int:
+    from pyspark.sql import functions as F
+
+    df = rows(spark, 0, total).repartition(parallelism, "k")
+    return int(df.groupBy("k").agg(F.sum("v"), F.count("*")).count())
+
+
+def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"P": parallelism}
+    run = f"keyed-{parallelism}"
+    out["produce_keyed_s"], committed = timed(lambda: produce(store, spark, total, run, Cut(("k",), 128,
+                                                                                            parallelism)))
+    io = StoreIO(store)
+    out["consume_keyed_s"], keyed_groups = timed(lambda: consume_keyed(io, spark, run, parallelism))
+    out.update(committed_mb=committed / MB, keyed_read_mb=io.reads.bytes / MB,
+               keyed_amplification=io.reads.bytes / committed)
+    out["spark_s"], spark_groups = timed(lambda: spark_shuffle(spark, total, parallelism))
+    if spark_groups != keyed_groups:
+        raise AssertionError(f"keyed exchange found {keyed_groups} keys, Spark {spark_groups}")
+    out["keyed_s"] = out["produce_keyed_s"] + out["consume_keyed_s"]
+    out["keyed_over_spark"] = out["keyed_s"] / out["spark_s"]
+    if whole:
+        run = f"whole-{parallelism}"
+        out["produce_whole_s"], committed_whole = timed(lambda: produce(store, spark, total, run, None))
+        io = StoreIO(store)
+        out["consume_whole_s"], whole_groups = timed(lambda: consume_whole(io, spark, run, parallelism))
+        if whole_groups != keyed_groups:
+            raise AssertionError(f"whole-partition exchange found {whole_groups} keys, keyed {keyed_groups}")
+        out.update(whole_read_mb=io.reads.bytes / MB, whole_amplification=io.reads.bytes / committed_whole,
+                   whole_s=out["produce_whole_s"] + out["consume_whole_s"])
+        out["whole_over_keyed"] = out["whole_s"] / out["keyed_s"]
+    return out
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = ("| P | committed MB | keyed: read MB | keyed: amplification | whole: amplification | keyed s "
+            "(produce + consume) | whole s | Spark shuffle s | keyed / Spark | whole / keyed |")
+    lines = [head, "|" + "---|" * 10]
+    for r in results:
+        whole_amp = f"{r['whole_amplification']:.2f}" if "whole_s" in r else f"{r['P']} (by construction)"
+        whole_s = f"{r['whole_s']:.1f}" if "whole_s" in r else "not run"
+        ratio = f"{r['whole_over_keyed']:.2f}" if "whole_s" in r else "-"
+        lines.append(f"| {r['P']} | {r['committed_mb']:.0f} | {r['keyed_read_mb']:.0f} | "
+                     f"{r['keyed_amplification']:.2f} | {whole_amp} | {r['keyed_s']:.1f} "
+                     f"({r['produce_keyed_s']:.1f} + {r['consume_keyed_s']:.1f}) | {whole_s} | {r['spark_s']:.1f} | "
+                     f"{r['keyed_over_spark']:.2f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--size-mb", type=int, default=1024, help="approximate committed size of the exchange")
+    parser.add_argument("--parallelism", default="2,8,32", help="consumer parallelisms, comma-separated")
+    parser.add_argument("--broadcast-max", type=int, default=8, help="run the whole-partition variant up to this P")
+    args = parser.parse_args(argv)
+    stop_on_signals()
+    total = args.size_mb * MB // ROW_BYTES
+    with SeaweedFS(bucket="bench") as server:
+        e = server.endpoint
+        store = ResultStore.from_endpoint(e.endpoint_url, e.access_key, e.secret_key, e.bucket, prefix="exchange")
+        spark = spark_session()
+        try:
+            warm, _ = timed(lambda: produce(store, spark, 100_000, "warm-up", Cut(("k",), 128, 2)))
+            print(f"{total:,} rows; Spark and its Python workers warmed in {warm:.1f}s (excluded)", flush=True)
+            results = []
+            for parallelism in (int(p) for p in args.parallelism.split(",") if p):
+                result = measure(store, spark, total, parallelism, parallelism <= args.broadcast_max)
+                print({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
+                results.append(result)
+            print(table(results))
+        finally:
+            spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

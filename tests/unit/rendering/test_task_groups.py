@@ -243,7 +243,8 @@ def test_demo_etl_renders_its_gen_clean_chains_as_one_task_per_chain_subtask() -
     assert chain_task.chain == ["gen_orders#3", "clean_orders#3"]
     assert "`gen_orders` -> `clean_orders`" in (chain_task.doc_md or "")
     spec = rendered.spec
-    assert spec.names.subtasks("gen_orders.clean_orders.3") == (SubtaskId("gen_orders", 3), SubtaskId("clean_orders", 3))
+    assert spec.names.subtasks("gen_orders.clean_orders.3") == (SubtaskId("gen_orders", 3),
+                                                                SubtaskId("clean_orders", 3))
     assert spec.names.subtasks("clean_orders.3") is None and spec.names.subtasks("join.3") == (SubtaskId("join", 3),)
     for subtask in (SubtaskId("gen_orders", 1), SubtaskId("clean_lineitem", 0), SubtaskId("aggregate", 1)):
         members = spec.names.subtasks(spec.names.task_id(subtask))  # round trip

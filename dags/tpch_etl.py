@@ -1,8 +1,9 @@
 """The main demo job: a TPC-H-shaped ETL with region failover.
 
 generate customer/orders/lineitem (deterministic, seeded) -> clean (POINTWISE, PIPELINED: each cleaner shares its
-generator's region and is chained to it: one task ``gen_orders.clean_orders.<i>`` runs both) -> join (ALL_TO_ALL, BLOCKING: committed to S3) -> aggregate revenue per market segment and
-year (ALL_TO_ALL, BLOCKING) -> report (the ranked table, committed as the report step's sink result).
+generator's region and is chained to it: one task ``gen_orders.clean_orders.<i>`` runs both) -> join (ALL_TO_ALL,
+BLOCKING: committed to S3) -> aggregate revenue per market segment and year (ALL_TO_ALL, BLOCKING) -> report (the
+ranked table, committed as the report step's sink result).
 
 DAG param ``fail_once`` (default false): when true, subtask ``aggregate#0`` raises on its first try — an injected
 failure in a late step for the run-time failover demo. Region failover then restarts only aggregate#0's region

@@ -2,7 +2,9 @@
 
 ``ingest#i -> parse#i -> enrich#i`` are joined by PIPELINED POINTWISE exchanges: shard ``i``'s three subtasks form
 region ``r<i>`` and a failure in one shard restarts only that shard (plus the BLOCKING ``summary`` consumer),
-never the other shards. ``summary`` reads every shard's committed partition (BROADCAST, BLOCKING).
+never the other shards. They are chained: one task ``ingest.parse.enrich.<i>`` per shard runs the three steps in
+one Spark session, passing DataFrames in memory. ``summary`` reads every shard's committed partition
+(BROADCAST, BLOCKING).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The main demo job: a TPC-H-shaped ETL with region failover.
 
 generate customer/orders/lineitem (deterministic, seeded) -> clean (POINTWISE, PIPELINED: each cleaner shares its
-generator's region) -> join (BLOCKING, committed to S3: orders and line items keyed by order key, so join subtask j
-reads only its key groups of every partition; customers broadcast) -> aggregate revenue per market segment and
-year (BLOCKING, keyed by segment) -> report (the ranked table, committed as the report step's sink result).
+generator's region and is chained to it: one task ``gen_orders.clean_orders.<i>`` runs both) -> join (BLOCKING,
+committed to S3: orders and line items keyed by order key, so join subtask j reads only its key groups of every
+partition; customers broadcast) -> aggregate revenue per market segment and year (BLOCKING, keyed by segment) ->
+report (the ranked table, committed as the report step's sink result).
 
 DAG param ``fail_once`` (default false): when true, subtask ``aggregate#0`` raises on its first try — an injected
 failure in a late step for the run-time failover demo. Region failover then restarts only aggregate#0's region

@@ -26,6 +26,11 @@ Rules:
   cycles, bad parallelism (:class:`GraphError` naming the step/edge), a step without implementation or with a bad
   function signature or missing script (naming the step), bad failover/restart options (:class:`OptionError`
   naming the key);
+* steps joined by a PIPELINED POINTWISE edge of equal parallelism, where nobody else reads the producer and the
+  consumer reads nothing else, are *chained* (:mod:`~airflow_region_failover.graph.chains`): one task per chain
+  subtask runs them in one Spark session. Only function steps on the same Spark connection with the same
+  operator arguments chain (:func:`chain_breaks` says why not otherwise); ``RegionJob(chaining=False)`` chains
+  nothing (Flink's ``disableOperatorChaining``);
 * options use Flink's key names; unset keys come from ``[region_failover]`` in airflow.cfg
   (:func:`~airflow_region_failover.conf.restart_defaults`), then the job's own ``options``, then
   ``failover_strategy``/``restart_strategy`` (layered by :func:`~airflow_region_failover.failover.options.resolve`).
@@ -49,10 +54,10 @@ from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, reso
 from airflow_region_failover.failover.restart import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.builder import JobGraphBuilder
+from airflow_region_failover.graph.chains import EdgeKey
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
-from airflow_region_failover.naming import task_id_of
 from airflow_region_failover.operators.step import RegionStepOperator
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
@@ -71,8 +76,10 @@ class RegionJob:
         restart_strategy: str | None = None,
         options: Mapping[str, object] | None = None,
         spark_conn_id: str | None = None,
+        chaining: bool = True,
     ) -> None:
         self._builder = JobGraphBuilder()
+        self._chaining = chaining
         self._impls: dict[str, StepImpl] = {}
         self._options = {str(k): conf.option_text(k, v) for k, v in (options or {}).items()}
         if failover_strategy is not None:
@@ -183,15 +190,42 @@ class RegionJob:
         """
         dag = dag or _current_dag()
         _check_dag_id(dag.dag_id)
-        runtime = JobRuntime(JobSpec(self.graph(), self.options()), dict(self._impls))
+        graph = self.graph()
+        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining))
+        runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
 
-        def make_task(subtask: SubtaskId, group: Any) -> RegionStepOperator:
-            impl = runtime.impl(subtask.step)
-            return RegionStepOperator(task_id=task_id_of(subtask), subtask=str(subtask), runtime=runtime,
-                                      dag=dag, task_group=group, **impl.task_kwargs)
+        def make_task(members: tuple[SubtaskId, ...], group: Any) -> RegionStepOperator:
+            impl = runtime.impl(members[0].step)  # a chain's members have equal task_kwargs (chain_breaks)
+            return RegionStepOperator(task_id=spec.names.task_id(members[0]), subtask=str(members[0]),
+                                      chain=[str(m) for m in members], runtime=runtime, dag=dag, task_group=group,
+                                      **impl.task_kwargs)
 
         return render_job(dag, runtime.spec, make_task)
+
+
+def chain_breaks(graph: JobGraph, impls: Mapping[str, StepImpl], chaining: bool = True) -> dict[EdgeKey, str]:
+    """The PIPELINED edges that must not chain although the graph allows it, with the reason: a script step runs
+    in its own spark-submitted application, steps on different Spark connections have different sessions, and one
+    task cannot honour two sets of operator arguments (``pool``, ``retries``...)."""
+    breaks: dict[EdgeKey, str] = {}
+    for edge in graph.edges:
+        if edge.exchange is not Exchange.PIPELINED:
+            continue
+        source, target = impls[edge.source], impls[edge.target]
+        scripts = [i.step_id for i in (source, target) if i.script is not None]
+        if not chaining:
+            reason = "chaining disabled for this job (RegionJob(chaining=False))"
+        elif scripts:
+            reason = f"script step {scripts[0]!r} runs in its own Spark application"
+        elif source.spark_conn_id != target.spark_conn_id:
+            reason = f"Spark connections differ ({source.spark_conn_id!r} vs {target.spark_conn_id!r})"
+        elif dict(source.task_kwargs) != dict(target.task_kwargs):
+            reason = "operator arguments differ"
+        else:
+            continue
+        breaks[(edge.source, edge.target)] = reason
+    return breaks
 
 
 def _current_dag() -> DAG:

@@ -8,6 +8,9 @@ Rules:
 * The spec travels in the DAG param :data:`~.naming.JOB_PARAM` as a versioned JSON document
   (:meth:`JobSpec.to_document`), so the scheduler (serialized DAG) and every worker (parsed DAG) read the same
   job with :func:`job_of`.
+* Its chains (:mod:`~.graph.chains`) follow from the graph and the edges the DAG file refuses to chain
+  (``chain_breaks``, e.g. a script step's edges), which the document carries too: the scheduler names the tasks
+  of a restart exactly as the DAG file rendered them (:attr:`JobSpec.names`).
 * :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
   extra operator arguments, whether a restarted try may keep its committed result); :class:`JobRuntime` is the
   spec plus every step's implementation — what the step operators of one rendered job share in the worker.
@@ -34,9 +37,10 @@ from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
-from airflow_region_failover.naming import JOB_PARAM
+from airflow_region_failover.naming import JOB_PARAM, TaskNames
 
 JOB_DOCUMENT_FORMAT = 1
 REUSE_PARAM = "region_failover_reuse"
@@ -47,10 +51,22 @@ StepFunction = Callable[..., Any]
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A job graph and its effective failover/restart options (Flink keys), validated."""
+    """A job graph and its effective failover/restart options (Flink keys), validated; ``chain_breaks``: the
+    PIPELINED POINTWISE edges the DAG file refuses to chain, with the reason (module rule)."""
 
     graph: JobGraph
     options: Mapping[str, str]
+    chain_breaks: Mapping[EdgeKey, str] = field(default_factory=dict)
+
+    @cached_property
+    def chains(self) -> Chains:
+        """The graph's chains (computed on first use, then kept)."""
+        return compute_chains(self.graph, self.chain_breaks)
+
+    @cached_property
+    def names(self) -> TaskNames:
+        """The task ids of the job's subtasks and chains."""
+        return TaskNames(self.chains)
 
     @cached_property
     def config(self) -> FailoverConfig:
@@ -69,8 +85,12 @@ class JobSpec:
 
     def to_document(self) -> dict[str, Any]:
         """The JSON document stored in the DAG param :data:`~.naming.JOB_PARAM`."""
-        return {"format": JOB_DOCUMENT_FORMAT, "graph": jsonformat.to_dict(self.graph),
-                "options": dict(sorted(self.options.items()))}
+        document: dict[str, Any] = {"format": JOB_DOCUMENT_FORMAT, "graph": jsonformat.to_dict(self.graph),
+                                    "options": dict(sorted(self.options.items()))}
+        if self.chain_breaks:
+            document["chain_breaks"] = [{"from": s, "to": t, "reason": r}
+                                        for (s, t), r in sorted(self.chain_breaks.items())]
+        return document
 
     @classmethod
     def from_document(cls, document: object) -> JobSpec:
@@ -81,7 +101,11 @@ class JobSpec:
         options = document.get("options", {})
         if not isinstance(options, dict):
             raise GraphError(f"DAG param {JOB_PARAM!r}: 'options' must be an object")
-        return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()})
+        breaks = document.get("chain_breaks", [])
+        if not isinstance(breaks, list) or not all(isinstance(b, dict) for b in breaks):
+            raise GraphError(f"DAG param {JOB_PARAM!r}: 'chain_breaks' must be a list of objects")
+        return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()},
+                   {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks})
 
 
 def job_of(dag: Any) -> JobSpec | None:

@@ -1,16 +1,27 @@
-"""Names the run-time layers share: task ids of subtasks, the XCom keys of partitions, the operator's name and the
-DAG param that carries the job.
+"""Names the run-time layers share: task ids of subtasks and chains, the XCom keys of partitions, the operator's
+name and the DAG param that carries the job.
 
-Rules: the task id of subtask ``step#i`` is ``step.i`` (:func:`task_id_of`) for every parallelism and
-independent of the region numbering, so changing the graph elsewhere never renames a task; step ids never contain
-``.``, so :func:`subtask_of` inverts it exactly and answers ``None`` for any other task id. A producer publishes
-where its partition of ``result`` lives under the XCom key ``partition:<result>`` (:func:`xcom_key`).
+Rules:
+
+* The task id of subtask ``step#i`` is ``step.i`` (:func:`task_id_of`) for every parallelism and independent of
+  the region numbering, so changing the graph elsewhere never renames a task.
+* A chain of steps ``s1 -> ... -> sk`` (:mod:`~airflow_region_failover.graph.chains`) runs as one task per chain
+  subtask, whose id names its steps: ``s1.s2....sk.i`` (e.g. ``gen_orders.clean_orders.0``); every subtask of it
+  maps to that id (:class:`TaskNames`). A step on no chain keeps ``step.i``.
+* Step ids never contain ``.``, so a task id splits exactly into its steps and index: :func:`subtasks_of` inverts
+  both forms without the graph (``None`` for any other task id) and :func:`subtask_of` answers the first of them —
+  the chain's head — which lies in the same failover region as every other member.
+* A producer publishes where its partition of ``result`` lives under the XCom key ``partition:<result>``
+  (:func:`xcom_key`); a chain task publishes its tail's results.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import cached_property
 
+from airflow_region_failover.graph.chains import Chains
 from airflow_region_failover.graph.ids import SubtaskId
 
 OPERATOR_NAME = "RegionStepOperator"
@@ -22,20 +33,58 @@ JOB_PARAM = "region_failover_job"
 XCOM_PREFIX = "partition:"
 """XCom key prefix of the partition a task wrote: ``partition:<result>``."""
 
-_TASK_ID = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_-]*)\.(0|[1-9][0-9]*)\Z")
+_STEP = r"[A-Za-z0-9_][A-Za-z0-9_-]*"
+_TASK_ID = re.compile(rf"({_STEP}(?:\.{_STEP})*)\.(0|[1-9][0-9]*)\Z")
 
 
 def task_id_of(subtask: SubtaskId) -> str:
-    """The Airflow task id of ``subtask``: ``<step>.<index>`` (e.g. ``clean.0``)."""
+    """The Airflow task id of an unchained ``subtask``: ``<step>.<index>`` (e.g. ``clean.0``)."""
     return f"{subtask.step}.{subtask.index}"
 
 
-def subtask_of(task_id: str) -> SubtaskId | None:
-    """The subtask a task id names (inverse of :func:`task_id_of`), or ``None`` for any other task id."""
+def subtasks_of(task_id: str) -> tuple[SubtaskId, ...] | None:
+    """The subtasks a step task id names, head first (``a.b.0`` -> ``a#0, b#0``), or ``None`` for any other id.
+    Graph-free: it does not check that the steps exist or form a chain (:meth:`TaskNames.subtasks` does)."""
     match = _TASK_ID.match(task_id)
     if match is None:
         return None
-    return SubtaskId(match.group(1), int(match.group(2)))
+    index = int(match.group(2))
+    return tuple(SubtaskId(step, index) for step in match.group(1).split("."))
+
+
+def subtask_of(task_id: str) -> SubtaskId | None:
+    """The (first) subtask a step task id names (inverse of :func:`task_id_of`), or ``None`` for any other id."""
+    found = subtasks_of(task_id)
+    return None if found is None else found[0]
+
+
+@dataclass(frozen=True)
+class TaskNames:
+    """The task ids of one job's subtasks, chains included (module rule)."""
+
+    chains: Chains
+
+    @cached_property
+    def _prefix(self) -> dict[str, str]:
+        return {step: ".".join(chain.steps) for chain in self.chains.chains for step in chain.steps}
+
+    def task_id(self, subtask: SubtaskId) -> str:
+        """The task running ``subtask``: ``<step>.<i>``, or ``<s1>.<s2>...<sk>.<i>`` for a chain's subtask."""
+        return f"{self._prefix[subtask.step]}.{subtask.index}"
+
+    def subtasks(self, task_id: str) -> tuple[SubtaskId, ...] | None:
+        """The subtasks task ``task_id`` runs, head first, or ``None`` if it is no task of this job's chains
+        (the index is not checked against the parallelism)."""
+        found = subtasks_of(task_id)
+        if found is None or found[0].step not in self._prefix:
+            return None
+        steps = tuple(s.step for s in found)
+        return found if self.chains.of(steps[0]).steps == steps else None
+
+    def head(self, task_id: str) -> SubtaskId | None:
+        """The first subtask task ``task_id`` runs (see :meth:`subtasks`)."""
+        found = self.subtasks(task_id)
+        return None if found is None else found[0]
 
 
 def xcom_key(result: str) -> str:

@@ -3,6 +3,8 @@ attempts, decisions and restart reasons of a run (on either stack).
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_*: a -PIPELINED POINTWISE-> b -BLOCKING ALL_TO_ALL-> c
     a#1 -> b#1 ==+==> c#1 ==> d#1                  -BLOCKING POINTWISE-> d; plus an unconnected side#0
+
+a -> b is chained: tasks ``a.b.0`` and ``a.b.1`` run a#i and b#i (a failure of either is a failure of that task).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ compare-and-swap retry loop that stores the log. Rules:
    if the API refuses the clear for good (:func:`close`), or ``cancelled`` if a person stopped the run.
 7. **Backoff where the task starts.** Only the first try after the clear of an applied decision waits, until the
    decision's ``apply_at`` (:func:`restart_wait`); :func:`restarted_as` says why our clear restarted a try.
-Task ids are the caller's names for subtasks (:attr:`FailureHandler.task_id`).
+Task ids are the caller's names for subtasks (:attr:`FailureHandler.task_id`); several subtasks may share one
+task (a chain of steps run by one task): a restart set names each task once.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class FailureHandler:
         return log, HandlingResult(Outcome.MERGED, current.id, current.apply_at)
 
     def _restart_ids(self, plan: RestartPlan) -> tuple[str, ...]:
-        return tuple(self.task_id(s) for s in plan.restart)
+        return tuple(dict.fromkeys(self.task_id(s) for s in plan.restart))
 
     def _reasons(self, plan: RestartPlan) -> dict[str, str]:
         return {self.task_id(s): r.reason.value for r in plan.regions for s in r.region.subtasks}

@@ -1,10 +1,11 @@
-"""The step operator: one Airflow task runs one subtask of a job graph on Spark.
+"""The step operator: one Airflow task runs one subtask of a job graph on Spark — or one subtask of a chain of
+steps (:mod:`~airflow_region_failover.graph.chains`), all in one Spark session.
 
 Rule: ``execute`` first honours a restart backoff delay (a task restarted by region failover starts no earlier
 than its decision's restart time: it is rescheduled to it, ``up_for_reschedule``, so no worker slot is held), then
-runs the subtask (:func:`~airflow_region_failover.spark.subtask.run_subtask`): inputs at the versions its
-producers' current tries published, the step function or script, outputs committed under this try's attempt and
-published as XComs.
+runs the subtask (:func:`~airflow_region_failover.spark.chain.run_chain`): inputs at the versions its
+producers' current tries published, the step function or script (a chain: each step function in turn, passing
+DataFrames in memory), outputs committed under this try's attempt and published as XComs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from airflow_region_failover import conf
 from airflow_region_failover.failover.handler import restart_wait
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
-from airflow_region_failover.spark.subtask import run_subtask
+from airflow_region_failover.spark.chain import run_chain
 from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
 if TYPE_CHECKING:
@@ -47,8 +48,24 @@ def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:
         return 0.0
 
 
+def doc_of(runtime: JobRuntime, members: Sequence[SubtaskId]) -> str:
+    """The task's ``doc_md``: its subtask, or its chain's steps and why they run in one task."""
+    first = members[0]
+    parallelism = runtime.graph.step(first.step).parallelism
+    deterministic = [m.step for m in members if runtime.graph.step(m.step).deterministic]
+    if len(members) == 1:
+        return (f"Subtask `{first}` ({first.index + 1} of {parallelism}) of step `{first.step}`"
+                f"{' (deterministic)' if deterministic else ''}.")
+    steps = " -> ".join(f"`{m.step}`" for m in members)
+    return (f"Chain subtask {first.index + 1} of {parallelism} of the chained steps {steps}: runs "
+            f"{', '.join(f'`{m}`' for m in members)} one after another in one Spark session, passing DataFrames in "
+            f"memory (PIPELINED POINTWISE exchanges of equal parallelism); only `{members[-1].step}`'s results are "
+            f"written." + (f" Deterministic: {', '.join(f'`{d}`' for d in deterministic)}." if deterministic else ""))
+
+
 class RegionStepOperator(BaseOperator):  # type: ignore[misc]
-    """Run subtask ``subtask`` (``"step#i"``) of ``runtime``'s job graph (built by ``RegionJob.render``).
+    """Run subtask ``subtask`` (``"step#i"``) of ``runtime``'s job graph (built by ``RegionJob.render``), or the
+    chain subtask ``chain`` (``["a#i", "b#i", ...]``, head first; ``subtask`` is then its head).
 
     Its class name is :data:`~airflow_region_failover.naming.OPERATOR_NAME`: the watcher finds step tasks by it.
     """
@@ -57,19 +74,20 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
     ui_color = "#f4a460"
     ui_fgcolor = "#000000"
 
-    def __init__(self, *, subtask: str, runtime: JobRuntime, **kwargs: Any) -> None:
+    def __init__(self, *, subtask: str, runtime: JobRuntime, chain: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.subtask = subtask
+        self.chain = list(chain) or [subtask]
         self.runtime = runtime
-        parsed = SubtaskId.parse(subtask)
-        step = runtime.graph.step(parsed.step)
-        self.doc_md = (f"Subtask `{parsed}` ({parsed.index + 1} of {step.parallelism}) of step `{step.id}`"
-                       f"{' (deterministic)' if step.deterministic else ''}.")
+        members = [SubtaskId.parse(s) for s in self.chain]
+        if members[0] != SubtaskId.parse(subtask):
+            raise ValueError(f"chain {self.chain} must start with subtask {subtask!r}")
+        self.doc_md = doc_of(runtime, members)
 
     def execute(self, context: Context) -> Any:
         """Run the subtask; returns a summary (rows written per result) that Airflow stores as return value."""
         self._wait_for_restart_time(context)
-        return run_subtask(self.runtime, SubtaskId.parse(self.subtask), context)
+        return run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
 
     def _wait_for_restart_time(self, context: Context) -> None:
         wait = restart_delay_left(context["ti"])

@@ -40,7 +40,7 @@ from airflow_region_failover.failover.handler import (
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, tries_of
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
-from airflow_region_failover.naming import subtask_of, task_id_of
+from airflow_region_failover.naming import subtasks_of
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
 from airflow_region_failover.store.availability import Mode
@@ -76,11 +76,13 @@ WHO = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def handler_of(spec: JobSpec) -> FailureHandler:
-    """The failure handler of a job (its options parsed once, its subtasks named as Airflow task ids)."""
-    return FailureHandler(spec.config, task_id_of)
+    """The failure handler of a job (its options parsed once, its subtasks named as Airflow task ids: every
+    subtask of a chain as the chain's task, so a restart clears that task once)."""
+    return FailureHandler(spec.config, spec.names.task_id)
 
 
-def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str) -> list[SubtaskId]:
+def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str,
+            spec: JobSpec | None = None) -> list[SubtaskId]:
     """Step subtasks of the run whose task instance is at work (REST; the failed task itself excluded — in the
     worker path its row still says ``running``) or has no state yet (it waits for its upstream: it will run, as a
     Flink producer deployed later still produces its partition). On any error: none, so availability falls back
@@ -91,21 +93,22 @@ def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str
         log.warning("region failover: could not list the task instances of %s/%s; treating no producer as at work",
                     dag_id, run_id, exc_info=True)
         return []
-    found = (subtask_of(str(ti.get("task_id"))) for ti in instances
+    names = spec.names.subtasks if spec is not None else subtasks_of  # a chain task: every subtask it runs
+    found = (names(str(ti.get("task_id"))) for ti in instances
              if (ti.get("state") is None or str(ti.get("state")) in AT_WORK_STATES)
              and ti.get("task_id") != failure.task_id)
-    return [s for s in found if s is not None]
+    return [s for chain in found if chain is not None for s in chain]
 
 
 def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSpec, services: Services = SERVICES,
                    now: Callable[[], float] = time.time) -> HandlingResult:
     """Plan and record the restart for one failure (a watcher applies it when due). Raises on S3 errors: the
     caller retries (the watcher handles the failure again on its next pass)."""
-    subtask = subtask_of(failure.task_id)
+    subtask = spec.names.head(failure.task_id)  # a chain task: its head, in the region of every member
     if subtask is None:
         return HandlingResult(Outcome.IGNORED)
     committed = services.store().checker(dag_id, run_id, Mode.DEEP)
-    checker = BeingProduced.of(committed, spec.graph, at_work(services, failure, dag_id, run_id))
+    checker = BeingProduced.of(committed, spec.graph, at_work(services, failure, dag_id, run_id, spec))
     named = (PartitionId.parse(failure.cause),) if failure.cause else ()
     plan = spec.plan(subtask, checker, named)
     reused = reused_partitions(spec.graph, plan.restart)

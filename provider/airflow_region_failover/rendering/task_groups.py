@@ -1,14 +1,20 @@
-"""Rendering a job graph into an Airflow DAG: one TaskGroup per failover region, one task per subtask.
+"""Rendering a job graph into an Airflow DAG: one TaskGroup per failover region, one task per chain subtask.
 
 Rules:
 
-* **Task ids** are ``<step>.<index>`` (:func:`~airflow_region_failover.naming.task_id_of`), independent of the
-  region numbering (groups use ``prefix_group_id=False``), so changing the graph elsewhere never renames a task.
+* **Chains** (:mod:`~airflow_region_failover.graph.chains`): steps joined by chainable PIPELINED POINTWISE edges
+  of equal parallelism run as one task per chain subtask (subtask ``i`` of every step of the chain, in one Spark
+  session, DataFrames passed in memory). A step on no chain is a chain of one: one task per subtask.
+* **Task ids** are ``<step>.<index>``, or ``<s1>.<s2>...<sk>.<index>`` for a chain — the id names its steps
+  (:class:`~airflow_region_failover.naming.TaskNames`) — independent of the region numbering (groups use
+  ``prefix_group_id=False``), so changing the graph elsewhere never renames a task. A chain never crosses a
+  region boundary, so each chain task lies in its region's group.
 * **Groups** are the regions of :func:`~airflow_region_failover.graph.regions.compute_regions`, ids ``r0, r1, …``
   in the deterministic order of that function; the tooltip lists the steps and why they form one region, the
   group's ``doc_md`` lists the subtasks and the exchanges that tie them together.
-* **Dependencies** mirror the edges at subtask level: consumer subtask ``j`` depends on exactly the producer
-  subtasks whose partitions it reads (POINTWISE / ALL_TO_ALL, :mod:`~airflow_region_failover.graph.subtasks`).
+* **Dependencies** mirror the edges at subtask level: consumer subtask ``j``'s task depends on exactly the tasks
+  of the producer subtasks whose partitions it reads (POINTWISE / ALL_TO_ALL,
+  :mod:`~airflow_region_failover.graph.subtasks`); a chain's interior edges are inside one task and wire nothing.
 * **The job document** (:meth:`~airflow_region_failover.job.JobSpec.to_document`) is stored in the DAG param
   :data:`~airflow_region_failover.naming.JOB_PARAM`, which survives DAG serialization, so the scheduler and every
   worker read the same job with :func:`~airflow_region_failover.job.job_of`. It is added after the tasks are
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from airflow.sdk import DAG, BaseOperator, Param, TaskGroup
 
 from airflow_region_failover.exceptions import GraphError
+from airflow_region_failover.graph.chains import Chains
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.regions import Region, Regions
@@ -32,12 +39,14 @@ from airflow_region_failover.naming import JOB_PARAM
 
 _MAX_LISTED = 40
 
-OperatorFactory = Callable[[SubtaskId, TaskGroup], BaseOperator]
+OperatorFactory = Callable[[tuple[SubtaskId, ...], TaskGroup], BaseOperator]
+"""Builds the task of one chain subtask (its subtasks, head first) in a group."""
 
 
 @dataclass(frozen=True)
 class RenderedJob:
-    """The result of :func:`render_job`: the job, its regions, and the groups and tasks built for them."""
+    """The result of :func:`render_job`: the job, its regions, and the groups and tasks built for them (every
+    subtask of a chain maps to the chain's task)."""
 
     spec: JobSpec
     regions: Regions
@@ -51,10 +60,10 @@ class RenderedJob:
 
 
 def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory) -> RenderedJob:
-    """Build one TaskGroup per region and one task per subtask (``make_task``) in ``dag``; wire the edges."""
+    """Build one TaskGroup per region and one task per chain subtask (``make_task``) in ``dag``; wire the edges."""
     if job_of(dag) is not None:
         raise GraphError(f"DAG {dag.dag_id!r} already holds a region-failover job; render one job per DAG")
-    regions = spec.topology.regions
+    regions, chains = spec.topology.regions, spec.chains
     inputs = inputs_by_step(spec.graph)
     groups: dict[str, TaskGroup] = {}
     tasks: dict[SubtaskId, BaseOperator] = {}
@@ -62,8 +71,12 @@ def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory) -> RenderedJ
         group = _group(dag, region, inputs)
         groups[region.id] = group
         for subtask in region.subtasks:
-            tasks[subtask] = make_task(subtask, group)
-    _wire(spec.graph, tasks)
+            if subtask in tasks:
+                continue  # a later member of a chain: built with its head (same region)
+            members = chains.of(subtask.step).subtasks(subtask.index)
+            task = make_task(members, group)
+            tasks.update((member, task) for member in members)
+    _wire(spec.graph, tasks, chains)
     dag.params[REUSE_PARAM] = Param(
         True, type="boolean", title="Keep unchanged results on a failover restart",
         description="A consumer restarted by region failover keeps its committed result when its inputs and code "
@@ -94,9 +107,12 @@ def _group(dag: DAG, region: Region, inputs: Mapping[str, list[Edge]]) -> TaskGr
     )
 
 
-def _wire(graph: JobGraph, tasks: Mapping[SubtaskId, BaseOperator]) -> None:
-    """Consumer subtask ``j`` depends on exactly the producer subtasks whose partitions it reads."""
+def _wire(graph: JobGraph, tasks: Mapping[SubtaskId, BaseOperator], chains: Chains) -> None:
+    """Consumer subtask ``j`` depends on exactly the producer subtasks whose partitions it reads; a chain's
+    interior edges are inside one task (no self-dependency)."""
     for edge in graph.edges:
+        if chains.chained(edge):
+            continue
         producers = graph.step(edge.source).parallelism
         consumers = graph.step(edge.target).parallelism
         for group in partition_groups(edge, producers, consumers):

@@ -12,7 +12,7 @@ committed store versions, PIPELINED outputs attempt-scoped scratch versions of t
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_region_failover.failover.handler import restarted_as
@@ -33,14 +33,15 @@ from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 log = logging.getLogger(__name__)
 
 
-def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId) -> dict[Edge, tuple[PartitionRef, ...]]:
+def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId,
+              task_id: Callable[[SubtaskId], str] = task_id_of) -> dict[Edge, tuple[PartitionRef, ...]]:
     """For every input edge, the refs its producers' current tries published (:class:`InputUnavailable` if
-    one is missing)."""
+    one is missing); ``task_id`` names the producer subtasks' tasks (a chain's task for a chained producer)."""
     refs: dict[Edge, tuple[PartitionRef, ...]] = {}
     for edge, partitions in consumed_partitions(graph, subtask).items():
         refs[edge] = tuple(
             PartitionRef.from_json(
-                ti.xcom_pull(task_ids=task_id_of(SubtaskId(edge.source, p.index)), key=xcom_key(p.result)),
+                ti.xcom_pull(task_ids=task_id(SubtaskId(edge.source, p.index)), key=xcom_key(p.result)),
                 partition=p,
             )
             for p in partitions
@@ -85,7 +86,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     task's summary (rows per result; ``kept`` when the committed outputs were kept)."""
     ti = context["ti"]
     graph, impl = runtime.graph, runtime.impl(subtask.step)
-    refs = pull_refs(ti, graph, subtask)
+    refs = pull_refs(ti, graph, subtask, runtime.spec.names.task_id)
     sctx = step_context(graph, subtask, refs, context)
     io = open_store_io()
     current = current_inputs(io, refs)

@@ -4,6 +4,8 @@ workers) with a Spark Connect server on it, SeaweedFS.
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_*: a -PIPELINED POINTWISE-> b -BLOCKING ALL_TO_ALL-> c
     a#1 -> b#1 ==+==> c#1 ==> d#1                  -BLOCKING POINTWISE-> d; plus an unconnected side#0
+
+a -> b is chained: tasks ``a.b.0`` and ``a.b.1`` run a#i and b#i (a failure of either is a failure of that task).
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ def test_deleted_producer_result_backtracks_to_producer_region(e2e: Any, tmp_pat
     (gate / "go").touch()
     assert e2e.final_state("rf_e2e_region", run_id) == "success"
     tries = e2e.tries("rf_e2e_region", run_id)
-    _check_tries(tries, {"c.0"}, {"a.1", "b.1", "c.1", "d.0", "d.1"})
-    assert tries["a.1"] == tries["b.1"] == tries["c.1"] == 2, "ran before the failure, so rerun"
+    _check_tries(tries, {"c.0"}, {"a.b.1", "c.1", "d.0", "d.1"})
+    assert tries["a.b.1"] == tries["c.1"] == 2, "ran before the failure, so rerun"
     decision = _the_decision(e2e, "rf_e2e_region", run_id)
     assert _reasons(decision) == {"a#1+b#1": "producer-unavailable", "c#0": "failed", "c#1": "consumer",
                                   "d#0": "consumer", "d#1": "consumer"}
@@ -180,7 +182,7 @@ def test_sigkilled_celery_worker_mid_task_is_recovered(e2e: Any, tmp_path: Path)
     dag_id, gate = "rf_e2e_region", tmp_path / "gate"
     run_id = e2e.api.trigger(dag_id, {"hold": ["c#0"], "gate": str(gate)})
     e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 running on the worker")
-    others = ("a.0", "a.1", "b.0", "b.1", "c.1", "d.1", "side.0")  # killing the worker kills all it runs
+    others = ("a.b.0", "a.b.1", "c.1", "d.1", "side.0")  # killing the worker kills all it runs
     e2e.wait_until(lambda: all(e2e.states(dag_id, run_id).get(t) == "success" for t in others), 900, "the rest")
     e2e.stack.kill("celery-worker", tree=True)
     assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)

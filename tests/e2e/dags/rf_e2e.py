@@ -4,6 +4,8 @@
 
 Graph: ``a`` (2) -PIPELINED POINTWISE-> ``b`` (2) -BLOCKING BROADCAST-> ``c`` (2) -BLOCKING POINTWISE-> ``d`` (2),
 plus an unconnected ``side`` (1). Regions: {a#0,b#0}, {a#1,b#1}, {c#0}, {c#1}, {d#0}, {d#1}, {side#0}.
+``a -> b`` is chained (PIPELINED POINTWISE, 2 = 2): tasks ``a.b.0`` and ``a.b.1`` run ``a#i`` then ``b#i`` in one
+Spark session; a failure injected into ``a#i`` or ``b#i`` (names below are subtasks) fails task ``a.b.i``.
 
 Failure injection through run conf (DAG params):
 - ``fail``: ``{"c#0": 1}`` — the subtask raises on tries 1..N;

@@ -3,6 +3,8 @@ one scheduler, Spark Connect on ``local[2]``, SeaweedFS) with a second watcher p
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_*: a -PIPELINED POINTWISE-> b -BLOCKING ALL_TO_ALL-> c
     a#1 -> b#1 ==+==> c#1 ==> d#1                  -BLOCKING POINTWISE-> d; plus an unconnected side#0
+
+a -> b is chained: tasks ``a.b.0`` and ``a.b.1`` run a#i and b#i (a failure of either is a failure of that task).
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def test_deterministic_producer_re_produced_byte_identical_keeps_finished_consum
     (gate / "go").touch()
     assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
     decision = _the_decision(e2e, dag_id, run_id)
-    assert sorted(decision["restart"]) == ["a.1", "b.1", "c.0", "c.1", "d.0", "d.1"]
+    assert sorted(decision["restart"]) == ["a.b.1", "c.0", "c.1", "d.0", "d.1"]
     tries = e2e.tries(dag_id, run_id)
-    assert tries["b.1"] == tries["c.1"] == tries["d.1"] == 2, tries
+    assert tries["a.b.1"] == tries["c.1"] == tries["d.1"] == 2, tries
     after = _attempts(e2e, dag_id, run_id, ["b->c#1", "c->d#1", "d#1"])
     assert before == {"b->c#1": 1, "c->d#1": 1, "d#1": 1} and after == {"b->c#1": 2, "c->d#1": 1, "d#1": 1}
     assert e2e.store.manifest(dag_id, run_id, PartitionId("b->c", 1)).content_checksum == checksum
@@ -72,7 +74,7 @@ def test_full_strategy_reruns_every_task(e2e: Any) -> None:
     _, run_id, state = e2e.finished("full")
     assert state == "success", e2e.explain("rf_e2e_full", run_id)
     tries = e2e.tries("rf_e2e_full", run_id)
-    assert all(tries[t] == 2 for t in ("a.0", "a.1", "b.0", "b.1", "c.0", "c.1", "side.0")), tries
+    assert all(tries[t] == 2 for t in ("a.b.0", "a.b.1", "c.0", "c.1", "side.0")), tries
     decision = _the_decision(e2e, "rf_e2e_full", run_id)
     assert decision["strategy"] == "full" and "full" in _reasons(decision).values()
     assert _d_output(e2e, "rf_e2e_full", run_id) == E2E_DAG["expected_d"]()
@@ -151,7 +153,7 @@ def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any) -> None:
     decision, not a task failure: nothing is restarted and the run stays failed. (a#0 is held at its gate.)"""
     dag_id, run_id = e2e.started("marked")
     e2e.wait_until(lambda: (e2e.gate("marked") / "a#0.started").exists(), 900, "a#0 at the gate")
-    assert e2e.states(dag_id, run_id)["a.0"] == "running", e2e.explain(dag_id, run_id)
+    assert e2e.states(dag_id, run_id)["a.b.0"] == "running", e2e.explain(dag_id, run_id)
     _patch(e2e, f"/dags/{dag_id}/dagRuns/{run_id}", {"state": "failed"})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -159,7 +161,7 @@ def test_a_run_marked_failed_by_a_user_is_not_restarted(e2e: Any) -> None:
         time.sleep(1)
     applied = [d for d in e2e.history(dag_id, run_id)["decisions"] if d["status"] == "applied"]
     assert applied == [], e2e.explain(dag_id, run_id)
-    assert e2e.tries(dag_id, run_id)["a.0"] == 1
+    assert e2e.tries(dag_id, run_id)["a.b.0"] == 1
 
 
 @pytest.mark.extended
@@ -233,7 +235,7 @@ def test_zz_a_failure_handled_while_s3_is_down_is_applied_once_s3_is_back(e2e: A
     dag_id, run_id = e2e.started("s3down")
     gate = e2e.gate("s3down")
     e2e.wait_until(lambda: (gate / "c#0.started").exists(), 900, "c#0 at the gate")
-    others = ("a.0", "a.1", "b.0", "b.1", "c.1", "d.1", "side.0")  # only c#0 is at work during the outage
+    others = ("a.b.0", "a.b.1", "c.1", "d.1", "side.0")  # only c#0 is at work during the outage
     e2e.wait_until(lambda: all(e2e.states(dag_id, run_id).get(t) == "success" for t in others), 900, "the rest")
     _wait_idle(e2e, but=(run_id,))
     outage = threading.Thread(target=e2e.s3.outage, args=(20.0,))

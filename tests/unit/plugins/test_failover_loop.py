@@ -237,3 +237,18 @@ def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> No
             raise ConnectionError("api server down")
 
     assert at_work(services(RunLogs(MemoryObjects()), Down()), event("c.0"), DAG, RUN) == []  # type: ignore[arg-type]
+
+
+def test_at_work_expands_a_chain_task_into_every_subtask_it_runs() -> None:
+    """With the job, a chain task at work (a.b.0: a#0 then b#0) produces every partition of its members; an id
+    that names no task of the job (the unchained ``b.1``) is not a producer of it."""
+    from airflow_region_failover.plugins.restarts import at_work
+
+    class Api(FakeApi):
+        def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+            return [{"task_id": "a.b.0", "state": "queued"}, {"task_id": "b.1", "state": "running"},
+                    {"task_id": "c.1", "state": None}]
+
+    found = at_work(services(RunLogs(MemoryObjects()), Api()), event("c.0"), DAG, RUN,  # type: ignore[arg-type]
+                    budget_spec())
+    assert sorted(map(str, found)) == ["a#0", "b#0", "c#1"]

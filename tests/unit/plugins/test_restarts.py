@@ -1,7 +1,7 @@
 """Recording and applying decisions (plugins/restarts.py) on an in-memory decision log and fake services.
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_budget (fixed-delay, attempts 1): c#0 fails
-    a#1 -> b#1 ==+==> c#1 ==> d#1
+    a#1 -> b#1 ==+==> c#1 ==> d#1        a -> b is chained: tasks a.b.0, a.b.1 (one per chain subtask)
 """
 
 from __future__ import annotations
@@ -36,19 +36,58 @@ def test_a_clear_the_api_refuses_for_good_does_not_block_the_run_for_ever() -> N
 
 
 def test_a_producer_that_has_not_started_yet_is_not_restarted() -> None:
-    """b#0 fails while a#1/b#1 have no state yet (their turn has not come): b->c#1 is not committed, but b#1 will
-    produce it — Flink tracks a partition from its producer's deployment, and a task waiting for its upstream is
-    as good as deployed. Only {a#0,b#0} and the consumers {c#0}, {c#1} restart; b#1 is not cleared (before the fix
-    it was restarted as "producer-unavailable", killing its first try if it had just started).
+    """The chain task a.b.0 (b#0) fails while a.b.1 has no state yet (its turn has not come): b->c#1 is not
+    committed, but b#1 will produce it — Flink tracks a partition from its producer's deployment, and a task
+    waiting for its upstream is as good as deployed. Only {a#0,b#0} and the consumers {c#0}, {c#1} restart; a.b.1
+    is not cleared (before the fix it was restarted as "producer-unavailable", killing its first try if it had
+    just started).
 
-        a#0 -> b#0 ==+==> c#0        b#0 fails; a#1, b#1 not started (state None)
+        a#0 -> b#0 ==+==> c#0        a.b.0 fails; a.b.1 not started (state None)
         a#1 -> b#1 ==+==> c#1
     """
     logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
-    api = FakeApi([{"task_id": "a.1", "state": None}, {"task_id": "b.1", "state": None},
-                   {"task_id": "c.0", "state": None}, {"task_id": "c.1", "state": None}])
-    handle_failure(DAG, RUN, failure("b.0"), budget_spec(), services(logs, api, KnownStore(("b->c#1",))),
+    api = FakeApi([{"task_id": "a.b.1", "state": None}, {"task_id": "c.0", "state": None},
+                   {"task_id": "c.1", "state": None}])
+    handle_failure(DAG, RUN, failure("a.b.0"), budget_spec(), services(logs, api, KnownStore(("b->c#1",))),
                    now=lambda: 100.0)
     [decision] = logs.read(DAG, RUN).decisions
-    assert "b.1" not in decision.restart and "a.1" not in decision.restart, decision.restart
-    assert {"a.0", "b.0", "c.0", "c.1"} <= set(decision.restart)
+    assert "a.b.1" not in decision.restart, decision.restart
+    assert sorted(decision.restart) == ["a.b.0", "c.0", "c.1", "d.0", "d.1"]
+
+
+def test_a_failed_chain_task_restarts_its_region_and_each_task_once() -> None:
+    """c#0 fails and finds b->c#1 gone (its producer finished): the producer region {a#1, b#1} restarts — as the
+    one chain task a.b.1, named once in the restart set with its region's reason — and so does every consumer.
+
+        a#0 -> b#0 ==+==> c#0 ==> d#0     c.0 fails; b->c#0 committed, b->c#1 lost (a.b.1 finished)
+        a#1 -> b#1 ==+==> c#1 ==> d#1
+    """
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    api = FakeApi([{"task_id": "a.b.0", "state": "success"}, {"task_id": "a.b.1", "state": "success"}])
+    handle_failure(DAG, RUN, failure("c.0"), budget_spec(), services(logs, api, KnownStore(("b->c#1",))),
+                   now=lambda: 100.0)
+    [decision] = logs.read(DAG, RUN).decisions
+    assert len(decision.restart) == len(set(decision.restart)), decision.restart
+    assert sorted(decision.restart) == ["a.b.1", "c.0", "c.1", "d.0", "d.1"]
+    assert decision.reasons["a.b.1"] == "producer-unavailable"
+    apply_due(services(logs, api), DAG, RUN, "test", now=lambda: 101.0)
+    [cleared] = api.cleared
+    assert sorted(cleared) == ["a.b.1", "c.0", "c.1", "d.0", "d.1"], cleared
+
+
+def test_a_failure_of_a_chain_task_plans_from_its_region() -> None:
+    """a.b.1 fails: its region {a#1, b#1} and its consumers restart; the stale unchained id ``b.1`` names no
+    task of this job and is ignored.
+
+        a#0 -> b#0 ==+==> c#0 ==> d#0
+        a#1 -> b#1 ==+==> c#1 ==> d#1     a.b.1 fails
+    """
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    svc = services(logs, FakeApi([]), KnownStore())
+    assert handle_failure(DAG, RUN, failure("b.1"), budget_spec(), svc, now=lambda: 100.0).outcome.value == "ignored"
+    handle_failure(DAG, RUN, failure("a.b.1"), budget_spec(), svc, now=lambda: 100.0)
+    [decision] = logs.read(DAG, RUN).decisions
+    assert sorted(decision.restart) == ["a.b.1", "c.0", "c.1", "d.0", "d.1"]
+    assert decision.reasons["a.b.1"] == "failed"
+    [region] = [r for r in decision.regions if r.reason == "failed"]
+    assert set(region.subtasks) == {"a#1", "b#1"}

@@ -30,10 +30,10 @@ from airflow_region_failover.graph.subtasks import consumed_partitions
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
 from airflow_region_failover.spark.compute import Refs, current_inputs, input_versions, read_inputs
 from airflow_region_failover.spark.context import StepContext, input_name
-from airflow_region_failover.spark.exchange import PartitionRef, match_outputs, output_results
+from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs, output_results
 from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.session import get_session, resolve_target
-from airflow_region_failover.spark.subtask import publish, pull_refs, run_subtask, step_context
+from airflow_region_failover.spark.subtask import publish, pull_refs, reads_of, run_subtask, step_context
 from airflow_region_failover.store.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
         publish(ti, ref)
         log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange, ref.partition, ref.attempt, ref.rows)
     return {"subtask": str(members[-1]), "chain": [str(m) for m in members], "attempt": contexts[-1].try_number,
-            "rows": {r.result: r.rows for r in written}}
+            "rows": {r.result: r.rows for r in written}, "read": reads_of(io)}
 
 
 def log_scratch_inputs(spec: JobSpec, head: SubtaskId) -> None:
@@ -91,8 +91,8 @@ def compute_chain(spark: SparkSession, io: StoreIO, graph: JobGraph, members: Se
     """Read the head's inputs, call every member's function in order passing each returned DataFrame on, and
     write the tail's outputs of this try (module rule); returns the refs written (rows filled in)."""
     current = current_inputs(io, refs) if current is None else current
-    versions = input_versions(current)
-    inputs = read_inputs(spark, io, refs, current)
+    versions = input_versions(current, graph, members[0], refs)
+    inputs = read_inputs(spark, io, refs, current, graph, members[0])
     for member, sctx, fn in zip(members[:-1], contexts, fns, strict=False):
         frames = match_outputs(graph, member.step, fn(spark, inputs, sctx))
         (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
@@ -103,7 +103,7 @@ def compute_chain(spark: SparkSession, io: StoreIO, graph: JobGraph, members: Se
     written = []
     for result, frame in frames.items():
         ref = PartitionRef(result, tail.index, exchanges[result], sctx.dag_id, sctx.run_id, sctx.try_number)
-        written.append(io.write(frame, ref, versions, code))
+        written.append(io.write(frame, ref, versions, code, cut_of(graph, result)))
     return tuple(written)
 
 

@@ -100,7 +100,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
                      "it was computed from, so try %d does not recompute it", ref.partition, ref.attempt, ref.rows,
                      sctx.try_number)
         return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in kept},
-                "kept": {r.result: r.attempt for r in kept}, "read": _reads(io)}
+                "kept": {r.result: r.attempt for r in kept}, "read": reads_of(io)}
     if impl.script is not None:
         written = submit_script(impl, graph, subtask, refs, sctx, io)
     else:
@@ -110,14 +110,14 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     for ref in written:
         publish(ti, ref)
         log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange, ref.partition, ref.attempt, ref.rows)
-    reads = _reads(io)
+    return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in written},
+            "read": reads_of(io)}
+
+
+def reads_of(io: StoreIO) -> dict[str, int]:
+    """What this task read from the store (the store's counters, :class:`~.partitions.ReadCounter`), logged."""
+    reads = {"bytes": io.reads.bytes, "objects": io.reads.objects, "partition_bytes": io.reads.partition_bytes}
     if reads["partition_bytes"]:
         log.info("read %d of the %d bytes of its input partitions (%d objects)", reads["bytes"],
                  reads["partition_bytes"], reads["objects"])
-    return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in written},
-            "read": reads}
-
-
-def _reads(io: StoreIO) -> dict[str, int]:
-    """What this task read from the store (the store's counters, :class:`~.partitions.ReadCounter`)."""
-    return {"bytes": io.reads.bytes, "objects": io.reads.objects, "partition_bytes": io.reads.partition_bytes}
+    return reads

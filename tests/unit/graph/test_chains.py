@@ -35,9 +35,13 @@ def test_a_linear_pointwise_pipeline_of_equal_parallelism_is_one_chain() -> None
 
 @pytest.mark.parametrize(("declare", "edge", "reason"), [
     #   a#0 \ /-> b#0
-    #        X          ALL_TO_ALL PIPELINED
+    #        X          BROADCAST PIPELINED
     #   a#1 / \-> b#1
     (lambda g: g.step("a", parallelism=2).step("b", parallelism=2).edge("a", "b", exchange="PIPELINED"),
+     ("a", "b"), "BROADCAST exchange"),
+    #   the same, keyed: ALL_TO_ALL PIPELINED by k
+    (lambda g: g.step("a", parallelism=2).step("b", parallelism=2).edge("a", "b", exchange="PIPELINED",
+                                                                        partition_by=["k"]),
      ("a", "b"), "ALL_TO_ALL exchange"),
     #   a#0 \
     #   a#1 -+-> b#0     POINTWISE PIPELINED, 4 -> 2
@@ -86,10 +90,10 @@ def test_a_caller_break_keeps_two_steps_apart_with_its_reason() -> None:
 
 
 def test_a_graph_rule_wins_over_a_break() -> None:
-    #   a#0,a#1 -P(ALL_TO_ALL)-> b#0,b#1     broken by the caller too: the graph's reason is the one logged
+    #   a#0,a#1 -P(BROADCAST)-> b#0,b#1     broken by the caller too: the graph's reason is the one logged
     graph = JobGraphBuilder().step("a", parallelism=2).step("b", parallelism=2).edge("a", "b", exchange="PIPELINED")
     chains = compute_chains(graph.build(), {("a", "b"): "script step 'b'"})
-    assert chains.reasons == {("a", "b"): "ALL_TO_ALL exchange"}
+    assert chains.reasons == {("a", "b"): "BROADCAST exchange"}
 
 
 def test_task_names_round_trip_chains_and_single_steps() -> None:
@@ -118,7 +122,7 @@ def _random_graph(rng: random.Random, n: int) -> JobGraph:
     for target in range(1, n):
         for source in rng.sample(range(target), k=min(target, rng.choice((1, 1, 1, 2)))):
             builder.edge(ids[source], ids[target], exchange=rng.choice(("PIPELINED", "PIPELINED", "BLOCKING")),
-                         distribution=rng.choice(("POINTWISE", "POINTWISE", "ALL_TO_ALL")))
+                         distribution=rng.choice(("POINTWISE", "POINTWISE", "BROADCAST")))
     return builder.build()
 
 

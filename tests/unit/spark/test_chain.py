@@ -1,7 +1,7 @@
 """Chain subtasks without Spark: the scratch-path log of unchained PIPELINED inputs, the members' step contexts
 and the chain's code fingerprint.
 
-    a#i -P-> b#i -P(ALL_TO_ALL)-> c#j -P-> d#j      a -> b chained; b -> c not (ALL_TO_ALL); c -> d chained
+    a#i -P-> b#i -P(BROADCAST)-> c#j -P-> d#j      a -> b chained; b -> c not (BROADCAST); c -> d chained
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_a_chain_head_logs_once_why_its_pipelined_input_is_read_from_the_store(
         log_scratch_inputs(spec, SubtaskId("c", 1))
         log_scratch_inputs(spec, SubtaskId("a", 1))
     [message] = [r.getMessage() for r in caplog.records]
-    assert message == ("PIPELINED b -> c is not chained (ALL_TO_ALL exchange): c#1 reads b's scratch partitions "
+    assert message == ("PIPELINED b -> c is not chained (BROADCAST exchange): c#1 reads b's scratch partitions "
                        "of 'b->c' from the store")
 
 

@@ -14,7 +14,7 @@ Per partition and producer attempt (Airflow's ``try_number``, increasing within 
    the first commit stands. A writer whose own PUT landed but whose response was lost (the retry gets 412)
    finds its own manifest there — same writer token, same objects — and that is its commit, not a loss.
 4. **retire** (:func:`retire_current`): the failover loop retires the current version of a partition it is
-   about to re-produce; the marker keeps the content checksum for the ``deterministic`` comparison.
+   about to re-produce; the marker keeps the content checksum, to compare a re-produced result with it.
 
 Reader rule (:func:`current_attempt`): the current version is the committed attempt with the highest number
 that is above the fence; if there is none the partition is unavailable. A zombie (an older attempt still

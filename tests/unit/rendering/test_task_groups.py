@@ -116,6 +116,26 @@ def test_group_tooltip_and_doc_name_steps_and_reason() -> None:
     assert "`join->report` (BLOCKING, BROADCAST) from `join`" in (single.doc_md or "")
 
 
+def test_group_labels_say_what_each_region_holds_without_renaming_ids() -> None:
+    """The graph view shows ``r0 · gen#0 + clean#0`` instead of a bare ``r0``; ids stay ``r<n>`` / task ids."""
+    dag = build(etl)
+    labels = {gid: g.group_display_name for gid, g in dag.task_group_dict.items() if gid}
+    assert labels == {"r0": "r0 · gen#0 + clean#0", "r1": "r1 · gen#1 + clean#1", "r2": "r2 · gen#2 + clean#2",
+                      "r3": "r3 · join#0", "r4": "r4 · join#1", "r5": "r5 · report#0"}
+    assert groups(dag)["r0"] == ["gen.clean.0"]
+
+
+def test_a_region_label_compresses_indices_into_ranges_and_is_cut() -> None:
+    from airflow_region_failover.graph.ids import SubtaskId
+    from airflow_region_failover.graph.regions import Region
+    from airflow_region_failover.rendering.task_groups import region_label
+
+    region = Region(8, tuple(SubtaskId("join", i) for i in (0, 1, 2, 3, 7)) + (SubtaskId("aggregate", 0),))
+    assert region_label(region) == "r8 · join#0-3,7 + aggregate#0"
+    long = Region(1, tuple(SubtaskId(f"step_{n}", 0) for n in range(20)))
+    assert len(region_label(long)) == 80 and region_label(long).endswith("…")
+
+
 def test_region_ids_and_task_ids_are_deterministic() -> None:
     first, second = build(etl), build(etl)
     assert groups(first) == groups(second)

@@ -130,7 +130,7 @@ def test_a_region_label_compresses_indices_into_ranges_and_is_cut() -> None:
     from airflow_region_failover.graph.regions import Region
     from airflow_region_failover.rendering.task_groups import region_label
 
-    region = Region(8, tuple(SubtaskId("join", i) for i in (0, 1, 2, 3, 7)) + (SubtaskId("aggregate", 0),))
+    region = Region(8, (*(SubtaskId("join", i) for i in (0, 1, 2, 3, 7)), SubtaskId("aggregate", 0)))
     assert region_label(region) == "r8 · join#0-3,7 + aggregate#0"
     long = Region(1, tuple(SubtaskId(f"step_{n}", 0) for n in range(20)))
     assert len(region_label(long)) == 80 and region_label(long).endswith("…")

@@ -72,9 +72,13 @@ class Recorder:
         self.reads.append(ref.partition)
         return self.io.read(spark, ref, current)
 
-    def write(self, frame: Any, ref: PartitionRef, inputs: Any = (), code: str = "") -> PartitionRef:
+    def read_keys(self, spark: Any, ref: PartitionRef, edge: Any, key_groups: range, current: Any = None) -> Any:
+        self.reads.append(ref.partition)
+        return self.io.read_keys(spark, ref, edge, key_groups, current)
+
+    def write(self, frame: Any, ref: PartitionRef, inputs: Any = (), code: str = "", cut: Any = None) -> PartitionRef:
         self.writes.append(ref.partition)
-        return self.io.write(frame, ref, inputs, code)
+        return self.io.write(frame, ref, inputs, code, cut)
 
 
 class Calls:
@@ -162,8 +166,10 @@ def test_run_chain_pulls_the_heads_inputs_and_publishes_the_tails_outputs(
     summary = run_chain(runtime, (SubtaskId("gen", 0), SubtaskId("clean", 0)), {"ti": ti, "params": {}})
     assert ti.pulled == ["src.0"]
     assert list(ti.pushed) == [xcom_key("clean->sink")]
+    src_bytes = store.manifest(src[0].dag_id, src[0].run_id, src[0].partition).total_bytes
     assert summary == {"subtask": "clean#0", "chain": ["gen#0", "clean#0"], "attempt": 1,
-                       "rows": {"clean->sink": 6}}
+                       "rows": {"clean->sink": 6},
+                       "read": {"bytes": src_bytes, "objects": 1, "partition_bytes": src_bytes}}
     consumer = FakeTI({("gen.clean.0", key): value for key, value in ti.pushed.items()})
     refs = pull_refs(consumer, GRAPH, SubtaskId("sink", 0), runtime.spec.names.task_id)
     assert consumer.pulled == ["gen.clean.0"]

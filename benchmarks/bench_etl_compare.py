@@ -1,0 +1,392 @@
+"""The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
+
+``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain]``
+
+One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
+and serve every run. Per size, three configurations of ``dags/tpch_etl.py`` (generators -> clean -> join ->
+aggregate -> report), each run without failure and with one late failure (``aggregate`` fails on its first try):
+
+* **ours**: a copy of the DAG file with ``CUSTOMERS``/``ORDERS`` replaced and dag id ``tpch_etl_<size>``
+  (region failover, 14 step tasks); the failure is DAG param ``fail_once`` (``aggregate#0``'s first try).
+* **app** = (a): the same functions as one Spark job in one Spark Connect session, run as one application
+  process (``python bench_etl_compare.py _app ...``, what a spark-submit'd script would be); only the final report
+  is persisted, through ``ResultStore.write`` to the same bucket (intermediates live in Spark's shuffle files).
+  The failure: a Python UDF applied to the aggregate's output raises on the first attempt, i.e. after the
+  generation, join and aggregation stages ran; the application then fails as a whole and is run again from
+  scratch after 1 s (as a scheduler's retry of the one task would).
+* **plain** = (b): ``etl_plain_airflow.py`` (next to this file), one ``@task.pyspark`` task per step with
+  ``retries=1``, each persisting its whole output through ``ResultStore.write`` and reading its inputs whole; the
+  failure makes ``aggregate`` fail on its first try and Airflow retries that task.
+
+Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
+duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
+is the DAG's defaults (2,000 customers, 20,000 orders); a number is a target in GB of Parquet committed by ours'
+no-failure run (every current manifest of the run), reached by scaling ``ORDERS`` (``CUSTOMERS`` = ORDERS / 10)
+from the bytes per order measured at ``tiny`` (or ``--bytes-per-order``). The committed bytes of every run are
+printed. Ratios ours / app and ours / plain, and the size at which ours' failure wall time overtakes each
+baseline (linear interpolation between measured sizes, or a linear fit beyond them), close the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
+
+ROOT = Path(__file__).resolve().parents[1]
+ETL = ROOT / "dags" / "tpch_etl.py"
+PLAIN_TEMPLATE = Path(__file__).resolve().parent / "etl_plain_airflow.py"
+CONFIGS = ("ours", "app", "plain")
+TINY_ORDERS, TINY_CUSTOMERS = 20_000, 2_000
+BYTES_PER_ORDER = 217.9  # ours' committed bytes per order at tiny (4,358,022 B / 20,000 orders)
+S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credentials (JSON), never printed
+
+
+# -- the DAG files ------------------------------------------------------------------------------------------------
+def ours_variant(target: Path, label: str, orders: int, customers: int) -> str:
+    """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``tpch_etl_<label>``."""
+    text = ETL.read_text()
+    dag_id = f"tpch_etl_{label}"
+    changed, sized = re.subn(r"^CUSTOMERS, ORDERS, LINES_PER_ORDER = [^,\n]+, [^,\n]+, (\S+)$",
+                             rf"CUSTOMERS, ORDERS, LINES_PER_ORDER = {customers}, {orders}, \1", text, flags=re.M)
+    changed = changed.replace('dag_id="tpch_etl"', f'dag_id="{dag_id}"')
+    if sized != 1 or changed.count(dag_id) != 1:
+        raise SystemExit("dags/tpch_etl.py changed shape: cannot derive a sized copy")
+    (target / f"{dag_id}.py").write_text(changed)
+    return dag_id
+
+
+def plain_variant(target: Path, label: str, orders: int, customers: int) -> str:
+    """Copy of ``etl_plain_airflow.py`` sized to ``orders``/``customers`` under dag id ``etl_plain_<label>``."""
+    dag_id = f"etl_plain_{label}"
+    values = {"DAG_ID": repr(dag_id), "ETL_SOURCE": repr(str(ETL)), "ORDERS": str(orders),
+              "CUSTOMERS": str(customers)}
+    text = PLAIN_TEMPLATE.read_text()
+    for name, value in values.items():
+        text, count = re.subn(rf"^{name} = .*$", f"{name} = {value}", text, count=1, flags=re.M)
+        if count != 1:
+            raise SystemExit(f"{PLAIN_TEMPLATE.name} lost its {name} line")
+    (target / f"{dag_id}.py").write_text(text)
+    return dag_id
+
+
+def etl_functions(source: str, orders: int, customers: int) -> dict[str, Any]:
+    """The module namespace of ``source`` above its DAG block, without its Airflow imports, sized to ``orders``
+    (the same loader as ``etl_plain_airflow.py``; the functions read ``ORDERS``/``CUSTOMERS`` at call time)."""
+    head = Path(source).read_text().split("\nwith DAG(", 1)[0]
+    head = re.sub(r"^from airflow\S* import [^\n]*$", "", head, flags=re.M)
+    namespace: dict[str, Any] = {"__name__": "tpch_etl_functions"}
+    exec(compile(head, source, "exec"), namespace)  # the repository's own DAG code
+    namespace.update(ORDERS=orders, CUSTOMERS=customers)
+    return namespace
+
+
+# -- (a): one Spark application -----------------------------------------------------------------------------------
+def app_main(argv: list[str]) -> int:
+    """One attempt of the whole pipeline as one Spark job; exit status 1 when the injected failure fired."""
+    parser = argparse.ArgumentParser(prog="bench_etl_compare.py _app")
+    for name in ("--url", "--dag-id", "--run-id"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--orders", type=int, required=True)
+    parser.add_argument("--customers", type=int, required=True)
+    parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument("--fail", action="store_true")
+    args = parser.parse_args(argv)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
+    from airflow_region_failover.graph.ids import PartitionId
+    from airflow_region_failover.store.facade import ResultStore
+
+    etl = etl_functions(str(ETL), args.orders, args.customers)
+    s3 = json.loads(os.environ[S3_ENV])
+    store = ResultStore.from_endpoint(s3["endpoint_url"], s3["access_key"], s3["secret_key"], s3["bucket"])
+    spark = SparkSession.builder.remote(args.url).getOrCreate()
+    try:
+        joined = etl["join"](etl["customers"](spark, 0, args.customers),
+                             etl["clean_orders"](etl["orders"](spark, 0, args.orders)),
+                             etl["clean_lineitems"](etl["lineitems"](spark, 0, args.orders)))
+        aggregated = etl["aggregate"](joined)
+        if args.fail:
+            def boom(year: int) -> int:
+                raise RuntimeError("injected failure: the aggregate stage fails on the first attempt")
+
+            fail = F.udf(boom, IntegerType()).asNondeterministic()
+            aggregated = aggregated.withColumn("year", fail(F.col("year")))
+        try:
+            store.write(etl["report"](aggregated), args.dag_id, args.run_id, PartitionId("report", 0), args.attempt)
+        except Exception as exc:  # the injected failure arrives wrapped in Spark's error
+            if args.fail and "injected failure" in str(exc):
+                print("injected failure fired", file=sys.stderr)
+                return 1
+            raise
+    finally:
+        spark.stop()
+    return 0
+
+
+def run_app(spark_url: str, s3_env: str, label: str, orders: int, customers: int, fail: bool,
+            procs: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
+    """Run (a) once: with ``fail``, attempt 1 fails late and attempt 2 reruns everything after 1 s."""
+    dag_id, run_id = f"etl_one_app_{label}", f"app_{int(time.time() * 1000)}"
+    t0, busy, attempt = time.time(), 0.0, 1
+    while True:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "_app", "--url", spark_url, "--dag-id", dag_id,
+               "--run-id", run_id, "--orders", str(orders), "--customers", str(customers),
+               "--attempt", str(attempt)] + (["--fail"] if fail and attempt == 1 else [])
+        started = time.time()
+        proc = subprocess.Popen(cmd, env={**os.environ, S3_ENV: s3_env}, stderr=subprocess.PIPE)
+        procs.append(proc)
+        _, err = proc.communicate()
+        procs.remove(proc)
+        busy += time.time() - started
+        if proc.returncode == 0:
+            break
+        if not (fail and attempt == 1 and b"injected failure fired" in err):
+            raise SystemExit(f"app attempt {attempt} failed:\n{err.decode(errors='replace')[-3000:]}")
+        attempt += 1
+        time.sleep(1.0)
+    return {"wall_s": time.time() - t0, "task_s": busy, "tries": attempt, "dag_id": dag_id, "run_id": run_id}
+
+
+# -- Airflow runs -------------------------------------------------------------------------------------------------
+def _ts(value: str | None) -> float | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+
+
+def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float) -> dict[str, Any]:
+    """Trigger ``dag_id`` once and return its wall time, task-seconds and tries."""
+    t0 = time.time()
+    run_id = api.trigger(dag_id, {"fail_once": fail})
+    state = api.wait_for_run(dag_id, run_id, timeout=timeout, poll=0.5)
+    wall = time.time() - t0
+    if state != "success":
+        raise SystemExit(f"{dag_id} run {run_id} ended {state}")
+    task_s, tries = 0.0, 0
+    for ti in api.task_instances(dag_id, run_id):
+        page = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/tries")
+        for attempt in page["task_instances"]:
+            start, end = _ts(attempt.get("start_date")), _ts(attempt.get("end_date"))
+            if start and end:
+                task_s += end - start
+                tries += 1
+    return {"wall_s": wall, "task_s": task_s, "tries": tries, "dag_id": dag_id, "run_id": run_id}
+
+
+# -- the store ----------------------------------------------------------------------------------------------------
+def committed_bytes(store: Any, dag_id: str, run_id: str) -> tuple[int, dict[str, int]]:
+    """Bytes of every current manifest of the run (total and per result)."""
+    keys = store.run_keys(dag_id, run_id)
+    per_result: dict[str, int] = {}
+    for prefix in store.objects.list_dirs(keys.run_prefix):
+        part = prefix[len(keys.run_prefix):].rstrip("/")
+        if part.startswith("_"):
+            continue
+        result = part.replace(".to.", "->")  # inverse of graph.ids.key_part
+        for partition in store.partitions(dag_id, run_id, result):
+            per_result[result] = per_result.get(result, 0) + store.manifest(dag_id, run_id, partition).total_bytes
+    return sum(per_result.values()), per_result
+
+
+def report_rows(store: Any, dag_id: str, run_id: str) -> list[tuple[Any, ...]]:
+    """The committed report (partition ``report#0``) as sorted rows, for the cross-check."""
+    from airflow_region_failover.graph.ids import PartitionId
+
+    table = store.read_arrow(dag_id, run_id, PartitionId("report", 0))
+    cols = ["c_mktsegment", "year", "revenue", "orders", "customers"]
+    return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
+
+
+# -- output -------------------------------------------------------------------------------------------------------
+def _med(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def table(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list[dict[str, Any]]],
+          configs: tuple[str, ...]) -> str:
+    """Markdown table: per size and config, medians and the ours / config ratios."""
+    names = {"ours": "ours (region failover)", "app": "(a) one Spark application", "plain": "(b) plain Airflow"}
+    rows = ["| size | GB committed | orders | config | no-failure wall s | task-s | failure wall s | "
+            "failure task-s | ours / config, no failure | ours / config, failure |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for size in sizes:
+        label = size["label"]
+        for config in configs:
+            ok, bad = results.get((label, config, False)), results.get((label, config, True))
+            if not ok or not bad:
+                continue
+            cells = [_med(ok, "wall_s"), _med(ok, "task_s"), _med(bad, "wall_s"), _med(bad, "task_s")]
+            ratios = ["-", "-"]
+            ours_ok, ours_bad = results.get((label, "ours", False)), results.get((label, "ours", True))
+            if config != "ours" and ours_ok and ours_bad:
+                ratios = [f"{_med(ours_ok, 'wall_s') / cells[0]:.2f}x", f"{_med(ours_bad, 'wall_s') / cells[2]:.2f}x"]
+            rows.append(f"| {label} | {size.get('gb', float('nan')):.3f} | {size['orders']:,} | {names[config]} | "
+                        + " | ".join(f"{c:.1f}" for c in cells) + " | " + " | ".join(ratios) + " |")
+    return "\n".join(rows)
+
+
+def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list[dict[str, Any]]],
+              baseline: str) -> str:
+    """Where ours' failure wall time drops below ``baseline``'s, in GB committed."""
+    points = [(s["gb"], _med(results[(s["label"], "ours", True)], "wall_s")
+               - _med(results[(s["label"], baseline, True)], "wall_s"))
+              for s in sizes if (s["label"], "ours", True) in results and (s["label"], baseline, True) in results]
+    if not points:
+        return f"{baseline}: not measured"
+    points.sort()
+    shown = ", ".join(f"{gb:.2f} GB: {d:+.1f} s" for gb, d in points)
+    if points[0][1] < 0:
+        return f"ours is faster than {baseline} on a failure already at the smallest size ({shown})"
+    for (g0, d0), (g1, d1) in itertools.pairwise(points):
+        if d1 < 0 <= d0:
+            return (f"ours overtakes {baseline} on a failure at ~{g0 + (g1 - g0) * d0 / (d0 - d1):.2f} GB committed "
+                    f"(linear interpolation; ours - {baseline} failure wall: {shown})")
+    if len(points) >= 2:
+        n = len(points)
+        mx, my = sum(g for g, _ in points) / n, sum(d for _, d in points) / n
+        slope = sum((g - mx) * (d - my) for g, d in points) / max(sum((g - mx) ** 2 for g, _ in points), 1e-12)
+        if slope < 0:
+            return (f"ours does not overtake {baseline} within the measured sizes; a linear fit puts the crossover "
+                    f"at ~{mx - my / slope:.2f} GB committed (ours - {baseline} failure wall: {shown})")
+    return f"ours does not overtake {baseline} on a failure at the measured sizes, nor on their trend ({shown})"
+
+
+# -- main ---------------------------------------------------------------------------------------------------------
+def parse_sizes(text: str) -> list[str]:
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    for s in out:
+        if s != "tiny":
+            float(s)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the stack once, run every (size, config, failure) combination, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=parse_sizes, default=["tiny", "1", "5"],
+                        help="comma-separated: 'tiny' (the DAG's defaults) or a target in GB committed (default "
+                             "tiny,1,5)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="subset of ours,app,plain")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per (size, config, failure) (default 1)")
+    parser.add_argument("--bytes-per-order", type=float, default=BYTES_PER_ORDER,
+                        help=f"bytes committed per order, to size the GB points (default {BYTES_PER_ORDER}, measured "
+                             "at tiny on 2026-11-24; the measured figure is printed)")
+    parser.add_argument("--driver-memory", default="4g", help="Spark Connect server (driver = executor) memory")
+    parser.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions")
+    parser.add_argument("--broadcast-threshold", default="-1",
+                        help="spark.sql.autoBroadcastJoinThreshold of the server (default -1: no broadcast joins; "
+                             "at 1 GB Spark's own default, 10MB, broadcast the orders read back from Parquet and "
+                             "ran out of heap in the join tasks of ours and plain Airflow; 'spark' keeps Spark's "
+                             "default)")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
+    args = parser.parse_args(argv)
+    configs = tuple(c for c in CONFIGS if c in args.configs.split(","))
+
+    from airflow_region_failover.standalone.airflow_stack import AirflowStack, platform_env
+    from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
+    from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+    from airflow_region_failover.standalone.spark_connect import SparkConnectServer
+    from airflow_region_failover.store.facade import ResultStore
+
+    stop_on_signals()  # SIGTERM/SIGHUP raise KeyboardInterrupt like Ctrl-C: the finally below stops everything
+    work = Path(tempfile.mkdtemp(prefix="bench-etl-compare-"))
+    dags = work / "dags"
+    dags.mkdir()
+    s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
+    spark_conf = {"spark.sql.shuffle.partitions": str(args.shuffle_partitions)}
+    if args.broadcast_threshold != "spark":
+        spark_conf["spark.sql.autoBroadcastJoinThreshold"] = args.broadcast_threshold
+    spark = SparkConnectServer(work / "sc", cores=2, driver_memory=args.driver_memory, conf=spark_conf)
+    stack, procs = None, []
+    results: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    sizes: list[dict[str, Any]] = []
+    for wanted in args.sizes:  # every DAG file is written before Airflow starts (a file added later may wait
+        if wanted == "tiny":   # for the dag-processor's next full listing)
+            label, orders, customers = "tiny", TINY_ORDERS, TINY_CUSTOMERS
+        else:
+            orders = int(round(float(wanted) * 1e9 / args.bytes_per_order, -3))
+            label, customers = f"{wanted.replace('.', 'p')}gb", max(orders // 10, 1)
+        sizes.append({"label": label, "orders": orders, "customers": customers,
+                      "dag_ids": {"ours": ours_variant(dags, label, orders, customers),
+                                  "plain": plain_variant(dags, label, orders, customers)}})
+    try:
+        t_start = time.time()
+        endpoint, spark_url = s3.start(), spark.start()
+        stack = AirflowStack(dags_folder=dags, home=work / "airflow", extra_env=platform_env(endpoint, spark_url))
+        stack.start()
+        print(f"stack up in {time.time() - t_start:.0f} s (Spark Connect local[2], {spark_conf}, driver memory "
+              f"{args.driver_memory})", flush=True)
+        store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
+                                          endpoint.bucket)
+        s3_env = json.dumps({"endpoint_url": endpoint.endpoint_url, "access_key": endpoint.access_key,
+                             "secret_key": endpoint.secret_key, "bucket": endpoint.bucket})
+        with stack.client() as api:
+            for size in sizes:
+                label, orders, customers = size["label"], size["orders"], size["customers"]
+                dag_ids = size["dag_ids"]
+                for config in ("ours", "plain"):
+                    if config in configs:
+                        api.wait_for_dag(dag_ids[config], timeout=300)
+                print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
+                for _ in range(args.repeat):
+                    for fail in (False, True):
+                        for config in configs:
+                            if config == "app":
+                                run = run_app(spark_url, s3_env, label, orders, customers, fail, procs)
+                            else:
+                                run = run_airflow(api, dag_ids[config], fail, args.timeout)
+                            run["committed_bytes"], per_result = committed_bytes(store, run["dag_id"],
+                                                                                 run["run_id"])
+                            results.setdefault((label, config, fail), []).append(run)
+                            print(json.dumps({"size": label, "config": config, "fail": fail, **run,
+                                              "committed_by_result": per_result}), flush=True)
+                ours_ok = results.get((label, "ours", False))
+                if ours_ok:
+                    size["gb"] = _med(ours_ok, "committed_bytes") / 1e9
+                    print(f"{label}: {_med(ours_ok, 'committed_bytes') / orders:.1f} bytes committed per order "
+                          f"(sizing used {args.bytes_per_order})", flush=True)
+                check = {c: report_rows(store, results[(label, c, True)][-1]["dag_id"],
+                                        results[(label, c, True)][-1]["run_id"]) for c in configs}
+                same = all(rows == next(iter(check.values())) for rows in check.values())
+                print(f"reports of {', '.join(configs)} at {label} agree: {'yes' if same else 'NO'}", flush=True)
+        print(table(sizes, results, configs))
+        if "ours" in configs:
+            for baseline in (c for c in configs if c != "ours"):
+                print(crossover(sizes, results, baseline))
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted: stopping everything", file=sys.stderr)
+        return 130
+    finally:
+        for proc in procs:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if stack is not None:
+            stack.stop()
+        spark.cleanup()
+        s3.cleanup()
+        stop_guarded()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_app":
+        sys.exit(app_main(sys.argv[2:]))
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Baseline (b) of bench_etl_compare.py: the example ETL as plain Airflow, one ``@task.pyspark`` task per step.
+
+A template: ``bench_etl_compare.py`` copies it into its stack's DAGs folder with ``DAG_ID``, ``ETL_SOURCE``,
+``ORDERS`` and ``CUSTOMERS`` replaced (one copy per size). It runs the very functions of ``dags/tpch_etl.py``
+(everything above its ``with DAG(`` block, executed with the size constants replaced, no DAG built) as a user
+would write the pipeline without region failover:
+
+* one task per step (gen_customer, gen_orders, gen_lineitem, clean_orders, clean_lineitem, join, aggregate,
+  report), each a ``@task.pyspark`` task on the Spark Connect connection, ``retries=1``, ``retry_delay`` 1 s (the
+  region-failover DAG's fixed-delay backoff is 1 s too);
+* every task persists its whole output as Parquet in the same SeaweedFS bucket through the provider's
+  ``ResultStore.write`` (the same executor-side Parquet writer as the region-failover steps: there is no
+  hadoop-aws here for ``df.write.parquet("s3a://...")``), under result ``<step>`` partition 0, attempt = try;
+  a task reads its inputs whole (``ResultStore.read``), parallelism 1 per step, no keyed exchange;
+* DAG param ``fail_once``: ``aggregate`` raises on its first try; Airflow retries only that task (its inputs are
+  committed, so that is correct here).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Param, task
+
+DAG_ID = "etl_plain_airflow"
+ETL_SOURCE = str(Path(__file__).resolve().parents[1] / "dags" / "tpch_etl.py")
+ORDERS = 20_000
+CUSTOMERS = 2_000
+SPARK_CONN_ID = "region_failover_spark"
+
+
+def etl_functions(source: str, orders: int, customers: int) -> dict[str, Any]:
+    """The module namespace of ``source`` above its DAG block (no Airflow import), sized to ``orders``."""
+    head = Path(source).read_text().split("\nwith DAG(", 1)[0]
+    head = re.sub(r"^from airflow\S* import [^\n]*$", "", head, flags=re.M)
+    namespace: dict[str, Any] = {"__name__": "tpch_etl_functions"}
+    exec(compile(head, source, "exec"), namespace)  # the repository's own DAG code
+    namespace.update(ORDERS=orders, CUSTOMERS=customers)
+    return namespace
+
+
+ETL = etl_functions(ETL_SOURCE, ORDERS, CUSTOMERS)
+
+
+def _store() -> Any:
+    from airflow_region_failover.store.facade import ResultStore
+
+    return ResultStore.from_airflow()
+
+
+def _save(df: Any, step: str, context: Any) -> int:
+    from airflow_region_failover.graph.ids import PartitionId
+
+    ti = context["ti"]
+    manifest = _store().write(df, ti.dag_id, ti.run_id, PartitionId(step, 0), int(ti.try_number))
+    return int(manifest.total_bytes)
+
+
+def _load(spark: Any, step: str, context: Any) -> Any:
+    from airflow_region_failover.graph.ids import PartitionId
+
+    ti = context["ti"]
+    return _store().read(spark, ti.dag_id, ti.run_id, PartitionId(step, 0))
+
+
+with DAG(
+    dag_id=DAG_ID,
+    description="bench_etl_compare baseline (b): the example ETL as plain Airflow, one task per step",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["benchmark"],
+    params={"fail_once": Param(False, type="boolean")},
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
+):
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def gen_customer(spark: Any = None, **context: Any) -> int:
+        return _save(ETL["customers"](spark, 0, CUSTOMERS), "gen_customer", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def gen_orders(spark: Any = None, **context: Any) -> int:
+        return _save(ETL["orders"](spark, 0, ORDERS), "gen_orders", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def gen_lineitem(spark: Any = None, **context: Any) -> int:
+        return _save(ETL["lineitems"](spark, 0, ORDERS), "gen_lineitem", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def clean_orders(spark: Any = None, **context: Any) -> int:
+        return _save(ETL["clean_orders"](_load(spark, "gen_orders", context)), "clean_orders", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def clean_lineitem(spark: Any = None, **context: Any) -> int:
+        return _save(ETL["clean_lineitems"](_load(spark, "gen_lineitem", context)), "clean_lineitem", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def join(spark: Any = None, **context: Any) -> int:
+        joined = ETL["join"](_load(spark, "gen_customer", context), _load(spark, "clean_orders", context),
+                             _load(spark, "clean_lineitem", context))
+        return _save(joined, "join", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def aggregate(spark: Any = None, **context: Any) -> int:
+        if context["params"].get("fail_once") and int(context["ti"].try_number) == 1:
+            raise RuntimeError("injected failure: fail_once fails aggregate on its first try")
+        return _save(ETL["aggregate"](_load(spark, "join", context)), "aggregate", context)
+
+    @task.pyspark(conn_id=SPARK_CONN_ID)
+    def report(spark: Any = None, **context: Any) -> int:
+        return _save(ETL["report"](_load(spark, "aggregate", context)), "report", context)
+
+    customers_t, orders_t, lineitem_t = gen_customer(), gen_orders(), gen_lineitem()
+    clean_o, clean_l = clean_orders(), clean_lineitem()
+    joined_t, aggregated_t, report_t = join(), aggregate(), report()
+    orders_t >> clean_o
+    lineitem_t >> clean_l
+    [customers_t, clean_o, clean_l] >> joined_t >> aggregated_t >> report_t

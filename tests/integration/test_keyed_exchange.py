@@ -40,9 +40,21 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield session
         session.stop()
         return
+    from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
+
+    # set up before the autouse per-test guard, so restore PySpark's Connect marker here: a later module's
+    # embedded session would otherwise be refused (CONNECT_URL_NOT_SET)
+    before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
     session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
-    yield session
-    session.stop()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def rows(spark: Any, n: int = 20_000) -> Any:

@@ -28,9 +28,9 @@ from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
-from airflow_region_failover.spark.compute import Refs, current_inputs, input_versions, read_inputs
+from airflow_region_failover.spark.compute import Refs, current_inputs, input_versions, read_inputs, write_outputs
 from airflow_region_failover.spark.context import StepContext, input_name
-from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs, output_results
+from airflow_region_failover.spark.exchange import PartitionRef, match_outputs
 from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.subtask import publish, pull_refs, reads_of, run_subtask, step_context
@@ -97,14 +97,7 @@ def compute_chain(spark: SparkSession, io: StoreIO, graph: JobGraph, members: Se
         frames = match_outputs(graph, member.step, fn(spark, inputs, sctx))
         (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
         inputs = {input_name(graph.result(result).consumers[0]): frame}
-    tail, sctx = members[-1], contexts[-1]
-    frames = match_outputs(graph, tail.step, fns[-1](spark, inputs, sctx))
-    exchanges = {r.id: r.exchange.value for r in output_results(graph, tail.step)}
-    written = []
-    for result, frame in frames.items():
-        ref = PartitionRef(result, tail.index, exchanges[result], sctx.dag_id, sctx.run_id, sctx.try_number)
-        written.append(io.write(frame, ref, versions, code, cut_of(graph, result)))
-    return tuple(written)
+    return write_outputs(io, graph, members[-1], fns[-1](spark, inputs, contexts[-1]), contexts[-1], versions, code)
 
 
 def chain_fingerprint(impls: Sequence[StepImpl]) -> str:

@@ -89,8 +89,15 @@ def compute(spark: SparkSession, io: StoreIO, graph: JobGraph, subtask: SubtaskI
     """
     current = current_inputs(io, refs) if current is None else current
     versions = input_versions(current, graph, subtask, refs)
-    frames = match_outputs(graph, subtask.step,
-                           fn(spark, read_inputs(spark, io, refs, current, graph, subtask), sctx))
+    returned = fn(spark, read_inputs(spark, io, refs, current, graph, subtask), sctx)
+    return write_outputs(io, graph, subtask, returned, sctx, versions, code)
+
+
+def write_outputs(io: StoreIO, graph: JobGraph, subtask: SubtaskId, returned: object, sctx: StepContext,
+                  versions: tuple[InputVersion, ...], code: str) -> tuple[PartitionRef, ...]:
+    """Match what ``subtask``'s step function returned to its results and write each under this try's attempt
+    (cut into subpartitions for keyed consumers), recording ``versions`` and ``code``; the refs written."""
+    frames = match_outputs(graph, subtask.step, returned)
     exchanges = {r.id: r.exchange.value for r in output_results(graph, subtask.step)}
     written = []
     for result, frame in frames.items():

@@ -15,13 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from airflow_region_failover.exceptions import NotAvailable, StepOutputError
+from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.manifest import InputVersion, Manifest
-from airflow_region_failover.store.parquet import Cut, key_group_column
+from airflow_region_failover.store.parquet import Cut, check_key_columns, key_group_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass
@@ -37,9 +40,6 @@ class ReadCounter:
         self.bytes += fetched
         self.objects += objects
         self.partition_bytes += partition
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,8 @@ class StoreIO:
         frame = self.store.read_version(spark, manifest, selection.objects)
         if not selection.filtered:
             return frame
-        missing = [c for c in edge.partition_by if c not in frame.columns]
-        if missing:
-            raise StepOutputError(f"step {edge.target!r}, {edge}: partition_by column {missing[0]!r} is not a "
-                                  f"column of {ref.partition} (columns: {', '.join(frame.columns)}); fix "
-                                  "partition_by")
+        check_key_columns(edge.partition_by, frame.columns, f"step {edge.target!r}, {edge}", str(ref.partition),
+                          "fix partition_by")
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         return frame.filter(group.between(key_groups.start, key_groups.stop - 1))
 

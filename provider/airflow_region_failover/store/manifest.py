@@ -170,7 +170,7 @@ class Manifest:
         cut = self.partitioning
         if key_groups is None or cut is None or (cut.partition_by, cut.max_parallelism) != (partition_by,
                                                                                              max_parallelism):
-            return Selection(self.objects, key_groups is not None, content_checksum(self.objects))
+            return Selection(self.objects, key_groups is not None, self.content_checksum)
         chosen = [s for s in cut.subpartitions
                   if s.key_groups.start < key_groups.stop and key_groups.start < s.key_groups.stop]
         indices = {s.index for s in chosen}

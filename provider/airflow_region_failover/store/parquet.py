@@ -72,14 +72,20 @@ class Cut:
         """``df`` with :data:`SUBPARTITION_COLUMN` (:class:`StepOutputError` naming a missing key column)."""
         from pyspark.sql import functions as F
 
-        missing = [c for c in self.partition_by if c not in df.columns]
-        if missing:
-            raise StepOutputError(f"{self.where or 'keyed exchange'}: partition_by column {missing[0]!r} is not a "
-                                  f"column of the result (columns: {', '.join(df.columns)}); fix partition_by or "
-                                  "the step's output")
+        check_key_columns(self.partition_by, df.columns, self.where or "keyed exchange", "the result",
+                          "fix partition_by or the step's output")
         sub = (key_group_column(self.partition_by, self.max_parallelism) * self.parallelism
                / self.max_parallelism).cast("int")
         return df.withColumn(SUBPARTITION_COLUMN, sub).sortWithinPartitions(F.col(SUBPARTITION_COLUMN))
+
+
+def check_key_columns(partition_by: tuple[str, ...], columns: list[str], where: str, of: str, fix: str) -> None:
+    """:class:`StepOutputError` naming ``where``, the first key column missing from ``columns`` (those of
+    ``of``) and the ``fix``."""
+    missing = [c for c in partition_by if c not in columns]
+    if missing:
+        raise StepOutputError(f"{where}: partition_by column {missing[0]!r} is not a column of {of} (columns: "
+                              f"{', '.join(columns)}); {fix}")
 
 
 def key_group_column(partition_by: tuple[str, ...], max_parallelism: int) -> Any:

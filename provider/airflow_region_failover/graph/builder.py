@@ -35,6 +35,7 @@ class JobGraphBuilder:
         result: str | None = None,
         partition_by: tuple[str, ...] | list[str] = (),
         max_parallelism: int = 0,
+        cluster_by: tuple[str, ...] | list[str] = (),
     ) -> JobGraphBuilder:
         """Declare that ``target`` consumes ``source``'s result ``result`` (default ``"<source>-><target>"``);
         ``distribution`` defaults to ``ALL_TO_ALL`` with ``partition_by`` and to ``BROADCAST`` without."""
@@ -42,7 +43,8 @@ class JobGraphBuilder:
             distribution = Distribution.ALL_TO_ALL if partition_by else Distribution.BROADCAST
         columns = tuple(partition_by) if isinstance(partition_by, (list, tuple)) else partition_by
         self._edges.append(Edge(source, target, exchange, distribution, result or "",  # type: ignore[arg-type]
-                                columns, max_parallelism))
+                                columns, max_parallelism,
+                                tuple(cluster_by) if isinstance(cluster_by, (list, tuple)) else cluster_by))
         return self
 
     def build(self) -> JobGraph:

@@ -73,7 +73,9 @@ class Edge:
     """``source`` produces result ``result``, which ``target`` consumes with ``distribution``.
 
     A keyed ``ALL_TO_ALL`` edge hashes the columns ``partition_by`` into ``max_parallelism`` key groups (0: the
-    default, :data:`~.keygroups.DEFAULT_MAX_PARALLELISM`); other edges have neither.
+    default, :data:`~.keygroups.DEFAULT_MAX_PARALLELISM`); other edges have neither. ``cluster_by`` (BLOCKING
+    edges only) names the columns the persisted result is sorted by and cut into content-defined files over, so
+    rows that did not change between runs land in byte-identical files (:mod:`~.store.chunking`).
     """
 
     source: str
@@ -83,6 +85,7 @@ class Edge:
     result: str = ""
     partition_by: tuple[str, ...] = ()
     max_parallelism: int = 0
+    cluster_by: tuple[str, ...] = ()
 
     @property
     def keyed(self) -> bool:

@@ -7,7 +7,9 @@ column names) only on ``ALL_TO_ALL`` edges, whose ``max_parallelism`` (default
 :data:`~.keygroups.DEFAULT_MAX_PARALLELISM`) is at least the consumer's parallelism; an ``ALL_TO_ALL`` edge
 without ``partition_by`` is the deprecated spelling of ``BROADCAST`` (accepted with a
 :class:`DistributionDeprecation` warning); the keyed consumers of one result agree on its key, key groups and
-parallelism (one result is cut into subpartitions one way). Steps come back in a deterministic topological
+parallelism (one result is cut into subpartitions one way). ``cluster_by`` (non-empty, unique column names)
+only on BLOCKING edges; the edges of one result that declare it agree on it (an edge without it inherits it:
+one result is stored one way). Steps come back in a deterministic topological
 order (ties broken by declaration order), edges with their result names resolved.
 """
 
@@ -36,6 +38,7 @@ def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[St
     resolved = tuple(_check_edge(edge, declared, steps) for edge in edges)
     _check_results(resolved)
     _check_keyed_results(resolved, steps, declared)
+    _check_clustered_results(resolved)
     order = _topological_order(steps, resolved, declared)
     return tuple(steps[declared[s]] for s in order), resolved
 
@@ -66,7 +69,34 @@ def _check_edge(edge: Edge, declared: dict[str, int], steps: tuple[Step, ...]) -
     except GraphError as exc:
         raise GraphError(f"{where}: {exc}") from None
     edge = replace(edge, exchange=exchange, distribution=distribution, result=result)
-    return _check_key(edge, where, steps[declared[edge.target]].parallelism)
+    return _check_cluster(_check_key(edge, where, steps[declared[edge.target]].parallelism), where)
+
+
+def _check_cluster(edge: Edge, where: str) -> Edge:
+    """The ``cluster_by`` rules of the module docstring; the edge with it as a tuple."""
+    columns = edge.cluster_by
+    if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
+        raise GraphError(f"{where}: cluster_by={columns!r} must be a list of column names, e.g. ['customer_id']")
+    if any(not isinstance(c, str) or not c.strip() for c in columns) or len(set(columns)) != len(columns):
+        raise GraphError(f"{where}: cluster_by={list(columns)!r} must name distinct, non-empty columns")
+    if columns and edge.exchange is not Exchange.BLOCKING:
+        raise GraphError(f"{where}: cluster_by applies to BLOCKING (persisted) results, not "
+                         f"{edge.exchange.value}; use exchange='BLOCKING' or drop cluster_by")
+    return replace(edge, cluster_by=tuple(columns))
+
+
+def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
+    """The edges of one result that declare ``cluster_by`` declare the same columns."""
+    first: dict[str, Edge] = {}
+    for edge in edges:
+        if not edge.cluster_by:
+            continue
+        seen = first.setdefault(edge.result, edge)
+        if seen.cluster_by != edge.cluster_by:
+            raise GraphError(
+                f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} is already clustered by "
+                f"{list(seen.cluster_by)} on {seen}, here by {list(edge.cluster_by)}; one result is stored one "
+                "way, so declare the same cluster_by (or none) on this edge")
 
 
 def _check_key(edge: Edge, where: str, consumers: int) -> Edge:

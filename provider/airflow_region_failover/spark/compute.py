@@ -21,7 +21,13 @@ from airflow_region_failover.graph.model import Edge, JobGraph
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.job import StepFunction
 from airflow_region_failover.spark.context import StepContext, input_name
-from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs, output_results
+from airflow_region_failover.spark.exchange import (
+    PartitionRef,
+    clustering_of,
+    cut_of,
+    match_outputs,
+    output_results,
+)
 from airflow_region_failover.spark.partitions import StoreIO
 from airflow_region_failover.store.manifest import InputVersion, Manifest
 
@@ -102,5 +108,5 @@ def write_outputs(io: StoreIO, graph: JobGraph, subtask: SubtaskId, returned: ob
     written = []
     for result, frame in frames.items():
         ref = PartitionRef(result, subtask.index, exchanges[result], sctx.dag_id, sctx.run_id, sctx.try_number)
-        written.append(io.write(frame, ref, versions, code, cut_of(graph, result)))
+        written.append(io.write(frame, ref, versions, code, cut_of(graph, result), clustering_of(graph, result)))
     return tuple(written)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId, default_result_id
 from airflow_region_failover.graph.model import Exchange, JobGraph, Result
+from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.parquet import Cut
 
 if TYPE_CHECKING:
@@ -77,6 +78,19 @@ def cut_of(graph: JobGraph, result_id: str) -> Cut | None:
         if edge.keyed:
             return Cut(edge.partition_by, edge.max_parallelism, graph.step(edge.target).parallelism,
                        where=f"step {result.producer!r}, {edge}")
+    return None
+
+
+def clustering_of(graph: JobGraph, result_id: str) -> Clustering | None:
+    """How a partition of ``result_id`` is stored sorted in content-defined files: by the ``cluster_by`` of its
+    consumer edges (which agree, :mod:`..graph.validation`), or ``None`` when none declares one."""
+    try:
+        result = graph.result(result_id)
+    except GraphError:  # a sink result: no consumers
+        return None
+    for edge in result.consumers:
+        if edge.cluster_by:
+            return Clustering(edge.cluster_by, where=f"step {result.producer!r}, {edge}")
     return None
 
 

@@ -19,6 +19,7 @@ from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.manifest import InputVersion, Manifest
 from airflow_region_failover.store.parquet import Cut, check_key_columns, key_group_column
@@ -50,11 +51,12 @@ class StoreIO:
     reads: ReadCounter = field(default_factory=ReadCounter, compare=False)
 
     def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = (),
-              code: str = "", cut: Cut | None = None) -> PartitionRef:
+              code: str = "", cut: Cut | None = None, clustering: Clustering | None = None) -> PartitionRef:
         """Persist and commit ``frame`` as ``ref``'s partition and attempt (cut into subpartitions by ``cut``),
         recording the BLOCKING ``inputs`` it was computed from and the fingerprint of the ``code`` that computed
-        it; returns ``ref`` with its rows."""
-        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code, cut)
+        it, stored sorted in content-defined files when ``clustering`` is given; returns ``ref`` with its rows."""
+        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code, cut,
+                                    clustering)
         return replace(ref, rows=manifest.row_count)
 
     def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:

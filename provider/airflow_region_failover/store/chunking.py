@@ -75,7 +75,8 @@ def key_hashes(batch: pa.RecordBatch | pa.Table, cluster_by: Sequence[str]) -> n
     import pandas as pd
 
     frame = batch.select(list(cluster_by)).to_pandas()
-    return pd.util.hash_pandas_object(frame, index=False).to_numpy(dtype="uint64")
+    hashes: np.ndarray = pd.util.hash_pandas_object(frame, index=False).to_numpy(dtype="uint64")
+    return hashes
 
 
 def cut_points(hashes: np.ndarray, previous: int | None, carried: int, bounds: tuple[int, int, int]) -> tuple[

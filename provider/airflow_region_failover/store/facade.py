@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store import clustered, lifecycle, parquet
 from airflow_region_failover.store import commit as protocol
-from airflow_region_failover.store import lifecycle, parquet
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
+from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
 from airflow_region_failover.store.deployment import mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
@@ -76,17 +77,24 @@ class ResultStore:
 
     # -- writing -----------------------------------------------------------------------------------------------
     def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None) -> Manifest:
+              inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
+              clustering: Clustering | None = None) -> Manifest:
         """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
         ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
-        computed it) are recorded in the manifest; ``cut``: write it as the subpartitions of a keyed exchange.
+        computed it) are recorded in the manifest; ``cut``: write it as the subpartitions of a keyed exchange;
+        ``clustering``: write it sorted in content-defined chunk files (:mod:`.clustered`).
 
         Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
         writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
         this writer's data is deleted and the standing commit is kept.
         """
         target = self._begin(dag_id, run_id, partition, attempt)
-        writer = parquet.write_with_driver if self.config.spark_io == "driver" else parquet.write_with_executors
+        driver = self.config.spark_io == "driver"
+        if clustering is not None:
+            chunked = clustered.write_with_driver if driver else clustered.write_with_executors
+            return self._finish(target, lambda: chunked(df, target, cut, clustering), df.schema.json(), inputs,
+                                code, cut)
+        writer = parquet.write_with_driver if driver else parquet.write_with_executors
         return self._finish(target, lambda: writer(df, target, cut), df.schema.json(), inputs, code, cut)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,

@@ -74,9 +74,13 @@ class Cut:
 
         check_key_columns(self.partition_by, df.columns, self.where or "keyed exchange", "the result",
                           "fix partition_by or the step's output")
-        sub = (key_group_column(self.partition_by, self.max_parallelism) * self.parallelism
-               / self.max_parallelism).cast("int")
-        return df.withColumn(SUBPARTITION_COLUMN, sub).sortWithinPartitions(F.col(SUBPARTITION_COLUMN))
+        return df.withColumn(SUBPARTITION_COLUMN, self.subpartition_column()).sortWithinPartitions(
+            F.col(SUBPARTITION_COLUMN))
+
+    def subpartition_column(self) -> Any:
+        """A row's subpartition: its key group mapped to its consumer's range."""
+        return (key_group_column(self.partition_by, self.max_parallelism) * self.parallelism
+                / self.max_parallelism).cast("int")
 
 
 def check_key_columns(partition_by: tuple[str, ...], columns: list[str], where: str, of: str, fix: str) -> None:

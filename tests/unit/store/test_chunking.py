@@ -10,7 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, cut_points, encode, key_hashes, sort_order
+from airflow_region_failover.store.chunking import (
+    ChunkPolicy,
+    chunk_batches,
+    cut_points,
+    encode,
+    key_hashes,
+    sort_order,
+)
 
 POLICY = ChunkPolicy(rows=256)  # mean 256 rows, min 64, max 1024
 
@@ -79,10 +86,8 @@ def test_updated_rows_change_only_the_chunks_holding_them() -> None:
 @pytest.mark.parametrize("edit", ["insert", "delete"])
 def test_inserted_or_deleted_rows_change_only_the_chunks_around_them(edit: str) -> None:
     before = digests(rows(BASE))
-    if edit == "insert":
-        keys = np.sort(np.concatenate([BASE, [3, 14_001, 30_001]]))
-    else:
-        keys = np.delete(BASE, [1, 7_000, 15_000])
+    inserted = np.sort(np.concatenate([BASE, [3, 14_001, 30_001]]))
+    keys = inserted if edit == "insert" else np.delete(BASE, [1, 7_000, 15_000])
     after = digests(rows(keys))
     assert 3 <= changed(before, after) <= 6  # one chunk per edit, two when the edit is a cut point itself
     assert abs(len(after) - len(before)) <= 3

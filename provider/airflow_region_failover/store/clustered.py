@@ -1,0 +1,144 @@
+"""Spark I/O of a clustered result (``cluster_by``): sorted (sub)partitions cut into content-defined Parquet files.
+
+Rules:
+
+* Sequences: a keyed partition (a :class:`~.parquet.Cut`) is one sequence per subpartition; a whole partition is
+  one sequence per *bucket* — ``pmod(hash(cluster key), WHOLE_BUCKETS)`` — so which rows form a sequence depends
+  on the rows alone, never on how many Spark tasks the step's DataFrame happened to have. The frame is tagged
+  with its sequence (:data:`~.parquet.SUBPARTITION_COLUMN`, never stored), shuffled so that every sequence lies in
+  one Spark task (``repartition(n, tag)``; a requested count is one adaptive execution does not coalesce), and
+  sorted within each task by tag, cluster key, then the other columns (:func:`~.chunking.sort_order`; columns
+  Spark cannot order — maps — are left out, so rows equal in everything else may swap and only cost sharing).
+* Every task cuts each of its sequences with :func:`~.chunking.chunk_batches` and hands each chunk's
+  :func:`~.chunking.encode`-d body to :func:`store_body` — the seam a content-addressed store replaces
+  (there, an object that already exists uploads nothing). Here it PUTs the body under this attempt's
+  run-scoped key ``part-<task>[-s<sub>]-c<chunk>-t<try>.parquet``.
+* A cluster column missing from the step's output is a :class:`StepOutputError` naming the step, the edge and the
+  column (the check of ``partition_by``'s :func:`~.parquet.check_key_columns`, worded for ``cluster_by``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from airflow_region_failover.exceptions import StepOutputError
+from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, encode, sort_order
+from airflow_region_failover.store.manifest import ObjectEntry
+from airflow_region_failover.store.parquet import (
+    _UPLOAD_SCHEMA,
+    SUBPARTITION_COLUMN,
+    Cut,
+    Target,
+    Written,
+    _written,
+    key_group_column,
+    split_batches,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+WHOLE_BUCKETS = 8
+"""Sequences a whole (unkeyed) clustered partition is cut into, by the hash of its cluster key."""
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """A result stored sorted by ``cluster_by`` in content-defined files of ``policy``'s size; ``where`` names the
+    producing step and edge in errors."""
+
+    cluster_by: tuple[str, ...]
+    policy: ChunkPolicy = field(default_factory=ChunkPolicy)
+    where: str = ""
+
+    def check(self, columns: list[str]) -> None:
+        """:class:`StepOutputError` naming the first cluster column missing from ``columns`` (module rule)."""
+        missing = [c for c in self.cluster_by if c not in columns]
+        if missing:
+            raise StepOutputError(f"{self.where or 'clustered result'}: cluster_by column {missing[0]!r} is not a "
+                                  f"column of the result (columns: {', '.join(columns)}); fix cluster_by or the "
+                                  "step's output")
+
+    def prepare(self, df: DataFrame, cut: Cut | None) -> DataFrame:
+        """``df`` tagged by sequence, one sequence per Spark task, sorted (module rule)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import MapType
+
+        self.check(df.columns)
+        if cut is None:
+            tag, count = key_group_column(self.cluster_by, WHOLE_BUCKETS), WHOLE_BUCKETS
+        else:
+            tag, count = cut.subpartition_column(), cut.parallelism
+        orderable = [f.name for f in df.schema.fields if not isinstance(f.dataType, MapType)]
+        order = [F.col("`" + c.replace("`", "``") + "`") for c in sort_order(orderable, self.cluster_by)]
+        return (df.withColumn(SUBPARTITION_COLUMN, tag).repartition(count, F.col(SUBPARTITION_COLUMN))
+                .sortWithinPartitions(F.col(SUBPARTITION_COLUMN), *order))
+
+
+def chunk_key(target: Target, number: int, task_try: int, subpartition: int, chunk: int) -> str:
+    """The run-scoped key of chunk ``chunk`` of Spark task ``number`` (module rule)."""
+    plain = target.keys.data_object(target.partition, target.attempt, target.writer, number, task_try, subpartition)
+    return plain.removesuffix(f"-t{task_try}.parquet") + f"-c{chunk:05d}-t{task_try}.parquet"
+
+
+def store_body(target: Target, body: bytes, key: str, subpartition: int) -> ObjectEntry:
+    """Upload one complete object body with a single PUT under ``key``; its manifest entry (the seam a
+    content-addressed store replaces: same body in, entry with size and SHA-256 out)."""
+    with target.objects().upload(key, max(target.part_size, len(body) + 1), 1) as stream:
+        stream.write(body)
+        size, sha = stream.finish()
+    return ObjectEntry(key[len(target.keys.run_prefix):], size, sha, subpartition)
+
+
+def write_sequences(target: Target, batches: Iterator[pa.RecordBatch], clustering: Clustering, number: int,
+                    task_try: int, keyed: bool) -> Iterator[tuple[ObjectEntry, int]]:
+    """Chunk every tagged, sorted sequence of ``batches`` and store each chunk: ``(entry, rows)`` per object."""
+    counter = itertools.count()
+    for tag, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
+        sub = tag if keyed else -1
+        for chunk in chunk_batches((batch for _, batch in runs), clustering.cluster_by, clustering.policy):
+            key = chunk_key(target, number, task_try, sub, next(counter))
+            yield store_body(target, encode(chunk), key, sub), chunk.num_rows
+
+
+@dataclass(frozen=True)
+class _ClusteredUploader:
+    """The ``mapInArrow`` function: one Spark task's sequences as chunk objects, a row per object."""
+
+    target: Target
+    clustering: Clustering
+    keyed: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        number, task_try = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
+        written = list(write_sequences(self.target, iter(batches), self.clustering, number, task_try, self.keyed))
+        if written:
+            yield pa.RecordBatch.from_pylist(
+                [{"key": e.key, "size": e.size, "sha256": e.sha256, "rows": rows, "subpartition": e.subpartition}
+                 for e, rows in written],
+                schema=pa.schema([("key", pa.string()), ("size", pa.int64()), ("sha256", pa.string()),
+                                  ("rows", pa.int64()), ("subpartition", pa.int64())]))
+
+
+def write_with_executors(df: DataFrame, target: Target, cut: Cut | None, clustering: Clustering) -> Written:
+    """Every Spark task chunks and uploads its sequences; returns the objects (module rule)."""
+    frame = clustering.prepare(df, cut)
+    rows = frame.mapInArrow(_ClusteredUploader(target.shipped(), clustering, cut is not None),
+                            _UPLOAD_SCHEMA).collect()
+    return _written([(ObjectEntry(r["key"], int(r["size"]), r["sha256"], int(r["subpartition"])), int(r["rows"]))
+                     for r in rows])
+
+
+def write_with_driver(df: DataFrame, target: Target, cut: Cut | None, clustering: Clustering) -> Written:
+    """Collect the prepared frame as Arrow in the driver, then chunk and upload it there."""
+    table = clustering.prepare(df, cut).toArrow()
+    batches = iter(table.to_batches())
+    return _written(list(write_sequences(target, batches, clustering, 0, 0, cut is not None)))

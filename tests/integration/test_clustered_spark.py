@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.exceptions import StepOutputError
-from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.spark.exchange import clustering_of
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.chunking import ChunkPolicy
@@ -94,16 +92,11 @@ def test_a_keyed_clustered_result_keeps_its_subpartitions(spark: Any, store: Res
         assert regions and not regions & others
 
 
-def test_an_unknown_cluster_column_is_named_at_run_time(spark: Any, store: ResultStore) -> None:
+def test_an_unknown_cluster_or_key_column_is_named_at_run_time(spark: Any, store: ResultStore) -> None:
     bad = Clustering(("nope",), where="step 'p', edge p -> c")
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: cluster_by column 'nope' is not a column of "
                                               "the result"):
         store.write(events(spark, 1), "etl", "bad", P, 1, clustering=bad)
-
-
-def test_the_graph_names_the_clustering_of_a_result() -> None:
-    #   p =BLOCKING "events" cluster_by [customer]=> c
-    graph = (JobGraphBuilder().step("p").step("c")
-             .edge("p", "c", exchange="BLOCKING", result="events", cluster_by=["customer"]).build())
-    assert clustering_of(graph, "events") == Clustering(("customer",), where="step 'p', edge p -> c")
-    assert clustering_of(graph, "p") is None  # a sink result
+    with pytest.raises(StepOutputError, match="step 'p', edge p -> c: partition_by column 'nah' is not a column"):
+        store.write(events(spark, 1), "etl", "bad", P, 1, clustering=CLUSTER,
+                    cut=Cut(("nah",), 128, 2, where="step 'p', edge p -> c"))

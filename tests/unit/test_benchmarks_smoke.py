@@ -56,3 +56,16 @@ def test_sim_recovery_quick_prints_the_table() -> None:
     for row in rows[2:]:
         reuse, region, full = (float(row[i]) for i in column.values())
         assert 1.0 <= reuse <= region <= full  # minimal ⊆ region+reuse ⊆ region ⊆ full: every ratio is >= 1
+
+
+def test_bench_chunking_quick_prints_ratios_for_every_share() -> None:
+    out = _run("bench_chunking.py", "--patterns", "uniform")
+    rows = [r for r in _table_rows(out) if r[0].startswith(("plain", "chunked"))]
+    versions = {r[1] for r in rows}
+    assert versions == {"0% uniform", "1% uniform", "10% uniform", "50% uniform"}
+    for row in rows:
+        ratio = float(row[2])
+        assert 0.0 <= ratio <= 1.0
+        if row[1] == "0% uniform":
+            assert ratio == 0.0, row  # an unchanged result re-encodes to the very same bytes
+    assert "## lower bound: the changed rows alone" in out

@@ -34,6 +34,7 @@ from airflow_region_failover.store.parquet import (
     Target,
     Written,
     _written,
+    check_key_columns,
     key_group_column,
     split_batches,
 )
@@ -72,6 +73,8 @@ class Clustering:
         if cut is None:
             tag, count = key_group_column(self.cluster_by, WHOLE_BUCKETS), WHOLE_BUCKETS
         else:
+            check_key_columns(cut.partition_by, df.columns, cut.where or "keyed exchange", "the result",
+                              "fix partition_by or the step's output")
             tag, count = cut.subpartition_column(), cut.parallelism
         orderable = [f.name for f in df.schema.fields if not isinstance(f.dataType, MapType)]
         order = [F.col("`" + c.replace("`", "``") + "`") for c in sort_order(orderable, self.cluster_by)]

@@ -42,7 +42,11 @@ WRITER_SETTINGS: dict[str, Any] = {
 """Fixed Parquet writer settings of a chunk (Snappy like the plain path); nothing in them depends on time."""
 
 DICTIONARY_MAX_DISTINCT = 0.5
-"""A column is dictionary-encoded only if at most this share of the chunk's values is distinct."""
+"""A column is dictionary-encoded only if at most this share of its sampled values is distinct."""
+
+DICTIONARY_SAMPLE_ROWS = 4096
+"""Rows of a chunk (its first) the dictionary choice looks at: counting distinct values over a whole chunk cost
+more than encoding it (measured: 4.2 of 4.8 s on 64 MB)."""
 
 
 @dataclass(frozen=True)
@@ -138,11 +142,13 @@ def chunk_batches(batches: Iterable[pa.RecordBatch], cluster_by: Sequence[str],
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
-    """Flat columns of ``table`` with at most :data:`DICTIONARY_MAX_DISTINCT` of their values distinct."""
+    """Flat columns with at most :data:`DICTIONARY_MAX_DISTINCT` of their values distinct among the table's first
+    :data:`DICTIONARY_SAMPLE_ROWS` rows (a function of the chunk's rows, so still deterministic)."""
     import pyarrow.compute as pc
 
     chosen = []
-    for column_field, column in zip(table.schema, table.columns, strict=True):
+    sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
+    for column_field, column in zip(sample.schema, sample.columns, strict=True):
         if column_field.type.num_fields or len(column) == 0:
             continue
         try:

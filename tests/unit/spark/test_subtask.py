@@ -105,7 +105,8 @@ class FakeStore:
         return "frame"
 
     def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[Any, ...] = (), code: str = "", cut: Any = None) -> FakeManifest:
+              inputs: tuple[Any, ...] = (), code: str = "", cut: Any = None,
+              clustering: Any = None) -> FakeManifest:
         self.inputs = inputs
         return FakeManifest(attempt, 42)
 

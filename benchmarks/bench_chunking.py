@@ -2,7 +2,8 @@
 
 A generated result (``--size-mb`` Arrow bytes, unique int64 key spread uniformly, a few payload columns) is
 persisted, then re-persisted with 0 %, 1 %, 10 % and 50 % of its rows updated (a payload column changed; rows
-picked uniformly over the key, or — the ``ranges`` pattern — in 10 contiguous key ranges). For each version:
+picked uniformly over the key, or — the ``ranges`` pattern — in 10 contiguous key ranges, one per tenth of the
+key range). For each version:
 
 * ``upload ratio`` = bytes of the files whose SHA-256 the previous version did not already store ÷ total bytes:
   exactly what a content-addressed store's create-only PUT would upload;
@@ -66,10 +67,10 @@ def updated(base: pa.Table, share: float, pattern: str, seed: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     if pattern == "uniform":
         rows = rng.choice(n, count, replace=False)
-    else:
-        per = count // 10
-        starts = np.sort(rng.choice(n - per, 10, replace=False))
-        rows = np.unique(np.concatenate([np.arange(s, s + per) for s in starts]))
+    else:  # one range of count/10 rows at a random place inside each tenth of the key range: no overlaps
+        per, tenth = count // 10, n // 10
+        starts = [t * tenth + int(rng.integers(0, tenth - per + 1)) for t in range(10)]
+        rows = np.concatenate([np.arange(s, s + per) for s in starts])
     amount = base.column("amount").to_numpy().copy()
     amount[rows] += 1.0
     return base.set_column(2, "amount", pa.array(amount))

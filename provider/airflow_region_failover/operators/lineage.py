@@ -1,0 +1,128 @@
+"""OpenLineage for the step operator and for gc: which committed BLOCKING partitions a task read and wrote, and
+which ones retention dropped.
+
+Rules:
+
+* a dataset is one BLOCKING partition of one run (a sink result's too): namespace ``s3://<bucket>``, name the key
+  prefix under which the store commits that partition (``<prefix>/v1/<dag>/<run>/<result>/manifests/p<index>``,
+  :meth:`~airflow_region_failover.store.keys.RunKeys.manifest` without its attempt), so every attempt of a
+  partition is one dataset and its committed attempt and content checksum are the dataset's version;
+* a step task's run lists as outputs every BLOCKING partition it committed or kept (``outputStatistics``: rows,
+  bytes, objects) and as inputs every BLOCKING partition it read (``inputStatistics``: the bytes and objects it
+  read of it), from its ledger (:mod:`~airflow_region_failover.spark.ledger`);
+* its run facet ``regionFailover`` carries the task's failover ``region``, ``attempt`` (the try), the
+  ``restartReason`` of its region when one of our clears started it (else empty), the ``decision`` id, and
+  ``kept`` (its results were kept, not recomputed);
+* partitions removed by retention are reported as outputs with the ``lifecycleStateChange`` facet ``DROP``
+  (:func:`dropped_lineage`).
+
+The ``openlineage`` provider and client are imported only here, only when called: without them the step operator
+runs as before (its lineage methods answer ``None``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store.keys import Layout
+
+log = logging.getLogger(__name__)
+RUN_FACET = "regionFailover"
+
+
+def dataset_name(layout: Layout, dag_id: str, run_id: str, partition: PartitionId) -> str:
+    """The key prefix naming ``partition`` of one run (module rule)."""
+    return layout.run(dag_id, run_id).manifest(partition, 1).rsplit("/", 1)[0]
+
+
+def namespace(layout: Layout) -> str:
+    """``s3://<bucket>`` (OpenLineage's naming of S3)."""
+    return f"s3://{layout.bucket}"
+
+
+def available() -> bool:
+    """Whether the OpenLineage provider and client can be imported."""
+    try:
+        import openlineage.client.event_v2  # noqa: F401
+        from airflow.providers.openlineage.extractors import OperatorLineage  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.cache
+def _run_facet_class() -> Any:
+    import attr
+    from openlineage.client.facet_v2 import RunFacet
+
+    @attr.define
+    class RegionFailoverRunFacet(RunFacet):
+        """How region failover ran this task: its region, try, restart reason, decision and whether it kept."""
+
+        region: str
+        attempt: int
+        restartReason: str = ""  # OpenLineage facets are camelCase
+        decision: int | None = None
+        kept: bool = False
+
+    return RegionFailoverRunFacet
+
+
+def run_facet(region: str, attempt: int, summary: Mapping[str, Any] | None = None) -> Any:
+    """The ``regionFailover`` run facet (module rule)."""
+    restart = dict((summary or {}).get("restart") or {})
+    outputs = dict((summary or {}).get("outputs") or {})
+    kept = bool(outputs) and all(o.get("kept") for o in outputs.values())
+    return _run_facet_class()(region=region, attempt=attempt, restartReason=str(restart.get("reason", "")),
+                              decision=restart.get("decision"), kept=kept)
+
+
+def _output(layout: Layout, dag_id: str, run_id: str, partition: str, entry: Mapping[str, Any]) -> Any:
+    from openlineage.client.event_v2 import OutputDataset
+    from openlineage.client.facet_v2 import dataset_version_dataset, output_statistics_output_dataset
+
+    version = f"a{int(entry['attempt'])}" + (f"-{entry['checksum']}" if entry.get("checksum") else "")
+    stats = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+        rowCount=entry.get("rows"), size=entry.get("bytes"), fileCount=entry.get("objects"))
+    return OutputDataset(namespace(layout), dataset_name(layout, dag_id, run_id, PartitionId.parse(partition)),
+                         facets={"version": dataset_version_dataset.DatasetVersionDatasetFacet(version)},
+                         outputFacets={"outputStatistics": stats})
+
+
+def _input(layout: Layout, dag_id: str, run_id: str, partition: str, entry: Mapping[str, Any]) -> Any:
+    from openlineage.client.event_v2 import InputDataset
+    from openlineage.client.facet_v2 import dataset_version_dataset, input_statistics_input_dataset
+
+    stats = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+        size=entry.get("bytes"), fileCount=entry.get("objects"))
+    return InputDataset(namespace(layout), dataset_name(layout, dag_id, run_id, PartitionId.parse(partition)),
+                        facets={"version": dataset_version_dataset.DatasetVersionDatasetFacet(
+                            f"a{int(entry['attempt'])}")},
+                        inputFacets={"inputStatistics": stats})
+
+
+def task_lineage(layout: Layout, dag_id: str, run_id: str, region: str, attempt: int,
+                 summary: Mapping[str, Any] | None) -> Any:
+    """The ``OperatorLineage`` of one step task (module rule); ``summary``: what it returned (``None``: not yet
+    run, or failed — then only the run facet)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    summary = summary or {}
+    inputs = [_input(layout, dag_id, run_id, p, e) for p, e in sorted(dict(summary.get("inputs") or {}).items())]
+    outputs = [_output(layout, dag_id, run_id, p, e) for p, e in sorted(dict(summary.get("outputs") or {}).items())]
+    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={RUN_FACET: run_facet(region, attempt, summary)})
+
+
+def dropped_lineage(layout: Layout, dropped: Mapping[tuple[str, str], Iterable[PartitionId]]) -> list[Any]:
+    """The outputs reporting every partition in ``dropped`` (``(dag_id, run_id) -> partitions``) as ``DROP``."""
+    from openlineage.client.event_v2 import OutputDataset
+    from openlineage.client.facet_v2 import lifecycle_state_change_dataset as lifecycle
+
+    drop = lifecycle.LifecycleStateChangeDatasetFacet(lifecycle.LifecycleStateChange.DROP)
+    return [OutputDataset(namespace(layout), dataset_name(layout, dag_id, run_id, p),
+                          facets={"lifecycleStateChange": drop})
+            for (dag_id, run_id), partitions in sorted(dropped.items()) for p in sorted(partitions)]

@@ -13,8 +13,9 @@ Rules:
 * its run facet ``regionFailover`` carries the task's failover ``region``, ``attempt`` (the try), the
   ``restartReason`` of its region when one of our clears started it (else empty), the ``decision`` id, and
   ``kept`` (its results were kept, not recomputed);
-* partitions removed by retention are reported as outputs with the ``lifecycleStateChange`` facet ``DROP``
-  (:func:`dropped_lineage`).
+* partitions removed by retention (``region-failover gc``) are reported as outputs with the
+  ``lifecycleStateChange`` facet ``DROP`` of one COMPLETE event of job ``region_failover.gc``
+  (:func:`emit_dropped`).
 
 The ``openlineage`` provider and client are imported only here, only when called: without them the step operator
 runs as before (its lineage methods answer ``None``).
@@ -32,6 +33,7 @@ from airflow_region_failover.store.keys import Layout
 
 log = logging.getLogger(__name__)
 RUN_FACET = "regionFailover"
+PRODUCER = "https://github.com/airflow-provider-region-failover"
 
 
 def dataset_name(layout: Layout, dag_id: str, run_id: str, partition: PartitionId) -> str:
@@ -117,12 +119,38 @@ def task_lineage(layout: Layout, dag_id: str, run_id: str, region: str, attempt:
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={RUN_FACET: run_facet(region, attempt, summary)})
 
 
-def dropped_lineage(layout: Layout, dropped: Mapping[tuple[str, str], Iterable[PartitionId]]) -> list[Any]:
-    """The outputs reporting every partition in ``dropped`` (``(dag_id, run_id) -> partitions``) as ``DROP``."""
+def dropped_lineage(layout: Layout, names: Iterable[str]) -> list[Any]:
+    """Every dataset in ``names`` (partition key prefixes, :func:`dataset_name`) as an output marked ``DROP``."""
     from openlineage.client.event_v2 import OutputDataset
     from openlineage.client.facet_v2 import lifecycle_state_change_dataset as lifecycle
 
     drop = lifecycle.LifecycleStateChangeDatasetFacet(lifecycle.LifecycleStateChange.DROP)
-    return [OutputDataset(namespace(layout), dataset_name(layout, dag_id, run_id, p),
-                          facets={"lifecycleStateChange": drop})
-            for (dag_id, run_id), partitions in sorted(dropped.items()) for p in sorted(partitions)]
+    return [OutputDataset(namespace(layout), name, facets={"lifecycleStateChange": drop}) for name in sorted(names)]
+
+
+def emit_dropped(layout: Layout, names: Iterable[str], job: str = "region_failover.gc") -> bool:
+    """Send one COMPLETE run event of ``job`` whose outputs are ``names`` dropped, through the openlineage
+    provider's configured transport; ``False`` when OpenLineage is not installed or disabled, nothing to report,
+    or sending failed (best effort, logged: gc never fails for its lineage)."""
+    names = sorted(names)
+    if not names or not available():
+        return False
+    try:
+        from datetime import datetime, timezone
+
+        from airflow.providers.openlineage import conf
+        from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+        from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+        from openlineage.client.uuid import generate_new_uuid
+
+        if conf.is_disabled():
+            return False
+        event = RunEvent(eventType=RunState.COMPLETE, eventTime=datetime.now(timezone.utc).isoformat(),
+                         run=Run(runId=str(generate_new_uuid())), job=Job(namespace=conf.namespace(), name=job),
+                         producer=PRODUCER, outputs=dropped_lineage(layout, names))
+        OpenLineageAdapter().emit(event)
+        return True
+    except Exception:
+        log.warning("region failover: could not report %d dropped partitions to OpenLineage", len(names),
+                    exc_info=True)
+        return False

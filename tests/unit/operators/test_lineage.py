@@ -69,7 +69,8 @@ def test_before_the_task_ran_or_when_it_failed_only_the_run_facet_is_reported() 
 
 
 def test_partitions_released_by_retention_are_reported_dropped() -> None:
-    outputs = lineage.dropped_lineage(LAYOUT, {("rf", "r"): [PartitionId("c->d", 0), PartitionId("b->c", 1)]})
+    outputs = lineage.dropped_lineage(LAYOUT, [lineage.dataset_name(LAYOUT, "rf", "r", p)
+                                               for p in (PartitionId("c->d", 0), PartitionId("b->c", 1))])
     got = [_event_json(d) for d in outputs]
     assert [d["name"] for d in got] == ["team/rf/v1/rf/r/b.to.c/manifests/p00001",
                                        "team/rf/v1/rf/r/c.to.d/manifests/p00000"]
@@ -115,3 +116,20 @@ def test_without_the_openlineage_provider_the_operator_runs_and_reports_no_linea
     assert sent == [("rf", "c", SUMMARY)]
     assert op.get_openlineage_facets_on_start() is None
     assert op.get_openlineage_facets_on_complete(_TI()) is None
+
+
+def test_dropped_partitions_are_sent_through_the_configured_transport(tmp_path: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The openlineage provider's file transport receives one COMPLETE event of job ``region_failover.gc``."""
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
+                       json.dumps({"type": "file", "log_file_path": str(tmp_path / "events")}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "rf-test")
+    name = lineage.dataset_name(LAYOUT, "rf", "r", PartitionId("c->d", 0))
+    assert lineage.emit_dropped(LAYOUT, [name]) is True
+    (path,) = tmp_path.glob("events-*.json")
+    event = json.loads(path.read_text())
+    assert event["eventType"] == "COMPLETE"
+    assert (event["job"]["namespace"], event["job"]["name"]) == ("rf-test", "region_failover.gc")
+    assert [(d["namespace"], d["name"], d["facets"]["lifecycleStateChange"]["lifecycleStateChange"])
+            for d in event["outputs"]] == [("s3://results", name, "DROP")]
+    assert lineage.emit_dropped(LAYOUT, []) is False, "nothing to report"

@@ -28,7 +28,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store.config import DEFAULT_PREFIX
 from airflow_region_failover.store.keys import Layout
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,11 @@ PRODUCER = "https://github.com/airflow-provider-region-failover"
 def dataset_name(layout: Layout, dag_id: str, run_id: str, partition: PartitionId) -> str:
     """The key prefix naming ``partition`` of one run (module rule)."""
     return layout.run(dag_id, run_id).manifest(partition, 1).rsplit("/", 1)[0]
+
+
+def configured_layout() -> Layout:
+    """The store's bucket and prefix from ``[region_failover]`` (no connection, no S3 request)."""
+    return Layout(conf.value("store_bucket", ""), conf.value("store_prefix", DEFAULT_PREFIX))
 
 
 def namespace(layout: Layout) -> str:

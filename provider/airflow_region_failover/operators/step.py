@@ -114,14 +114,12 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
 
             if not lineage.available():
                 return None
-            from airflow_region_failover.store.facade import default_store  # deferred: lineage only
-
             head = SubtaskId.parse(self.chain[0])
             region = self.runtime.spec.topology.regions.region_of(head).id
             dag_id = getattr(ti, "dag_id", None) or self.dag_id
             run_id = getattr(ti, "run_id", "")
             attempt = int(getattr(ti, "try_number", 0) or 0)
-            return lineage.task_lineage(default_store().layout, dag_id, run_id, region, attempt, summary)
+            return lineage.task_lineage(lineage.configured_layout(), dag_id, run_id, region, attempt, summary)
         except Exception:
             self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
             return None

@@ -90,8 +90,9 @@ def test_the_operator_reports_its_lineage_through_the_providers_methods(monkeypa
     op = _operator()
     monkeypatch.setattr(step, "run_chain", lambda runtime, members, context: SUMMARY)
     monkeypatch.setattr(step, "restart_delay_left", lambda ti: 0.0)
-    monkeypatch.setattr("airflow_region_failover.store.facade.default_store", lambda: type("S", (), {
-        "layout": LAYOUT})())
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", LAYOUT.bucket)
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", LAYOUT.prefix)
+    assert lineage.configured_layout() == LAYOUT
     assert op.execute({"ti": _TI()}) == SUMMARY  # type: ignore[arg-type]
     got = op.get_openlineage_facets_on_complete(_TI())
     assert [d.name.rsplit("/", 3)[-3] for d in got.outputs] == ["c.to.d"]

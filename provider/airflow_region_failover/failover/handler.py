@@ -275,3 +275,9 @@ def restarted_as(log: RunLog, task_id: str, try_number: int) -> str | None:
     was not started by one of our clears (a first try, Airflow's retry, a person's clear)."""
     decision = _cleared_by(log, task_id, try_number)
     return None if decision is None else decision.reasons.get(task_id)
+
+
+def restarted_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
+    """The applied decision whose clear started try ``try_number`` of ``task_id``, or ``None`` when this try was
+    not started by one of our clears (what its metrics and lineage report as the restart)."""
+    return _cleared_by(log, task_id, try_number)

@@ -35,6 +35,7 @@ SIDEWAYS = {
     ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"),
     ("authoring", "operators"), ("authoring", "rendering"), ("authoring", "conf"),
     ("cli", "plugins"), ("cli", "standalone"), ("standalone", "plugins"), ("plugins", "operators"),
+    ("plugins", "rendering"),
 }
 PURE = {"graph", "failover"}
 PURE_THIRD_PARTY: set[str] = set()

@@ -171,8 +171,8 @@ def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int 
         cls = ' class="sel"' if chosen is not None and d.id == chosen.id else ""
         nav.append(f'<a{cls} href="{escape(base)}/run/{dag}/{run}?decision={d.id}">decision #{d.id}</a>')
     body = [f"<h2>{escape(title)}</h2>", f"<nav>{''.join(nav)}</nav>",
-            f'<p id="rf-caption">Showing {escape(caption)}. {_summary(chosen)}</p>', _legend(),
-            f'<div class="graph">{svg}</div>', "<h3>Timeline</h3>", _timeline_table(model["decisions"])]
+            f'<p id="rf-caption">Showing {escape(caption)}. {_summary(chosen)}</p>',
+            f'<div class="graph">{svg}</div>', _legend(), "<h3>Timeline</h3>", _timeline_table(model["decisions"])]
     return _document(title, body)
 
 
@@ -198,8 +198,8 @@ def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mappi
                    f"<td>{escape(', '.join(str(s) for s in r.region.subtasks))}</td></tr>" for r in plan.regions
                    ) if plan else ""
     hints = "".join(f"<li>{escape(k)}: {escape(v)}</li>" for k, v in sorted(reuse.items()))
-    body = [f"<h2>{escape(title)}</h2>", form, f'<p id="rf-caption">{escape(caption)}</p>', _legend(),
-            f'<div class="graph">{svg}</div>']
+    body = [f"<h2>{escape(title)}</h2>", form, f'<p id="rf-caption">{escape(caption)}</p>',
+            f'<div class="graph">{svg}</div>', _legend()]
     if plan is not None:
         body.append("<table><tr><th>region</th><th>reason</th><th>cause</th><th>subtasks</th></tr>"
                     f"{rows}</table>")

@@ -80,7 +80,8 @@ def render_svg(regions: Regions, states: Mapping[SubtaskId, CellState] | None = 
 def _header(places: Layout, title: str) -> str:
     width, height = int(places.width), int(places.height)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rf-graph" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title or "job graph")}">'
+            f'style="max-width:100%;height:auto" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="{escape(title or "job graph")}">'
             f"<title>{escape(title or 'job graph')}</title>"
             '<defs><marker id="rf-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
             'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>')

@@ -24,10 +24,10 @@ from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import JobGraph
 
 MAX_CELLS = 16
-BOX_WIDTH = 250
-CELL_WIDTH = 150
+BOX_WIDTH = 210
+CELL_WIDTH = 130
 """The rest of a box's width, right of its cells, holds the labels of the regions (``r3: failed``)."""
-COLUMN_GAP = 70
+COLUMN_GAP = 56
 ROW_GAP = 34
 HEADER = 24
 CELL_HEIGHT = 20

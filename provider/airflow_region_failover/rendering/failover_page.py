@@ -48,7 +48,7 @@ _STYLE = ("body{font-family:sans-serif;margin:12px;color:#222}h2{font-size:18px;
           "text-align:left;vertical-align:top}.legend span{display:inline-block;margin-right:10px;font-size:12px}"
           ".sw{display:inline-block;width:12px;height:12px;border:1px solid #666;margin-right:3px;"
           "vertical-align:middle}.graph{overflow:auto;border:1px solid #ddd;margin:8px 0}"
-          "nav a{margin-right:10px}.sel{font-weight:bold}")
+          "nav a{margin-right:10px}.sel{font-weight:bold}td:nth-child(2){white-space:nowrap}")
 
 
 @dataclass(frozen=True)

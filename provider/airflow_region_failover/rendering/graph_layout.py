@@ -132,7 +132,7 @@ def layout(graph: JobGraph) -> Layout:
         tops[step.id] = top
         bottom[col] = top + height + ROW_GAP
         boxes[step.id] = _box(step.id, step.parallelism, col, top, height)
-    width = MARGIN * 2 + (max(column.values(), default=0) + 1) * (BOX_WIDTH + COLUMN_GAP) - COLUMN_GAP
+    width = MARGIN * 2 + (max(column.values(), default=0) + 1) * (BOX_WIDTH + COLUMN_GAP)  # a gap: labels overflow
     height = max(bottom.values(), default=MARGIN) - ROW_GAP + MARGIN
     return Layout(boxes, width, height)
 

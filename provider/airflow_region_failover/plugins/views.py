@@ -58,9 +58,18 @@ def _job(dag_id: str) -> JobSpec:
         spec = serialized_job(dag_id)
     except RegionFailoverError as exc:
         raise HTTPException(status_code=404, detail=f"DAG {dag_id!r}: {exc}") from exc
+    except Exception as exc:
+        raise HTTPException(status_code=503, detail=f"DAG {dag_id!r} unavailable: {type(exc).__name__}") from exc
     if spec is None:
         raise HTTPException(status_code=404, detail=f"DAG {dag_id!r} has no region-failover job (or does not exist)")
     return spec
+
+
+def _rows(dag_id: str, run_id: str) -> list[TaskRow]:
+    try:
+        return task_rows(dag_id, run_id)
+    except Exception as exc:
+        raise HTTPException(status_code=503, detail=f"task instances unavailable: {type(exc).__name__}") from exc
 
 
 def task_rows(dag_id: str, run_id: str) -> list[TaskRow]:
@@ -110,12 +119,12 @@ def create_app() -> FastAPI:
     @app.get("/run/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def run_view(request: Request, dag_id: str, run_id: str, decision: int | None = None) -> str:
         spec, doc = _job(dag_id), _load(dag_id, run_id)
-        return run_page(spec, doc, task_rows(dag_id, run_id), decision, _base(request))
+        return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request))
 
     @app.get("/api/run/{dag_id}/{run_id:path}")
     def run_json(dag_id: str, run_id: str) -> dict[str, Any]:
         spec, doc = _job(dag_id), _load(dag_id, run_id)
-        return run_model(spec, doc, task_rows(dag_id, run_id))
+        return run_model(spec, doc, _rows(dag_id, run_id))
 
     @app.get("/plan/{dag_id}", response_class=HTMLResponse)
     def plan_view(request: Request, dag_id: str, failed: str = "", unavailable: str = "") -> str:

@@ -27,7 +27,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500),
 @pytest.mark.prefetch("s3down")
 def test_the_failover_tab_shows_the_restarted_regions_and_their_reasons(e2e: Any, tmp_path: Path) -> None:
     dag_id, run_id = e2e.started("s3down")
-    (e2e.gate("s3down") / "go").touch()  # already open if the outage test ran; else c#0 fails once now
+    gate = e2e.gate("s3down")
+    gate.mkdir(parents=True, exist_ok=True)
+    (gate / "go").touch()  # already open if the outage test ran; else c#0 fails once now
     assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
     decision = _the_decision(e2e, dag_id, run_id)
     expected = {r["region"]: r["reason"] for r in decision["regions"]}

@@ -23,6 +23,7 @@ from tests.unit.rendering.test_failover_page import decision
 from tests.unit.rendering.test_failover_svg import e2e_graph
 
 SPEC = JobSpec(e2e_graph(), {})
+ORIGINAL_JOB = views._job
 RUN = "manual__2026-01-01T00:00:00+00:00"
 ROUTES = [f"/run/etl/{RUN}", f"/api/run/etl/{RUN}", "/plan/etl?failed=c%230", "/api/plan/etl?failed=c%230",
           f"/history/etl/{RUN}", f"/api/history/etl/{RUN}"]
@@ -94,10 +95,34 @@ def test_a_bad_dry_run_request_is_a_400_naming_it(app: Any, monkeypatch: pytest.
     assert answer.status_code == 400 and named in answer.json()["detail"]
 
 
-def test_an_unreachable_store_is_a_503(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(dag_id: str, run_id: str) -> RunLog:
-        raise ConnectionError("s3 down")
+@pytest.mark.parametrize("broken", ["load_history", "task_rows"])
+def test_an_unreachable_store_or_database_is_a_503(app: Any, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
+    def fail(dag_id: str, run_id: str) -> RunLog:
+        raise ConnectionError("down")
 
-    monkeypatch.setattr(views, "load_history", broken)
+    monkeypatch.setattr(views, broken, fail)
     client, _ = signed_in(app, monkeypatch, allowed={"etl"})
     assert client.get(f"/run/etl/{RUN}").status_code == 503
+    assert client.get(f"/api/run/etl/{RUN}").status_code == 503
+
+
+def test_a_dag_without_a_job_is_a_404(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_region_failover.plugins import probes
+
+    monkeypatch.setattr(views, "_job", ORIGINAL_JOB)
+    monkeypatch.setattr(probes, "serialized_job", lambda dag_id: None)
+    client, _ = signed_in(app, monkeypatch, allowed={"etl"})
+    answer = client.get("/plan/etl")
+    assert answer.status_code == 404 and "has no region-failover job" in answer.json()["detail"]
+
+
+@pytest.mark.parametrize(("base_url", "prefix"), [("http://host:8080", ""), ("https://host/airflow/", "/airflow")])
+def test_the_tabs_link_under_the_base_url_path(monkeypatch: pytest.MonkeyPatch, base_url: str, prefix: str) -> None:
+    """Behind a reverse proxy serving Airflow at ``/airflow`` the tabs' hrefs carry that path."""
+    from airflow_region_failover.plugins.plugin import _external_views
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
+    tabs = {v["destination"]: v for v in _external_views()}
+    assert tabs["dag_run"]["href"] == prefix + "/region-failover/run/{DAG_ID}/{RUN_ID}"
+    assert tabs["dag"]["href"] == prefix + "/region-failover/plan/{DAG_ID}"
+    assert {v["url_route"] for v in tabs.values()} == {"region_failover", "region_failover_dry_run"}

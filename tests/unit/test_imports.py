@@ -36,6 +36,7 @@ SIDEWAYS = {
     ("authoring", "operators"), ("authoring", "rendering"), ("authoring", "conf"),
     ("cli", "plugins"), ("cli", "standalone"), ("standalone", "plugins"), ("plugins", "operators"),
     ("cli", "operators"),  # gc reports dropped partitions through operators/lineage.py
+    ("plugins", "rendering"),
 }
 PURE = {"graph", "failover"}
 PURE_THIRD_PARTY: set[str] = set()

@@ -70,7 +70,7 @@ def format_history(doc: RunLog) -> str:
 def note_text(doc: RunLog, limit: int = NOTE_LIMIT) -> str:
     """The provider's part of the run note: the latest decisions first, within ``limit`` characters."""
     parts = [NOTE_HEADING]
-    more = "… (see the Failover history view or `region-failover history`)"
+    more = "… (see the run's Failover tab or `region-failover history`)"
     for decision in reversed(doc.decisions):
         text = "\n".join(describe(decision))
         if sum(len(p) + 2 for p in parts) + len(text) + len(more) > limit:

@@ -193,3 +193,23 @@ def test_append_refuses_other_columns_and_duckdb_reads_the_table(store: ResultSt
     duckdb = pytest.importorskip("duckdb")
     dataset = delta.open_table(local).to_pyarrow_dataset()  # noqa: F841 - read by name below
     assert duckdb.sql("SELECT count(*), sum(price) FROM dataset").fetchall() == [(6, 2 * (10 + 11 + 12))]
+
+
+def test_a_commit_whose_answer_was_lost_keeps_its_files(store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit lands but the publisher sees an error: the re-check finds its own commit (by its token) and
+    reports it committed — it must not delete the files that version references."""
+    produce(store, DAY1, 1)
+    produce(store, DAY2, 2)
+    tgt = target(store, "prices")
+    assert publish(store, tgt, DAY1).committed
+    real = delta.deltalake().DeltaTable.create_write_transaction
+
+    def lost(self: Any, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        raise OSError("connection reset by peer")  # the answer is lost after the log entry was written
+
+    monkeypatch.setattr(delta.deltalake().DeltaTable, "create_write_transaction", lost)
+    outcome = publish(store, tgt, DAY2)
+    assert outcome.committed and outcome.version == 1
+    assert [h["version"] for h in history(tgt)] == [1, 0]
+    assert delta.open_table(tgt).to_pyarrow_table().num_rows == 12, "every file of version 1 is still there"

@@ -56,8 +56,8 @@ def deltalake() -> ModuleType:
     """The ``deltalake`` package (imported on first use); :class:`PublishError` naming the extra when missing."""
     try:
         import deltalake as module
-        import deltalake.fs
-        import deltalake.transaction  # noqa: F401 - loads the submodules used as attributes
+        import deltalake.fs  # the submodules used as attributes of the module
+        import deltalake.transaction
     except ImportError:
         raise PublishError(f"publishing to Delta Lake needs the 'deltalake' package: pip install "
                            f"'airflow-provider-region-failover[{EXTRA}]'") from None
@@ -214,7 +214,8 @@ def _check_append_schema(table: Any, staged: Staged, uri: str) -> None:
 
 def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: Mapping[str, str]) -> PublishOutcome:
     """Commit ``staged`` with ``txn`` as one table version, unless the table already holds ``txn`` (then the
-    staged files are deleted); a concurrent commit is re-checked up to :data:`COMMIT_ATTEMPTS` times."""
+    staged files are deleted — unless the commit holding it is this call's own, whose answer was lost: every
+    attempt's commit carries a random token); a failed commit is re-checked up to :data:`COMMIT_ATTEMPTS` times."""
     dl = deltalake()
     token = uuid.uuid4().hex
     properties = dl.CommitProperties(custom_metadata={**metadata, PUBLICATION_KEY: token},
@@ -223,6 +224,9 @@ def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: M
         table = open_table(target)
         recorded = recorded_version(table, txn.app_id)
         if txn.published_by(recorded):
+            mine = committed_version(target, token) if attempt > 1 else None
+            if mine is not None:  # our own earlier attempt landed although it reported an error: keep its files
+                return PublishOutcome(target.uri, True, mine, staged.rows, len(staged.actions), staged.bytes)
             discard(target, staged)
             return PublishOutcome(target.uri, False, table.version(), reason=_held(txn, recorded))
         try:
@@ -230,13 +234,12 @@ def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: M
                 dl.transaction.create_table_with_add_actions(
                     target.uri, dl.Schema.from_arrow(staged.schema), list(staged.actions), mode="error",
                     storage_options=dict(target.storage_options), commit_properties=properties)
-                version = 0
             else:
                 if txn.mode is PublishMode.APPEND:
                     _check_append_schema(table, staged, target.uri)
                 table.create_write_transaction(list(staged.actions), txn.mode.value, staged.schema,
                                                commit_properties=properties)
-                version = committed_version(target, token)
+            version = committed_version(target, token)
         except PublishError:
             discard(target, staged)
             raise

@@ -102,3 +102,27 @@ def test_table_locations() -> None:
     for bad in ("gs://b/x", "s3:///x", ""):
         with pytest.raises(GraphError, match="publish_root"):
             table_uri(bad, "t")
+
+
+def test_publishing_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from airflow_region_failover.exceptions import PublishError
+    from airflow_region_failover.store import tables
+
+    monkeypatch.setitem(sys.modules, "deltalake", None)  # as if not installed
+    with pytest.raises(PublishError, match=r"pip install 'airflow-provider-region-failover\[publish\]'"):
+        tables.deltalake()
+
+
+def test_storage_options_carry_the_stores_access_and_hide_it_from_repr() -> None:
+    from airflow_region_failover.store.config import S3Access, S3Credentials
+    from airflow_region_failover.store.tables import target_for
+
+    access = S3Access("http://127.0.0.1:9000", "eu-west-1", S3Credentials("AK", "SECRET"))
+    target = target_for("s3://b/p/tables/t", access)
+    assert target.storage_options == {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+                                      "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "AK",
+                                      "AWS_SECRET_ACCESS_KEY": "SECRET"}
+    assert "SECRET" not in repr(target)
+    assert target_for("/tmp/tables/t", None).storage_options == {}

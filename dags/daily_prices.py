@@ -10,8 +10,8 @@ those bytes once; the run logs say how many bytes were uploaded and how many reu
 totals the day per category and is the job's sink; ``publish="daily_price_summary"`` commits it, after every
 subtask of ``summary`` succeeded, as one Delta commit whose application transaction is the run's logical date:
 a retry, a clear of the run or a second run of the same date never appends again. Read the table with
-``deltalake.DeltaTable("s3://<store bucket>/<store prefix>/tables/daily_price_summary", storage_options=...)``,
-DuckDB's ``delta_scan`` or Spark's Delta reader.
+``deltalake.DeltaTable("s3://<store bucket>/<store prefix>/tables/daily_price_summary", storage_options=...)``
+(``.history()``: one version per logical date), DuckDB over its Arrow dataset, or Spark's Delta reader.
 """
 
 from __future__ import annotations

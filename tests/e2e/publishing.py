@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import REPO_ROOT
+from tests.e2e.conftest import LOGICAL_DATE, REPO_ROOT, Prefetch
 
 DAG_ID = "rf_e2e_daily"
 TABLE = "rf_e2e_daily_prices"
+DATES = ("2026-01-01", "2026-01-02", "2026-01-03")
+PREFETCH: Prefetch = {f"daily-{day}": (DAG_ID, {LOGICAL_DATE: f"{day}T00:00:00Z"}) for day in DATES}
+"""The runs of the three logical dates, started with the stack (they overlap the first scenarios)."""
 CHANGES = {
     'DAG_ID = "daily_prices"': f'DAG_ID = "{DAG_ID}"',
     'TABLE = "daily_price_summary"': f'TABLE = "{TABLE}"',
     'schedule="@daily",': "schedule=None,",
+    "max_active_runs=1,": f"max_active_runs={len(DATES)},",
 }
 
 

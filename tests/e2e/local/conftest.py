@@ -18,6 +18,7 @@ from airflow_region_failover.standalone.airflow_stack import AirflowStack, merge
 from airflow_region_failover.standalone.processes import stop_group
 from tests.e2e.conftest import E2E, E2E_DAGS, GATE, REPO_ROOT, Prefetch, selected, wanted
 from tests.e2e.publishing import DAG_ID as DAILY_DAG_ID
+from tests.e2e.publishing import PREFETCH as DAILY_PREFETCH
 from tests.e2e.publishing import write_daily_variant
 
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
@@ -46,6 +47,7 @@ PREFETCH: Prefetch = {
     # held at their gates until their tests (late in a session with the extended scenarios: an hour at most)
     "marked": ("rf_e2e_region", {"hold": ["a#0"], "gate": GATE, "gate_timeout": 3600}),
     "s3down": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
+    **DAILY_PREFETCH,  # three logical dates of the example daily job, publishing to a Delta table
 }
 
 

@@ -7,7 +7,9 @@ date (README "Publishing to Delta Lake")::
 ``catalog`` (2 subtasks, BLOCKING) is the day's price list of 4,000 products: *slowly changing* — each day about
 one product in twenty gets a new price, the rest is byte-for-byte yesterday's (a content-addressed store keeps
 those bytes once; the run logs say how many bytes were uploaded and how many reused per result). ``summary``
-totals the day per category and is the job's sink; ``publish="daily_price_summary"`` commits it, after every
+totals the day per category and is the job's sink (the DAG param ``fail_once`` — the documented switch — makes
+``summary#0`` fail on its first try: region failover restarts it *and* its publishing task, which the failure
+left ``upstream_failed``); ``publish="daily_price_summary"`` commits it, after every
 subtask of ``summary`` succeeded, as one Delta commit whose application transaction is the run's logical date:
 a retry, a clear of the run or a second run of the same date never appends again. Read the table with
 ``deltalake.DeltaTable("s3://<store bucket>/<store prefix>/tables/daily_price_summary", storage_options=...)``
@@ -19,7 +21,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from airflow_region_failover import RegionJob
 
@@ -57,6 +59,8 @@ def summary(spark: Any, inputs: Any, context: Any) -> Any:
     """The day's price summary per category (the published rows)."""
     from pyspark.sql import functions as F
 
+    if context.params.get("fail_once") and context.try_number == 1:
+        raise RuntimeError("injected failure: summary#0 fails on its first try (DAG param fail_once)")
     ds, _ = day_number(context)
     return (inputs["catalog"].groupBy("category")
             .agg(F.count("*").alias("products"), F.avg("price").cast("decimal(10,4)").alias("avg_price"),
@@ -72,6 +76,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["region-failover", "example", "delta"],
+    params={"fail_once": Param(False, type="boolean", description="summary#0 fails on its first try")},
     doc_md=__doc__,
 ):
     job = RegionJob(restart_strategy="fixed-delay", options={"restart-strategy.fixed-delay.attempts": "2",

@@ -12,8 +12,11 @@ from tests.e2e.conftest import LOGICAL_DATE, REPO_ROOT, Prefetch
 DAG_ID = "rf_e2e_daily"
 TABLE = "rf_e2e_daily_prices"
 DATES = ("2026-01-01", "2026-01-02", "2026-01-03")
-PREFETCH: Prefetch = {f"daily-{day}": (DAG_ID, {LOGICAL_DATE: f"{day}T00:00:00Z"}) for day in DATES}
-"""The runs of the three logical dates, started with the stack (they overlap the first scenarios)."""
+FAILING = DATES[1]
+PREFETCH: Prefetch = {f"daily-{day}": (DAG_ID, {LOGICAL_DATE: f"{day}T00:00:00Z", "fail_once": day == FAILING})
+                      for day in DATES}
+"""The runs of the three logical dates, started with the stack (they overlap the first scenarios); in the run of
+:data:`FAILING` summary#0 fails on its first try."""
 CHANGES = {
     'DAG_ID = "daily_prices"': f'DAG_ID = "{DAG_ID}"',
     'TABLE = "daily_price_summary"': f'TABLE = "{TABLE}"',

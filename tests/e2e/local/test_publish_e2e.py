@@ -13,16 +13,18 @@ import pytest
 
 from airflow_region_failover.publication import default_root, table_uri
 from airflow_region_failover.store import tables
-from tests.e2e.publishing import DAG_ID, DATES, PREFETCH, TABLE
-from tests.e2e.scenarios import _post
+from tests.e2e.publishing import DAG_ID, DATES, FAILING, PREFETCH, TABLE
+from tests.e2e.scenarios import _post, _the_decision
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 
 @pytest.mark.prefetch(*PREFETCH)
 def test_three_logical_dates_publish_three_versions_and_a_cleared_run_none(e2e: Any) -> None:
-    """The three runs (one per logical date, started with the stack) each append one version; a person
-    clearing a whole run re-runs its publishing task, which finds the date published and adds nothing."""
+    """The three runs (one per logical date, started with the stack) each append one version. In the second,
+    summary#0 fails once: region failover restarts it together with its publishing task (left
+    ``upstream_failed``), which then publishes once. A person clearing that whole run re-runs its publishing
+    task, which finds the date published and adds nothing."""
     runs = {}
     for day in DATES:
         _, run_id, state = e2e.finished(f"daily-{day}")
@@ -37,7 +39,10 @@ def test_three_logical_dates_publish_three_versions_and_a_cleared_run_none(e2e: 
     assert sorted({str(r["day"]) for r in rows}) == list(DATES)
     assert len(rows) == 3 * 4 and all(r["products"] == 1_000 for r in rows), rows
 
-    middle = runs[DATES[1]]  # a person re-runs a whole run: its publishing task runs again, publishes nothing
+    middle = runs[FAILING]
+    assert sorted(_the_decision(e2e, DAG_ID, middle)["restart"]) == ["summary.0", "summary.publish"]
+    assert e2e.tries(DAG_ID, middle)["summary.0"] == 2
+    # a person re-runs the whole run: its publishing task runs again and publishes nothing
     before = e2e.tries(DAG_ID, middle)["summary.publish"]
     _post(e2e, f"/dags/{DAG_ID}/dagRuns/{middle}/clear", {"dry_run": False, "only_failed": False})
     e2e.wait_until(lambda: e2e.tries(DAG_ID, middle)["summary.publish"] > before, 300, "the publish task re-ran")

@@ -14,7 +14,9 @@ Rules (as the launchers of :mod:`airflow_region_failover.standalone`):
 - PostgreSQL refuses to run as root: as root, ``initdb`` and ``postgres`` run as ``nobody`` (``setpriv``) with
   one capability, CAP_DAC_READ_SEARCH, so they reach a data directory below root-only directories (pytest's and
   ``mkdtemp``'s are 0700); the data directory itself belongs to ``nobody``. Without that capability the data
-  directory is a private temporary directory instead (removed by ``cleanup()``).
+  directory is a private temporary directory instead (removed by ``cleanup()``). The *binaries* must be
+  reachable by ``nobody`` without that capability (``initdb`` checks them with ``access()``): a checkout below a
+  directory others may not enter is refused before anything starts, naming that directory.
 """
 
 from __future__ import annotations
@@ -100,6 +102,14 @@ def stop_tree(process: subprocess.Popen[bytes] | None, grace: float, first: int 
     register(process.pid, stopped=True)
 
 
+def closed_ancestor(path: Path) -> Path | None:
+    """The first directory on ``path``'s way from ``/`` that other users may not enter (no ``o+x``), if any."""
+    for directory in reversed([path, *path.parents]):
+        if directory.is_dir() and not directory.stat().st_mode & 0o001:
+            return directory
+    return None
+
+
 def _has_capability(bit: int) -> bool:
     with open("/proc/self/status") as status:
         for line in status:
@@ -161,6 +171,7 @@ class Postgres:
     def start(self, attempts: int = 3) -> str:
         """``initdb`` (first start only), start the server, wait until it accepts connections, create the
         database; returns its SQLAlchemy URL. A new port on failure."""
+        self._check_binaries_reachable()
         return start_with_retries(self._start_once, self.stop, "PostgreSQL", attempts)
 
     def create_database(self, name: str) -> str:
@@ -172,6 +183,17 @@ class Postgres:
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.url_for(name)
+
+    def _check_binaries_reachable(self) -> None:
+        """As root the server runs as ``nobody``, which must be able to enter every directory above its binaries
+        (``initdb`` checks its own executable with ``access()``, which ignores the capability granted below)."""
+        closed = closed_ancestor(self.bin_dir) if os.geteuid() == 0 else None
+        if closed is not None:
+            raise RuntimeError(
+                f"PostgreSQL runs as 'nobody' (it refuses root) and cannot reach {self.bin_dir / 'initdb'}: "
+                f"{closed} does not let other users enter it (mode {closed.stat().st_mode & 0o777:o}). Put the "
+                f"checkout and its .venv below directories others may enter, e.g. `chmod o+x {closed}` (a "
+                "`mktemp -d` directory is 0700), or clone it elsewhere.")
 
     def _as_server_user(self) -> list[str]:
         """The command prefix that runs a PostgreSQL binary as ``nobody`` when we are root (else nothing)."""

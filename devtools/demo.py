@@ -81,6 +81,8 @@ def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, time
                  f"(see {airflow.url}/dags/{DAG_ID}/runs/{run_id})")
             state = _follow(api, run_id, timeout)
             _summary(api, logs, run_id, state)
+            _say(f"\nThe run's Failover tab (graph, restarted regions and why, timeline): "
+                 f"{airflow.url}/dags/{DAG_ID}/runs/{run_id}/plugin/region_failover")
         if keep_open:
             _say(f"\nThe UI stays up at {airflow.url} (user {airflow.username}, password {airflow.password}). "
                  "Ctrl-C to stop everything.")

@@ -31,6 +31,10 @@ Rules:
   subtask runs them in one Spark session. Only function steps on the same Spark connection with the same
   operator arguments chain (:func:`chain_breaks` says why not otherwise); ``RegionJob(chaining=False)`` chains
   nothing (Flink's ``disableOperatorChaining``);
+* ``publish="<table>"`` on a sink step (no outgoing edges) commits its result, once the run's sink subtasks
+  succeeded, to a Delta Lake table (``publish_mode="append"`` or ``"overwrite"``), exactly once per run
+  (:mod:`~airflow_region_failover.publication`; task ``<step>.publish``); a bad table name or mode raises at once,
+  a non-sink step or a table published twice when the job renders;
 * options use Flink's key names; unset keys come from ``[region_failover]`` in airflow.cfg
   (:func:`~airflow_region_failover.conf.restart_defaults`), then the job's own ``options``, then
   ``failover_strategy``/``restart_strategy`` (layered by :func:`~airflow_region_failover.failover.options.resolve`).
@@ -58,7 +62,9 @@ from airflow_region_failover.graph.chains import EdgeKey
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
+from airflow_region_failover.operators.publish import RegionPublishOperator
 from airflow_region_failover.operators.step import RegionStepOperator
+from airflow_region_failover.publication import Publication, check_publications, declare
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
 from airflow_region_failover.store.keys import encode_airflow_id
@@ -81,6 +87,7 @@ class RegionJob:
         self._builder = JobGraphBuilder()
         self._chaining = chaining
         self._impls: dict[str, StepImpl] = {}
+        self._publications: dict[str, Publication] = {}
         self._options = {str(k): conf.option_text(k, v) for k, v in (options or {}).items()}
         if failover_strategy is not None:
             self._options[FAILOVER_STRATEGY_KEY] = failover_strategy
@@ -98,12 +105,16 @@ class RegionJob:
         deterministic: bool = False,
         spark_conn_id: str | None = None,
         reuse: bool = True,
+        publish: str | None = None,
+        publish_mode: str = "append",
         **task_kwargs: Any,
     ) -> str:
         """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`).
 
         ``reuse=False``: a restarted try of this step always recomputes (e.g. a step with side effects outside
         the store, such as a warehouse load), even when its inputs and code are unchanged.
+        ``publish="table"``: this sink step's result is committed to Delta table ``table`` once per run
+        (``publish_mode`` ``"append"`` or ``"overwrite"``; see the module rules).
         """
         if step_id in self._impls:
             raise GraphError(f"step {step_id!r} is declared twice; give each step a unique id")
@@ -112,6 +123,8 @@ class RegionJob:
         self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic)
         impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs)
         self._impls[step_id] = replace(impl, reuse=reuse)
+        if publish is not None:
+            self._publications[step_id] = declare(step_id, publish, publish_mode)
         return step_id
 
     def task(self, step_id: str | None = None, **step_kwargs: Any) -> Callable[[StepFunction], StepFunction]:
@@ -195,7 +208,9 @@ class RegionJob:
         dag = dag or _current_dag()
         _check_dag_id(dag.dag_id)
         graph = self.graph()
-        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining))
+        publications = tuple(self._publications.values())
+        check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
+        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications)
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
 
@@ -205,7 +220,11 @@ class RegionJob:
                                       chain=[str(m) for m in members], runtime=runtime, dag=dag, task_group=group,
                                       **impl.task_kwargs)
 
-        return render_job(dag, runtime.spec, make_task)
+        def make_publisher(publication: Publication) -> RegionPublishOperator:
+            return RegionPublishOperator(task_id=publication.task_id, publication=publication, dag=dag,
+                                         partitions=graph.step(publication.step).parallelism)
+
+        return render_job(dag, runtime.spec, make_task, make_publisher)
 
 
 def chain_breaks(graph: JobGraph, impls: Mapping[str, StepImpl], chaining: bool = True) -> dict[EdgeKey, str]:

@@ -27,6 +27,7 @@ __all__ = [
     "NestedDeployment",
     "NotAvailable",
     "OptionError",
+    "PublishError",
     "RegionFailoverError",
     "ReleaseRefused",
     "RestError",
@@ -92,6 +93,10 @@ class NestedDeployment(StoreError):
 
 
 # -- running a subtask ------------------------------------------------------------------------------------------
+class PublishError(RegionFailoverError):
+    """A sink result could not be published to its Delta table (missing package, bad schema, bad location)."""
+
+
 class StepOutputError(RegionFailoverError):
     """A step function returned something that does not match the results its step declares."""
 

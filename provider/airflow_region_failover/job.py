@@ -11,6 +11,9 @@ Rules:
 * Its chains (:mod:`~.graph.chains`) follow from the graph and the edges the DAG file refuses to chain
   (``chain_breaks``, e.g. a script step's edges), which the document carries too: the scheduler names the tasks
   of a restart exactly as the DAG file rendered them (:attr:`JobSpec.names`).
+* Its *publications* (:mod:`~.publication`: sink steps whose result is committed to a Delta table after the
+  run's sink subtasks) travel in the document too: the scheduler restarts a publishing task with its sink's
+  subtasks (:meth:`JobSpec.followers`).
 * :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
   extra operator arguments, whether a restarted try may keep its committed result); :class:`JobRuntime` is the
   spec plus every step's implementation — what the step operators of one rendered job share in the worker.
@@ -41,6 +44,7 @@ from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.naming import JOB_PARAM, TaskNames
+from airflow_region_failover.publication import Publication
 
 JOB_DOCUMENT_FORMAT = 1
 REUSE_PARAM = "region_failover_reuse"
@@ -52,11 +56,22 @@ StepFunction = Callable[..., Any]
 @dataclass(frozen=True)
 class JobSpec:
     """A job graph and its effective failover/restart options (Flink keys), validated; ``chain_breaks``: the
-    PIPELINED POINTWISE edges the DAG file refuses to chain, with the reason (module rule)."""
+    PIPELINED POINTWISE edges the DAG file refuses to chain, with the reason (module rule); ``publications``:
+    the sink steps published to Delta tables."""
 
     graph: JobGraph
     options: Mapping[str, str]
     chain_breaks: Mapping[EdgeKey, str] = field(default_factory=dict)
+    publications: tuple[Publication, ...] = ()
+
+    def publication(self, step_id: str) -> Publication | None:
+        """The publication of ``step_id``'s sink result, or ``None``."""
+        return next((p for p in self.publications if p.step == step_id), None)
+
+    def followers(self, subtask: SubtaskId) -> tuple[str, ...]:
+        """Tasks that run after ``subtask`` outside the graph and restart with it: its step's publishing task."""
+        found = self.publication(subtask.step)
+        return () if found is None else (found.task_id,)
 
     @cached_property
     def chains(self) -> Chains:
@@ -90,6 +105,8 @@ class JobSpec:
         if self.chain_breaks:
             document["chain_breaks"] = [{"from": s, "to": t, "reason": r}
                                         for (s, t), r in sorted(self.chain_breaks.items())]
+        if self.publications:
+            document["publications"] = [p.to_dict() for p in self.publications]
         return document
 
     @classmethod
@@ -104,8 +121,12 @@ class JobSpec:
         breaks = document.get("chain_breaks", [])
         if not isinstance(breaks, list) or not all(isinstance(b, dict) for b in breaks):
             raise GraphError(f"DAG param {JOB_PARAM!r}: 'chain_breaks' must be a list of objects")
+        publications = document.get("publications", [])
+        if not isinstance(publications, list):
+            raise GraphError(f"DAG param {JOB_PARAM!r}: 'publications' must be a list of objects")
         return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()},
-                   {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks})
+                   {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks},
+                   tuple(Publication.from_dict(p) for p in publications))
 
 
 def job_of(dag: Any) -> JobSpec | None:

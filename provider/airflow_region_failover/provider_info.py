@@ -87,6 +87,12 @@ CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
         "collects a result as Arrow and uploads it; for executors that cannot reach S3, bounded by driver "
         "memory).",
     ),
+    "publish_root": (
+        "",
+        "Where steps declared with publish='<table>' commit their Delta tables: <publish_root>/<table>, an "
+        "s3://bucket/prefix URI on the result store's S3 server (credentials of store_aws_conn_id) or a local "
+        "directory. Empty: s3://<store_bucket>/<store_prefix>/tables.",
+    ),
     "store_aws_conn_id": (
         "aws_default",
         "Amazon ('aws') connection of the S3 result store; its extra may set endpoint_url for S3-compatible "

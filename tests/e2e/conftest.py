@@ -24,6 +24,8 @@ E2E_DAGS = Path(__file__).parent / "dags"
 Prefetch = dict[str, tuple[str, dict[str, Any]]]
 #: a prefetched run conf's ``gate``: replaced by that scenario's own gate directory (:meth:`E2E.gate`)
 GATE = "<gate>"
+#: a prefetched run conf's key giving the run's logical date (ISO 8601); not part of the run's conf
+LOGICAL_DATE = "<logical_date>"
 
 
 def wanted(session: pytest.Session, package: Path) -> set[str]:
@@ -63,7 +65,9 @@ class E2E:
         for name, (dag_id, conf) in self.table.items():
             if conf.get("gate") == GATE:
                 conf = {**conf, "gate": str(self.gate(name))}
-            self.prefetched[name] = self.api.trigger(dag_id, conf)
+            logical_date = conf.get(LOGICAL_DATE)
+            conf = {k: v for k, v in conf.items() if k != LOGICAL_DATE}
+            self.prefetched[name] = self.api.trigger(dag_id, conf, logical_date=logical_date)
 
     def gate(self, name: str) -> Path:
         """The gate directory of prefetched scenario ``name`` (its run conf's ``gate`` was :data:`GATE`)."""

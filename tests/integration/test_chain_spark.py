@@ -167,9 +167,16 @@ def test_run_chain_pulls_the_heads_inputs_and_publishes_the_tails_outputs(
     assert ti.pulled == ["src.0"]
     assert list(ti.pushed) == [xcom_key("clean->sink")]
     src_bytes = store.manifest(src[0].dag_id, src[0].run_id, src[0].partition).total_bytes
+    written = store.manifest(src[0].dag_id, src[0].run_id, PartitionId("clean->sink", 0))
     assert summary == {"subtask": "clean#0", "chain": ["gen#0", "clean#0"], "attempt": 1,
                        "rows": {"clean->sink": 6},
-                       "read": {"bytes": src_bytes, "objects": 1, "partition_bytes": src_bytes}}
+                       "read": {"bytes": src_bytes, "objects": 1, "partition_bytes": src_bytes},
+                       # the ledger (spark/ledger.py): the head's BLOCKING input, the tail's BLOCKING output
+                       "inputs": {str(src[0].partition): {"attempt": 1, "bytes": src_bytes, "objects": 1,
+                                                          "reused": False}},
+                       "outputs": {"clean->sink#0": {"attempt": 1, "rows": 6, "bytes": written.total_bytes,
+                                                     "objects": len(written.objects),
+                                                     "checksum": written.content_checksum, "kept": False}}}
     consumer = FakeTI({("gen.clean.0", key): value for key, value in ti.pushed.items()})
     refs = pull_refs(consumer, GRAPH, SubtaskId("sink", 0), runtime.spec.names.task_id)
     assert consumer.pulled == ["gen.clean.0"]

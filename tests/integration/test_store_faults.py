@@ -249,9 +249,22 @@ def test_gc_dry_run_then_real(s3_server: S3Endpoint, prefix: str) -> None:
     time.sleep(1.1)  # created times differ, so "newest run" is well defined
     store.write_arrow(random_table(10), "etl", "c", P, 1)
     finished["c"] = False
-    dry = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, dry_run=True, min_grace_seconds=0)
+    reported: list[tuple[Any, list[str]]] = []
+
+    def report(layout: Any, names: list[str]) -> bool:
+        reported.append((layout, names))
+        return True
+
+    dry = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, dry_run=True, min_grace_seconds=0,
+                 report_dropped=report)
     assert dry["swept_objects"] == 1 and dry["released_runs"] == {"etl": ["b", "a"]}
     assert all(store.is_available("etl", r, P, "deep") for r in "abc")
-    real = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, min_grace_seconds=0)
+    assert reported == [] and dry["dropped_reported"] is False, "a dry run drops nothing"
+    real = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, min_grace_seconds=0, report_dropped=report)
     assert real["released_runs"] == {"etl": ["b", "a"]}
+    # the released runs' committed partitions are reported dropped, by their lineage names (operators/lineage.py)
+    from airflow_region_failover.operators.lineage import dataset_name
+
+    assert reported == [(store.layout, [dataset_name(store.layout, "etl", r, P) for r in ("b", "a")])]
+    assert real["dropped_partitions"] == 2 and real["dropped_reported"] is True
     assert store.is_available("etl", "c", P, "deep") and not store.is_available("etl", "a", P)

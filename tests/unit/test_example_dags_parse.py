@@ -87,3 +87,13 @@ def test_fail_once_fails_aggregate_0_on_its_first_try_only() -> None:
         with pytest.raises(Exception) as info:  # no Spark here: it gets past the switch and needs Spark
             module.step_aggregate(None, {}, context(index, try_number, fail_once))
         assert "injected failure" not in str(info.value)
+
+
+def test_daily_prices_publishes_its_summary_after_both_its_subtasks(bag: DagBag) -> None:
+    """catalog#0, catalog#1 ==> summary#0 -> summary.publish (Delta table, append, once per logical date)."""
+    dag = bag.dags["daily_prices"]
+    spec = job_of(dag)
+    assert spec is not None and [p.to_dict() for p in spec.publications] == [
+        {"step": "summary", "table": "daily_price_summary", "mode": "append"}]
+    assert sorted(dag.get_task("summary.publish").upstream_task_ids) == ["summary.0"]
+    assert dag.timetable.expression == "0 0 * * *"

@@ -24,7 +24,7 @@ ROOT = Path(airflow_region_failover.__file__).parent
 LAYER: dict[str, int] = {
     "graph": 0,
     "failover": 1,
-    "exceptions": 2, "naming": 2, "conf": 2, "job": 2,
+    "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "publication": 2,
     "store": 3,
     "spark": 4,
     "rendering": 5, "operators": 5, "plugins": 5, "cli": 5, "authoring": 5, "provider_info": 5,
@@ -32,9 +32,12 @@ LAYER: dict[str, int] = {
     "__init__": 6, "__main__": 6,
 }
 SIDEWAYS = {
-    ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"),
+    ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"), ("job", "publication"),
+    ("publication", "exceptions"),
     ("authoring", "operators"), ("authoring", "rendering"), ("authoring", "conf"),
     ("cli", "plugins"), ("cli", "standalone"), ("standalone", "plugins"), ("plugins", "operators"),
+    ("cli", "operators"),  # gc reports dropped partitions through operators/lineage.py
+    ("plugins", "rendering"),
 }
 PURE = {"graph", "failover"}
 PURE_THIRD_PARTY: set[str] = set()

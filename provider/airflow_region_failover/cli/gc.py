@@ -6,23 +6,28 @@ writer's age is its newest object or upload part); ``--grace`` below 15 min is r
 deployments' prefixes nested in ours are kept. Retention runs only when ``[region_failover]
 store_keep_last_runs`` and/or ``store_keep_days`` are set, and releases a run only if Airflow's REST API
 (connection ``[region_failover] api_conn_id``) says it is ``success`` or ``failed`` — a run whose state cannot be
-read counts as unfinished and is kept.
+read counts as unfinished and is kept. The committed partitions of every released run are reported to OpenLineage
+as dropped (when the openlineage provider is installed and configured; README "Lineage").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from airflow_region_failover.failover.values import parse_duration_ms
+from airflow_region_failover.operators import lineage
 from airflow_region_failover.plugins.rest import default_api
 from airflow_region_failover.store.config import retention_from_airflow
 from airflow_region_failover.store.facade import ResultStore, default_store
+from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.lifecycle import MIN_GRACE_SECONDS, Retention, check_grace
 
 FINISHED = frozenset({"success", "failed"})
+_MANIFEST = re.compile(r"/manifests/p\d{5,6}/a\d{6}\.json\Z")
 
 
 def run_finished_via_rest(dag_id: str) -> Callable[[str], bool]:
@@ -40,19 +45,40 @@ def run_finished_via_rest(dag_id: str) -> Callable[[str], bool]:
 
 def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None,
            run_finished: Callable[[str], Callable[[str], bool]], dry_run: bool = False,
-           min_grace_seconds: float = MIN_GRACE_SECONDS) -> dict[str, Any]:
-    """Sweep, then apply retention per DAG; returns a summary (what was or would be removed, and what was kept)."""
+           min_grace_seconds: float = MIN_GRACE_SECONDS,
+           report_dropped: Callable[[Layout, list[str]], bool] = lineage.emit_dropped) -> dict[str, Any]:
+    """Sweep, then apply retention per DAG; returns a summary (what was or would be removed, and what was kept).
+
+    The committed partitions of the runs retention released are reported dropped (``report_dropped``: OpenLineage,
+    :func:`~airflow_region_failover.operators.lineage.emit_dropped`); a dry run reports nothing."""
     report = store.sweep(grace_seconds, dry_run=dry_run, min_grace_seconds=min_grace_seconds)
     released: dict[str, list[str]] = {}
+    dropped: list[str] = []
     if retention is not None:
         for dag_id in store.dags():
-            runs = store.apply_retention(dag_id, retention, run_finished(dag_id), dry_run=dry_run)
+            finished = run_finished(dag_id)
+            doomed = {} if dry_run else committed_partitions(
+                store, dag_id, store.apply_retention(dag_id, retention, finished, dry_run=True))
+            runs = store.apply_retention(dag_id, retention, finished, dry_run=dry_run)
             if runs:
                 released[dag_id] = list(runs)
+            dropped.extend(name for run_id in runs for name in doomed.get(run_id, ()))
     return {"dry_run": dry_run, "swept_objects": report.deleted_objects, "aborted_uploads": report.aborted_uploads,
             "held_runs_skipped": len(report.skipped_runs), "released_runs": released,
             "live_uploads_kept": report.live_writers, "unreadable_manifests_kept": list(report.unreadable_manifests),
-            "nested_deployments_skipped": list(report.nested_deployments)}
+            "nested_deployments_skipped": list(report.nested_deployments),
+            "dropped_partitions": len(dropped),
+            "dropped_reported": bool(dropped) and report_dropped(store.layout, dropped)}
+
+
+def committed_partitions(store: ResultStore, dag_id: str, run_ids: Iterable[str]) -> dict[str, list[str]]:
+    """``run_id -> `` the key prefixes of its committed partitions (those holding a manifest; the names their
+    lineage datasets have, :func:`~airflow_region_failover.operators.lineage.dataset_name`)."""
+    found: dict[str, list[str]] = {}
+    for run_id in run_ids:
+        keys = (item.key for item in store.objects.listing(store.run_keys(dag_id, run_id).run_prefix))
+        found[run_id] = sorted({key.rsplit("/", 1)[0] for key in keys if _MANIFEST.search(key)})
+    return found
 
 
 def gc_command(args: argparse.Namespace) -> int:

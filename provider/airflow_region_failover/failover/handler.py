@@ -80,12 +80,20 @@ def reused_partitions(graph: JobGraph, restart: Iterable[SubtaskId]) -> list[str
     return sorted(str(p) for p in reused)
 
 
+def no_followers(subtask: SubtaskId) -> tuple[str, ...]:
+    """No task follows a subtask (the default of :attr:`FailureHandler.followers`)."""
+    return ()
+
+
 @dataclass(frozen=True)
 class FailureHandler:
-    """Rules 1-5 for one job: its failover configuration and how its subtasks are named."""
+    """Rules 1-5 for one job: its failover configuration and how its subtasks are named. ``followers``: tasks
+    outside the graph that run after a subtask and must restart with it (a sink's publishing task, which a
+    failed sink leaves ``upstream_failed``): a restart set naming the subtask names them too."""
 
     config: FailoverConfig
     task_id: Callable[[SubtaskId], str]
+    followers: Callable[[SubtaskId], tuple[str, ...]] = no_followers
 
     def handle(self, log: RunLog, failure: FailureRecord, plan: RestartPlan | None, reused: Sequence[str],
                now: float) -> tuple[RunLog, HandlingResult]:
@@ -138,10 +146,11 @@ class FailureHandler:
         return log, HandlingResult(Outcome.MERGED, current.id, current.apply_at)
 
     def _restart_ids(self, plan: RestartPlan) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.task_id(s) for s in plan.restart))
+        return tuple(dict.fromkeys(t for s in plan.restart for t in (self.task_id(s), *self.followers(s))))
 
     def _reasons(self, plan: RestartPlan) -> dict[str, str]:
-        return {self.task_id(s): r.reason.value for r in plan.regions for s in r.region.subtasks}
+        return {t: r.reason.value for r in plan.regions for s in r.region.subtasks
+                for t in (self.task_id(s), *self.followers(s))}
 
     def _restore(self, log: RunLog, now: float) -> tuple[RestartBackoffStrategy, FailureBudget]:
         def clock() -> int:
@@ -275,3 +284,9 @@ def restarted_as(log: RunLog, task_id: str, try_number: int) -> str | None:
     was not started by one of our clears (a first try, Airflow's retry, a person's clear)."""
     decision = _cleared_by(log, task_id, try_number)
     return None if decision is None else decision.reasons.get(task_id)
+
+
+def restarted_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
+    """The applied decision whose clear started try ``try_number`` of ``task_id``, or ``None`` when this try was
+    not started by one of our clears (what its metrics and lineage report as the restart)."""
+    return _cleared_by(log, task_id, try_number)

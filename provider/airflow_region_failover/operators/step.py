@@ -23,6 +23,7 @@ from airflow_region_failover import conf
 from airflow_region_failover.failover.handler import restart_wait
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.operators import metrics
 from airflow_region_failover.spark.chain import run_chain
 from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
@@ -85,9 +86,43 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         self.doc_md = doc_of(runtime, members)
 
     def execute(self, context: Context) -> Any:
-        """Run the subtask; returns a summary (rows written per result) that Airflow stores as return value."""
+        """Run the subtask; returns a summary (rows written per result, the task's ledger) that Airflow stores as
+        return value, and sends the task's restart metrics (:mod:`.metrics`)."""
         self._wait_for_restart_time(context)
-        return run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
+        self._summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
+        metrics.emit_task(context["ti"].dag_id, SubtaskId.parse(self.chain[-1]).step, self._summary)
+        return self._summary
+
+    # -- OpenLineage (the openlineage provider calls these when it is installed; see operators/lineage.py) ------
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The task's run facet (nothing read or written yet)."""
+        return self._lineage(None, None)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Every BLOCKING partition the task read and committed or kept, and its run facet."""
+        return self._lineage(task_instance, getattr(self, "_summary", None))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """The run facet of the failed try."""
+        return self._lineage(task_instance, None)
+
+    def _lineage(self, ti: Any, summary: Any) -> Any:
+        """The task's ``OperatorLineage``, or ``None`` when OpenLineage is not installed or lineage cannot be
+        built (never raises into the task)."""
+        try:
+            from airflow_region_failover.operators import lineage  # deferred: imports OpenLineage when called
+
+            if not lineage.available():
+                return None
+            head = SubtaskId.parse(self.chain[0])
+            region = self.runtime.spec.topology.regions.region_of(head).id
+            dag_id = getattr(ti, "dag_id", None) or self.dag_id
+            run_id = getattr(ti, "run_id", "")
+            attempt = int(getattr(ti, "try_number", 0) or 0)
+            return lineage.task_lineage(lineage.configured_layout(), dag_id, run_id, region, attempt, summary)
+        except Exception:
+            self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
+            return None
 
     def _wait_for_restart_time(self, context: Context) -> None:
         wait = restart_delay_left(context["ti"])

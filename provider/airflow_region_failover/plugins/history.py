@@ -7,10 +7,8 @@ Rules:
 - Publishing (run note, metrics) is best effort: it never raises into a listener or the scheduler.
 - The run note keeps what people wrote: the provider owns only the part from the line starting with
   :data:`NOTE_HEADING` to the end, and rewrites only that part (Airflow limits a note to 1,000 characters).
-- Metrics through Airflow's Stats: ``region_failover.restarts`` (+1 per applied decision),
-  ``region_failover.restarting_time`` (ms from the first failure to the clear),
-  ``region_failover.tasks_restarted`` (+tasks cleared), ``region_failover.results_reused`` (+BLOCKING partitions
-  the restarted tasks read without recomputing them).
+- Metrics through Airflow's Stats (:mod:`~airflow_region_failover.operators.metrics`, README "Metrics"): per
+  applied decision ``region_failover.restarts``, ``.restarting_time``, ``.tasks_restarted``, ``.results_reused``.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+from airflow_region_failover.operators import metrics
 from airflow_region_failover.store.runlog import default_run_logs
 
 log = logging.getLogger(__name__)
@@ -28,29 +27,10 @@ NOTE_LIMIT = 1000
 NOTE_HEADING = "**Region failover**"
 
 
-def _stats() -> Any:
-    try:
-        from airflow.sdk.observability import stats
-
-        return stats
-    except ImportError:  # Airflow < 3.3
-        from airflow.stats import Stats
-
-        return Stats
-
-
 def emit_metrics(dag_id: str, decision: Decision) -> None:
-    """Send the four ``region_failover.*`` metrics for one applied decision; never raises."""
-    try:
-        stats = _stats()
-        tags = {"dag_id": dag_id, "strategy": decision.strategy}
-        stats.incr("region_failover.restarts", tags=tags)
-        stats.incr("region_failover.tasks_restarted", count=len(decision.restart), tags=tags)
-        stats.incr("region_failover.results_reused", count=len(decision.reused), tags=tags)
-        stats.timing("region_failover.restarting_time", 1000.0 * float(decision.restarting_time_s or 0.0),
-                     tags=tags)
-    except Exception:
-        log.warning("region failover: could not emit metrics", exc_info=True)
+    """Send the four decision metrics for one applied decision (:func:`~..operators.metrics.emit_decision`);
+    never raises."""
+    metrics.emit_decision(dag_id, decision)
 
 
 def _when(ts: float | None) -> str:
@@ -90,7 +70,7 @@ def format_history(doc: RunLog) -> str:
 def note_text(doc: RunLog, limit: int = NOTE_LIMIT) -> str:
     """The provider's part of the run note: the latest decisions first, within ``limit`` characters."""
     parts = [NOTE_HEADING]
-    more = "… (see the Failover history view or `region-failover history`)"
+    more = "… (see the run's Failover tab or `region-failover history`)"
     for decision in reversed(doc.decisions):
         text = "\n".join(describe(decision))
         if sum(len(p) + 2 for p in parts) + len(text) + len(more) > limit:

@@ -41,23 +41,48 @@ def _fastapi_apps() -> list[dict[str, Any]]:
     try:
         from airflow_region_failover.plugins.views import URL_PREFIX, create_app  # deferred: a failure is logged
 
-        return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Region failover history"}]
+        return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Region failover views"}]
     except Exception:
-        log.exception("region failover: history view not registered")
+        log.exception("region failover: views not registered")
         return []
 
 
+def _base_path() -> str:
+    """The path of ``[api] base_url`` (``/airflow`` behind a proxy serving Airflow there; empty by default): the
+    views' links are relative to the host, so they must carry it."""
+    try:
+        from urllib.parse import urlsplit
+
+        from airflow.configuration import conf
+
+        return urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    except Exception:
+        return ""
+
+
+def _external_views() -> list[dict[str, Any]]:
+    """The "Failover" tab of every DAG run and the "Failover dry run" tab of every DAG (plugins/views.py)."""
+    base = _base_path()
+    return [
+        {
+            "name": "Failover",
+            "href": base + "/region-failover/run/{DAG_ID}/{RUN_ID}",
+            "destination": "dag_run",
+            "url_route": "region_failover",
+        },
+        {
+            "name": "Failover dry run",
+            "href": base + "/region-failover/plan/{DAG_ID}",
+            "destination": "dag",
+            "url_route": "region_failover_dry_run",
+        },
+    ]
+
+
 class RegionFailoverPlugin(AirflowPlugin):  # type: ignore[misc]
-    """Region failover: listeners for task failures, a history view linked from every DAG run."""
+    """Region failover: failure listeners, a failover view on every DAG run, a dry-run view on every DAG."""
 
     name = "region_failover"
     listeners = _listeners()
     fastapi_apps = _fastapi_apps()
-    external_views = [
-        {
-            "name": "Failover history",
-            "href": "/region-failover/history/{DAG_ID}/{RUN_ID}",
-            "destination": "dag_run",
-            "url_route": "region_failover_history",
-        }
-    ]
+    external_views = _external_views()

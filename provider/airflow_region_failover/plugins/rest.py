@@ -153,9 +153,10 @@ class AirflowRestClient:
         """The DAG's REST representation; raises :class:`RestError` (404) while it is not parsed yet."""
         return dict(self.get(f"/dags/{_q(dag_id)}"))
 
-    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None) -> str:
-        """Create a manual run now and return its run id."""
-        body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {})}
+    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None,
+                logical_date: str | None = None) -> str:
+        """Create a manual run now (for ``logical_date``, ISO 8601, if given) and return its run id."""
+        body: dict[str, Any] = {"logical_date": logical_date, "conf": dict(conf or {})}
         if run_id:
             body["dag_run_id"] = run_id
         resp = self._send("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", json=body)

@@ -77,8 +77,9 @@ WHO = f"{socket.gethostname()}:{os.getpid()}"
 
 def handler_of(spec: JobSpec) -> FailureHandler:
     """The failure handler of a job (its options parsed once, its subtasks named as Airflow task ids: every
-    subtask of a chain as the chain's task, so a restart clears that task once)."""
-    return FailureHandler(spec.config, spec.names.task_id)
+    subtask of a chain as the chain's task, so a restart clears that task once; a published sink's subtasks
+    are followed by its publishing task, which restarts with them)."""
+    return FailureHandler(spec.config, spec.names.task_id, spec.followers)
 
 
 def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str,

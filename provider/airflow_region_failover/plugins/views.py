@@ -1,8 +1,18 @@
-"""The failover history in the Airflow UI: a small FastAPI app mounted by the plugin at ``/region-failover``.
+"""The failover views in the Airflow UI: a small FastAPI app mounted by the plugin at ``/region-failover``.
 
-Rules: read-only; it shows the run's decision log (:mod:`.history`) as HTML and JSON and nothing else (no
-credentials, no object keys). It is reached from the DAG-run page through the plugin's ``external_views`` entry.
-A store that cannot be reached gives a clear 503 page, never an exception in the API server.
+Rules: read-only; it shows a run's decision log (:mod:`.history`) and its job graph with the state of every
+subtask in the run (:mod:`~airflow_region_failover.rendering.failover_page`), and the planner's dry run for a
+DAG — as HTML and as JSON, nothing else (no credentials, no object keys). It is reached from the DAG-run page
+("Failover" tab) and the DAG page ("Failover dry run") through the plugin's ``external_views`` entries.
+A store that cannot be reached gives a clear 503 page, never an exception in the API server; a DAG without a
+region-failover job gives 404.
+
+Routes (``DAG_ID``, ``RUN_ID`` URL-encoded):
+
+* ``/run/DAG_ID/RUN_ID[?decision=N]`` — the run's failover view (HTML); ``/api/run/DAG_ID/RUN_ID`` its JSON;
+* ``/plan/DAG_ID[?failed=step#i&unavailable=p1,p2]`` — what would restart if a subtask failed (HTML);
+  ``/api/plan/DAG_ID?failed=...`` its JSON (the ``region-failover plan`` CLI's answer);
+* ``/history/DAG_ID/RUN_ID`` (text) and ``/api/history/DAG_ID/RUN_ID`` (the raw decision log) as before.
 
 Authorised like Airflow's own pages: Airflow does not authenticate plugin apps, so every route depends on
 Airflow's ``requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN)`` for the ``dag_id`` in its path
@@ -17,11 +27,18 @@ from typing import Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from airflow_region_failover.exceptions import RegionFailoverError
+from airflow_region_failover.failover.availability import KnownAvailability
+from airflow_region_failover.failover.restart_plan import RestartPlan
+from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.job import JobSpec
 from airflow_region_failover.plugins.history import format_history, load_history
+from airflow_region_failover.rendering.failover_page import TaskRow, plan_page, run_model, run_page
 
 URL_PREFIX = "/region-failover"
 
@@ -33,6 +50,60 @@ def _load(dag_id: str, run_id: str) -> RunLog:
         raise HTTPException(status_code=503, detail=f"failover history unavailable: {type(exc).__name__}") from exc
 
 
+def _job(dag_id: str) -> JobSpec:
+    """The job of the DAG's latest serialized version (as the scheduler's watcher reads it)."""
+    from airflow_region_failover.plugins.probes import serialized_job  # deferred: the metadata DB, on request
+
+    try:
+        spec = serialized_job(dag_id)
+    except RegionFailoverError as exc:
+        raise HTTPException(status_code=404, detail=f"DAG {dag_id!r}: {exc}") from exc
+    except Exception as exc:
+        raise HTTPException(status_code=503, detail=f"DAG {dag_id!r} unavailable: {type(exc).__name__}") from exc
+    if spec is None:
+        raise HTTPException(status_code=404, detail=f"DAG {dag_id!r} has no region-failover job (or does not exist)")
+    return spec
+
+
+def _rows(dag_id: str, run_id: str) -> list[TaskRow]:
+    try:
+        return task_rows(dag_id, run_id)
+    except Exception as exc:
+        raise HTTPException(status_code=503, detail=f"task instances unavailable: {type(exc).__name__}") from exc
+
+
+def task_rows(dag_id: str, run_id: str) -> list[TaskRow]:
+    """The run's task instances (state, try, end time) from the metadata DB (the API server has a session)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(TaskInstance.task_id, TaskInstance.state, TaskInstance.try_number,
+                              TaskInstance.end_date)
+                .filter(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id).all())
+    return [TaskRow(str(task_id), None if state is None else str(getattr(state, "value", state)),
+                    int(tries or 0), end.timestamp() if end is not None else None)
+            for task_id, state, tries, end in rows]
+
+
+def _plan(spec: JobSpec, failed: str, unavailable: str) -> RestartPlan:
+    """The planner's dry run: ``failed`` fails, the listed partitions are gone, every other result committed."""
+    try:
+        subtask = SubtaskId.parse(failed)
+        spec.topology.regions.number(subtask)
+        gone = [PartitionId.parse(p.strip()) for p in unavailable.split(",") if p.strip()]
+        for partition in gone:
+            spec.graph.result(partition.result)
+    except (RegionFailoverError, ValueError) as exc:
+        raise HTTPException(status_code=400, detail=f"dry run: {exc}") from exc
+    return spec.plan(subtask, KnownAvailability.except_(gone))
+
+
+def _base(request: Request) -> str:
+    """The app's mount path as the browser sees it (``[api] base_url``'s path + :data:`URL_PREFIX`)."""
+    return str(request.scope.get("root_path") or URL_PREFIX).rstrip("/")
+
+
 def _page(doc: RunLog) -> str:
     title = html.escape(f"Region failover — {doc.dag_id} / {doc.run_id}")
     body = html.escape(format_history(doc))
@@ -41,9 +112,32 @@ def _page(doc: RunLog) -> str:
 
 
 def create_app() -> FastAPI:
-    """The FastAPI app: ``/history/{dag_id}/{run_id}`` (HTML) and ``/api/history/{dag_id}/{run_id}`` (JSON)."""
+    """The FastAPI app (routes: module docstring)."""
     read_runs = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN))
     app = FastAPI(title="Region failover", description="Failover decisions of DAG runs", dependencies=[read_runs])
+
+    @app.get("/run/{dag_id}/{run_id:path}", response_class=HTMLResponse)
+    def run_view(request: Request, dag_id: str, run_id: str, decision: int | None = None) -> str:
+        spec, doc = _job(dag_id), _load(dag_id, run_id)
+        return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request))
+
+    @app.get("/api/run/{dag_id}/{run_id:path}")
+    def run_json(dag_id: str, run_id: str) -> dict[str, Any]:
+        spec, doc = _job(dag_id), _load(dag_id, run_id)
+        return run_model(spec, doc, _rows(dag_id, run_id))
+
+    @app.get("/plan/{dag_id}", response_class=HTMLResponse)
+    def plan_view(request: Request, dag_id: str, failed: str = "", unavailable: str = "") -> str:
+        spec = _job(dag_id)
+        plan = _plan(spec, failed, unavailable) if failed else None
+        hints = reuse_hints(spec.graph, plan) if plan else {}
+        return plan_page(spec, dag_id, plan, hints, _base(request), failed, unavailable)
+
+    @app.get("/api/plan/{dag_id}")
+    def plan_json(dag_id: str, failed: str, unavailable: str = "") -> dict[str, Any]:
+        spec = _job(dag_id)
+        plan = _plan(spec, failed, unavailable)
+        return {**plan.to_dict(), "reuse": reuse_hints(spec.graph, plan)}
 
     @app.get("/history/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def history_page(dag_id: str, run_id: str) -> str:

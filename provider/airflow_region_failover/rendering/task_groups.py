@@ -16,6 +16,9 @@ Rules:
 * **Dependencies** mirror the edges at subtask level: consumer subtask ``j``'s task depends on exactly the tasks
   of the producer subtasks whose partitions it reads (POINTWISE / ALL_TO_ALL,
   :mod:`~airflow_region_failover.graph.subtasks`); a chain's interior edges are inside one task and wire nothing.
+* **Publishing tasks** (:mod:`~airflow_region_failover.publication`): a published sink step gets one more task,
+  ``<step>.publish``, outside the region groups, downstream of every task running one of its subtasks; it is
+  built before the job document is added, like every task.
 * **The job document** (:meth:`~airflow_region_failover.job.JobSpec.to_document`) is stored in the DAG param
   :data:`~airflow_region_failover.naming.JOB_PARAM`, which survives DAG serialization, so the scheduler and every
   worker read the same job with :func:`~airflow_region_failover.job.job_of`. It is added after the tasks are
@@ -37,6 +40,7 @@ from airflow_region_failover.graph.regions import Region, Regions
 from airflow_region_failover.graph.subtasks import partition_groups
 from airflow_region_failover.job import REUSE_PARAM, JobSpec, job_of
 from airflow_region_failover.naming import JOB_PARAM
+from airflow_region_failover.publication import Publication
 
 _MAX_LISTED = 40
 LABEL_LIMIT = 80
@@ -44,6 +48,8 @@ LABEL_LIMIT = 80
 
 OperatorFactory = Callable[[tuple[SubtaskId, ...], TaskGroup], BaseOperator]
 """Builds the task of one chain subtask (its subtasks, head first) in a group."""
+PublisherFactory = Callable[[Publication], BaseOperator]
+"""Builds the publishing task of one published sink step."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class RenderedJob:
     regions: Regions
     groups: Mapping[str, TaskGroup] = field(repr=False)
     tasks: Mapping[SubtaskId, BaseOperator] = field(repr=False)
+    publishers: Mapping[str, BaseOperator] = field(default_factory=dict, repr=False)
+    """step id -> its publishing task."""
 
     def task(self, subtask: SubtaskId | str) -> BaseOperator:
         """The task of ``subtask`` (a :class:`SubtaskId` or ``"step#i"``)."""
@@ -62,8 +70,10 @@ class RenderedJob:
         return self.tasks[key]
 
 
-def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory) -> RenderedJob:
-    """Build one TaskGroup per region and one task per chain subtask (``make_task``) in ``dag``; wire the edges."""
+def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory,
+               make_publisher: PublisherFactory | None = None) -> RenderedJob:
+    """Build one TaskGroup per region and one task per chain subtask (``make_task``) in ``dag``; wire the edges;
+    build each publishing task (``make_publisher``) after its sink's tasks."""
     if job_of(dag) is not None:
         raise GraphError(f"DAG {dag.dag_id!r} already holds a region-failover job; render one job per DAG")
     regions, chains = spec.topology.regions, spec.chains
@@ -80,6 +90,7 @@ def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory) -> RenderedJ
             task = make_task(members, group)
             tasks.update((member, task) for member in members)
     _wire(spec.graph, tasks, chains)
+    publishers = _publishers(spec, tasks, make_publisher)
     dag.params[REUSE_PARAM] = Param(
         True, type="boolean", title="Keep unchanged results on a failover restart",
         description="A consumer restarted by region failover keeps its committed result when its inputs and code "
@@ -92,7 +103,22 @@ def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory) -> RenderedJ
         "Read-only: changing it in a run's conf has no effect.",
     )
     dag._region_failover_spec = spec
-    return RenderedJob(spec, regions, groups, tasks)
+    return RenderedJob(spec, regions, groups, tasks, publishers)
+
+
+def _publishers(spec: JobSpec, tasks: Mapping[SubtaskId, BaseOperator],
+                make_publisher: PublisherFactory | None) -> dict[str, BaseOperator]:
+    """One publishing task per publication, downstream of every task of its sink step's subtasks."""
+    if spec.publications and make_publisher is None:
+        raise GraphError("the job publishes tables but the renderer was given no publisher factory")
+    built: dict[str, BaseOperator] = {}
+    for publication in spec.publications:
+        task = make_publisher(publication)  # type: ignore[misc]
+        parallelism = spec.graph.step(publication.step).parallelism
+        upstream = {id(t): t for t in (tasks[SubtaskId(publication.step, i)] for i in range(parallelism))}
+        task.set_upstream(list(upstream.values()))
+        built[publication.step] = task
+    return built
 
 
 def inputs_by_step(graph: JobGraph) -> dict[str, list[Edge]]:

@@ -31,6 +31,7 @@ from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepI
 from airflow_region_failover.spark.compute import Refs, current_inputs, input_versions, read_inputs, write_outputs
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef, match_outputs
+from airflow_region_failover.spark.ledger import ledger, restart_of
 from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.subtask import publish, pull_refs, reads_of, run_subtask, step_context
@@ -60,7 +61,8 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
         publish(ti, ref)
         log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange, ref.partition, ref.attempt, ref.rows)
     return {"subtask": str(members[-1]), "chain": [str(m) for m in members], "attempt": contexts[-1].try_number,
-            "rows": {r.result: r.rows for r in written}, "read": reads_of(io)}
+            "rows": {r.result: r.rows for r in written}, "read": reads_of(io),
+            **ledger(io, graph, members[0], refs, written, ti.task_id, restart_of(ti))}
 
 
 def log_scratch_inputs(spec: JobSpec, head: SubtaskId) -> None:

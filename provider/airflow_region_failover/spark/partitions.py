@@ -49,6 +49,8 @@ class StoreIO:
 
     store: ResultStore
     reads: ReadCounter = field(default_factory=ReadCounter, compare=False)
+    #: every committed manifest this process wrote or looked up, by partition (the task's lineage, :mod:`.ledger`)
+    seen: dict[PartitionId, Manifest] = field(default_factory=dict, compare=False)
 
     def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = (),
               code: str = "", cut: Cut | None = None, clustering: Clustering | None = None) -> PartitionRef:
@@ -57,14 +59,17 @@ class StoreIO:
         it, stored sorted in content-defined files when ``clustering`` is given; returns ``ref`` with its rows."""
         manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code, cut,
                                     clustering)
+        self.seen[ref.partition] = manifest
         return replace(ref, rows=manifest.row_count)
 
     def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
         """The current committed manifest of ``partition``, or None if it has none."""
         try:
-            return self.store.manifest(dag_id, run_id, partition)
+            manifest = self.store.manifest(dag_id, run_id, partition)
         except NotAvailable:
             return None
+        self.seen[partition] = manifest
+        return manifest
 
     def read(self, spark: SparkSession, ref: PartitionRef, current: Manifest | None = None) -> DataFrame:
         """The DataFrame of exactly ``ref``'s attempt (``NotAvailable`` if the current version is another);
@@ -94,6 +99,7 @@ class StoreIO:
         if current.attempt != ref.attempt:
             raise NotAvailable(f"{ref.partition}: its producer published attempt {ref.attempt}, but the current "
                                f"version is attempt {current.attempt}")
+        self.seen[ref.partition] = current
         return current
 
 

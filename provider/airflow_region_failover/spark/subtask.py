@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_region_failover.failover.handler import restarted_as
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions
@@ -24,11 +23,11 @@ from airflow_region_failover.naming import JOB_PARAM, task_id_of, xcom_key
 from airflow_region_failover.spark.compute import Refs, compute, current_inputs, input_versions
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.ledger import ledger, restart_of
 from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.submit import submit_script
-from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
 log = logging.getLogger(__name__)
 
@@ -67,20 +66,6 @@ def publish(ti: Any, ref: PartitionRef) -> None:
     ti.xcom_push(key=xcom_key(ref.result), value=ref.to_json())
 
 
-def restart_reason(ti: Any, logs: RunLogs | None = None) -> str | None:
-    """Why our clear started this try (its region's reason), or ``None`` (a first try, Airflow's retry, a
-    person's clear — or a decision log that cannot be read: then nothing is kept)."""
-    try_number = int(getattr(ti, "try_number", 1) or 1)
-    if try_number <= 1:
-        return None
-    try:
-        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
-    except Exception:
-        log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id, exc_info=True)
-        return None
-    return restarted_as(doc, ti.task_id, try_number)
-
-
 def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, Any]) -> dict[str, Any]:
     """Run ``subtask`` of ``runtime`` inside an Airflow task (``context`` is the task context); returns the
     task's summary (rows per result; ``kept`` when the committed outputs were kept)."""
@@ -91,8 +76,10 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
     io = open_store_io()
     current = current_inputs(io, refs)
     opted_out = not impl.reuse or (context.get("params") or {}).get(REUSE_PARAM) is False
+    restart = restart_of(ti)
+    reason = restart.reasons.get(ti.task_id) if restart is not None else None
     kept = kept_outputs(io, graph, subtask, refs, input_versions(current, graph, subtask, refs), sctx,
-                        runtime.spec.config.failover_strategy, restart_reason(ti), impl.fingerprint, opted_out)
+                        runtime.spec.config.failover_strategy, reason, impl.fingerprint, opted_out)
     if kept is not None:
         for ref in kept:
             publish(ti, ref)
@@ -100,7 +87,8 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
                      "it was computed from, so try %d does not recompute it", ref.partition, ref.attempt, ref.rows,
                      sctx.try_number)
         return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in kept},
-                "kept": {r.result: r.attempt for r in kept}, "read": reads_of(io)}
+                "kept": {r.result: r.attempt for r in kept}, "read": reads_of(io),
+                **ledger(io, graph, subtask, refs, kept, ti.task_id, restart, kept=True)}
     if impl.script is not None:
         written = submit_script(impl, graph, subtask, refs, sctx, io)
     else:
@@ -111,7 +99,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
         publish(ti, ref)
         log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange, ref.partition, ref.attempt, ref.rows)
     return {"subtask": str(subtask), "attempt": sctx.try_number, "rows": {r.result: r.rows for r in written},
-            "read": reads_of(io)}
+            "read": reads_of(io), **ledger(io, graph, subtask, refs, written, ti.task_id, restart)}
 
 
 def reads_of(io: StoreIO) -> dict[str, int]:

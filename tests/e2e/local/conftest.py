@@ -1,10 +1,13 @@
 """The embedded stack, started once for the tests of this package: SeaweedFS, Spark Connect on ``local[2]`` and
 Airflow 3 (api-server, scheduler, dag-processor; SQLite, LocalExecutor) — what ``region-failover standalone``
 runs — with a second watcher process beside the scheduler's. The DAGs folder holds the example ETL and the e2e
-DAGs; users ``viewer`` and ``outsider`` test the plugin's authorisation."""
+DAGs; users ``viewer`` and ``outsider`` test the plugin's authorisation. Every component sends its metrics to a
+StatsD listener of the test (:func:`statsd`, ``[metrics] statsd_*``) and its OpenLineage events to files
+(:func:`lineage_events`, the openlineage provider's file transport), so scenarios assert on both."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -17,9 +20,13 @@ import pytest
 from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
 from airflow_region_failover.standalone.processes import stop_group
 from tests.e2e.conftest import E2E, E2E_DAGS, GATE, REPO_ROOT, Prefetch, selected, wanted
+from tests.e2e.publishing import DAG_ID as DAILY_DAG_ID
+from tests.e2e.publishing import PREFETCH as DAILY_PREFETCH
+from tests.e2e.publishing import write_daily_variant
+from tests.support.statsd import StatsdListener
 
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
-           "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed")
+           "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed", DAILY_DAG_ID)
 #: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
 #: (tests.support.auth.DagDenyingAuthManager).
 USERS = {"viewer": "viewer", "outsider": "viewer"}
@@ -44,12 +51,42 @@ PREFETCH: Prefetch = {
     # held at their gates until their tests (late in a session with the extended scenarios: an hour at most)
     "marked": ("rf_e2e_region", {"hold": ["a#0"], "gate": GATE, "gate_timeout": 3600}),
     "s3down": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
+    **DAILY_PREFETCH,  # three logical dates of the example daily job, publishing to a Delta table
 }
 
 
 @pytest.fixture(scope="package")
+def statsd() -> Iterator[StatsdListener]:
+    """A StatsD listener on loopback (an ephemeral UDP port) receiving the stack's metrics."""
+    listener = StatsdListener().start()
+    try:
+        yield listener
+    finally:
+        listener.stop()
+
+
+@pytest.fixture(scope="package")
+def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the stack's OpenLineage file transport writes: one ``events-<time>.json`` file per event."""
+    return tmp_path_factory.mktemp("openlineage")
+
+
+def observability_env(statsd: StatsdListener, lineage_events: Path) -> dict[str, str]:
+    """``[metrics]`` StatsD at the listener (InfluxDB-style tags: the metrics' tags reach it) and
+    ``[openlineage]`` file transport into ``lineage_events``."""
+    return {
+        "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port), "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "rf-e2e",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file",
+                                                       "log_file_path": str(lineage_events / "events")}),
+    }
+
+
+@pytest.fixture(scope="package")
 def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: pytest.TempPathFactory,
-        request: pytest.FixtureRequest) -> Iterator[E2E]:
+        request: pytest.FixtureRequest, statsd: StatsdListener, lineage_events: Path) -> Iterator[E2E]:
     """The embedded stack (started once for this package; ~30-60 s)."""
     from airflow_region_failover.store.facade import ResultStore
     from airflow_region_failover.store.runlog import RunLogs
@@ -58,8 +95,10 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py",
                               E2E_DAGS / "rf_keyed.py")
     shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
+    write_daily_variant(dags)  # dags/daily_prices.py publishing to its own table, no scheduled run
     stack = AirflowStack(dags_folder=dags, home=home / "home",
-                         extra_env={**platform_env(s3_server, spark_connect), "RF_TEST_DAG_DENIED": DENIED},
+                         extra_env={**platform_env(s3_server, spark_connect), "RF_TEST_DAG_DENIED": DENIED,
+                                    **observability_env(statsd, lineage_events)},
                          parallelism=8, users=USERS, auth_manager="tests.support.auth.DagDenyingAuthManager",
                          pythonpath=(str(REPO_ROOT),))
     stack.start()

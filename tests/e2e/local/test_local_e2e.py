@@ -214,16 +214,18 @@ def test_plugin_routes_require_a_user_with_access_to_the_dag(e2e: Any) -> None:
     """Anonymous callers get 401/403, a signed-in user who may not see the DAG 403, one who may 200 (a run of
     ``rf_e2e_region``, the DAG ``outsider`` may not see: the one the S3 outage test later ends)."""
     dag_id, run_id = e2e.started("s3down")
-    routes = [f"/region-failover/history/{dag_id}/{run_id}", f"/region-failover/api/history/{dag_id}/{run_id}"]
+    routes = [f"/region-failover/history/{dag_id}/{run_id}", f"/region-failover/api/history/{dag_id}/{run_id}",
+              f"/region-failover/run/{dag_id}/{run_id}", f"/region-failover/api/run/{dag_id}/{run_id}",
+              f"/region-failover/plan/{dag_id}", f"/region-failover/api/plan/{dag_id}?failed=c%230"]
     url = e2e.stack.url
     with httpx.Client(base_url=url, timeout=30) as anonymous:
-        assert [anonymous.get(r).status_code for r in routes] in ([401, 401], [403, 403])
+        assert [anonymous.get(r).status_code for r in routes] in ([401] * len(routes), [403] * len(routes))
     for user, expected in (("outsider", 403), ("viewer", 200)):
         from airflow_region_failover.plugins.rest import AirflowRestClient
 
         token = AirflowRestClient(e2e.stack.credentials(user)).token()
         with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
-            assert [client.get(r).status_code for r in routes] == [expected, expected], user
+            assert [client.get(r).status_code for r in routes] == [expected] * len(routes), user
 
 
 @pytest.mark.prefetch("s3down")

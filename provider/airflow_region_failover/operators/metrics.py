@@ -1,0 +1,93 @@
+"""The ``region_failover.*`` metrics, sent through Airflow's Stats (``[metrics]``: StatsD, Datadog or OTel).
+
+Rules — each value is sent where it is known (README "Metrics" defines every name, type and tag):
+
+* per applied decision, by the process that applied it (a scheduler's watcher, :func:`emit_decision`):
+  ``restarts`` (+1), ``restarting_time`` (ms from the first failure to the clear), ``tasks_restarted`` (+task
+  instances cleared), ``results_reused`` (+BLOCKING partitions the restarted tasks read without them being
+  re-produced); tags ``dag_id``, ``strategy``;
+* per try started by one of our clears, by its worker when it succeeds (:func:`emit_task`, from the task's
+  ledger, :mod:`~airflow_region_failover.spark.ledger`): ``results_kept`` (+BLOCKING partitions kept instead of
+  recomputed, 0 included), ``recomputed_bytes`` (+bytes of the BLOCKING partitions it wrote),
+  ``reused_bytes`` (+bytes of committed partitions it did not recompute: what it read of partitions the restart
+  reused, plus the partitions it kept); tags ``dag_id``, ``strategy``, ``step``, ``reason`` (its region's).
+  A first try, Airflow's retry and a person's clear send none of them;
+* Stats a process never initialised (the Task SDK's in a scheduler or a stand-alone watcher) are initialised from
+  ``[metrics]`` on first use; sending never raises into the caller (best effort, logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_region_failover.failover.run_log import Decision
+
+log = logging.getLogger(__name__)
+PREFIX = "region_failover"
+
+
+def stats() -> Any:
+    """Airflow's Stats module of this process, initialised from ``[metrics]`` if nobody did (module rule)."""
+    try:
+        from airflow.sdk._shared.observability.metrics import stats as shared
+        from airflow.sdk.observability import stats as sdk_stats
+    except ImportError:  # Airflow < 3.3
+        from airflow.stats import Stats
+
+        return Stats
+    if getattr(shared, "_factory", "set") is None:
+        from airflow.sdk.configuration import conf
+        from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+
+        sdk_stats.initialize(factory=get_stats_factory(),
+                             export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=False))
+    return sdk_stats
+
+
+def emit_decision(dag_id: str, decision: Decision) -> None:
+    """Send the four decision metrics of one applied decision; never raises."""
+    try:
+        client = stats()
+        tags = {"dag_id": dag_id, "strategy": decision.strategy}
+        client.incr(f"{PREFIX}.restarts", tags=tags)
+        client.incr(f"{PREFIX}.tasks_restarted", count=len(decision.restart), tags=tags)
+        client.incr(f"{PREFIX}.results_reused", count=len(decision.reused), tags=tags)
+        client.timing(f"{PREFIX}.restarting_time", 1000.0 * float(decision.restarting_time_s or 0.0), tags=tags)
+    except Exception:
+        log.warning("region failover: could not emit metrics", exc_info=True)
+
+
+def task_values(summary: Mapping[str, Any]) -> dict[str, int] | None:
+    """``results_kept``, ``recomputed_bytes`` and ``reused_bytes`` of one task's summary, or ``None`` when no
+    clear of ours started the try (module rule)."""
+    if not summary.get("restart"):
+        return None
+    outputs = dict(summary.get("outputs") or {})
+    inputs = dict(summary.get("inputs") or {})
+    kept = [o for o in outputs.values() if o.get("kept")]
+    return {
+        "results_kept": len(kept),
+        "recomputed_bytes": sum(int(o.get("bytes", 0)) for o in outputs.values() if not o.get("kept")),
+        "reused_bytes": sum(int(o.get("bytes", 0)) for o in kept)
+        + sum(int(i.get("bytes", 0)) for i in inputs.values() if i.get("reused")),
+    }
+
+
+def emit_task(dag_id: str, step: str, summary: Mapping[str, Any]) -> dict[str, int] | None:
+    """Send the task metrics of a try started by one of our clears (none otherwise); returns what was sent."""
+    try:
+        values = task_values(summary)
+        if values is None:
+            return None
+        restart = summary["restart"]
+        tags = {"dag_id": dag_id, "strategy": str(restart.get("strategy", "")), "step": step,
+                "reason": str(restart.get("reason", ""))}
+        client = stats()
+        for name, value in values.items():
+            client.incr(f"{PREFIX}.{name}", count=value, tags=tags)
+        return values
+    except Exception:
+        log.warning("region failover: could not emit task metrics", exc_info=True)
+        return None

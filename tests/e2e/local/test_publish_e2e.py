@@ -1,0 +1,52 @@
+"""The example daily job (``dags/daily_prices.py``, as ``rf_e2e_daily``) publishing its summary to a Delta table
+on the embedded stack: three logical dates -> exactly three table versions; a cleared run publishes nothing again.
+
+    catalog#0 ==+==> summary#0 --> summary.publish --> s3://<bucket>/region-failover/tables/rf_e2e_daily_prices
+    catalog#1 ==/
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.publication import default_root, table_uri
+from airflow_region_failover.store import tables
+from tests.e2e.publishing import DAG_ID, DATES, FAILING, PREFETCH, TABLE
+from tests.e2e.scenarios import _post, _the_decision
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+
+@pytest.mark.prefetch(*PREFETCH)
+def test_three_logical_dates_publish_three_versions_and_a_cleared_run_none(e2e: Any) -> None:
+    """The three runs (one per logical date, started with the stack) each append one version. In the second,
+    summary#0 fails once: region failover restarts it together with its publishing task (left
+    ``upstream_failed``), which then publishes once. A person clearing that whole run re-runs its publishing
+    task, which finds the date published and adds nothing."""
+    runs = {}
+    for day in DATES:
+        _, run_id, state = e2e.finished(f"daily-{day}")
+        assert state == "success", e2e.explain(DAG_ID, run_id)
+        runs[day] = run_id
+    config = e2e.store.config
+    target = tables.target_for(table_uri(default_root(config.bucket, config.prefix), TABLE), config.access)
+    history = list(tables.open_table(target).history())
+    assert sorted(h["version"] for h in history) == [0, 1, 2], history
+    assert sorted(h["region_failover.run_key"] for h in history) == [f"{d}T00:00:00Z" for d in DATES]
+    rows = tables.open_table(target).to_pyarrow_table().to_pylist()
+    assert sorted({str(r["day"]) for r in rows}) == list(DATES)
+    assert len(rows) == 3 * 4 and all(r["products"] == 1_000 for r in rows), rows
+
+    middle = runs[FAILING]
+    assert sorted(_the_decision(e2e, DAG_ID, middle)["restart"]) == ["summary.0", "summary.publish"]
+    assert e2e.tries(DAG_ID, middle)["summary.0"] == 2
+    # a person re-runs the whole run: its publishing task runs again and publishes nothing
+    before = e2e.tries(DAG_ID, middle)["summary.publish"]
+    _post(e2e, f"/dags/{DAG_ID}/dagRuns/{middle}/clear", {"dry_run": False, "only_failed": False})
+    e2e.wait_until(lambda: e2e.tries(DAG_ID, middle)["summary.publish"] > before, 300, "the publish task re-ran")
+    assert e2e.final_state(DAG_ID, middle) == "success", e2e.explain(DAG_ID, middle)
+    log = e2e.stack.task_log(DAG_ID, middle, "summary.publish", e2e.tries(DAG_ID, middle)["summary.publish"])
+    assert "not published again" in log and "already published" in log, log[-3000:]
+    assert sorted(h["version"] for h in tables.open_table(target).history()) == [0, 1, 2]

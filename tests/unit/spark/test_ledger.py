@@ -1,0 +1,97 @@
+"""A task's ledger (:mod:`airflow_region_failover.spark.ledger`): the BLOCKING partitions it read and published,
+with attempts and bytes from their manifests, and the restart that started it (fakes for the store)::
+
+    a#0 ==+==> c#0        a (2) =BLOCKING ALL_TO_ALL=> c (1), c's sink result "c"
+    a#1 ==+     ^         p -PIPELINED-> c (scratch: in neither list)
+    p#0 --------+
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
+from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.ledger import ledger, restart_of
+from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+
+GRAPH = (JobGraphBuilder().step("a", parallelism=2).step("p").step("c")
+         .edge("a", "c", exchange="BLOCKING").edge("p", "c", exchange="PIPELINED").build())
+
+
+def manifest(partition: PartitionId, attempt: int, sizes: tuple[int, ...]) -> Manifest:
+    objects = tuple(ObjectEntry(f"{partition.result}/{attempt}/{i}", size, "0" * 64) for i, size in enumerate(sizes))
+    return Manifest("d", "r", partition, attempt, "0123456789abcdef", "{}", 7, objects, "2026-01-01T00:00:00+00:00")
+
+
+@dataclass
+class FakeStore:
+    manifests: dict[PartitionId, Manifest] = field(default_factory=dict)
+
+    def manifest(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest:
+        return self.manifests[partition]
+
+
+def ref(result: str, index: int, attempt: int, exchange: str = "BLOCKING") -> PartitionRef:
+    return PartitionRef(result, index, exchange, "d", "r", attempt, 7)
+
+
+def refs() -> dict[Any, tuple[PartitionRef, ...]]:
+    edges = {e.source: e for e in GRAPH.inputs("c")}
+    return {edges["a"]: (ref("a->c", 0, 2), ref("a->c", 1, 1)), edges["p"]: (ref("p->c", 0, 1, "PIPELINED"),)}
+
+
+def decision(reused: tuple[str, ...]) -> Decision:
+    return Decision(id=4, status=DecisionStatus.APPLIED, created=0.0, failures=(), strategy="region",
+                    restart=("a.0", "c.0"), reasons={"a.0": "failed", "c.0": "consumer"}, reused=reused)
+
+
+def test_a_restarted_task_that_recomputed_lists_its_blocking_inputs_and_its_sink_output() -> None:
+    store = FakeStore({PartitionId("a->c", 0): manifest(PartitionId("a->c", 0), 2, (10, 20)),
+                       PartitionId("a->c", 1): manifest(PartitionId("a->c", 1), 1, (5,))})
+    io = StoreIO(store)  # type: ignore[arg-type]
+    for r in (ref("a->c", 0, 2), ref("a->c", 1, 1)):
+        io.current(r)  # what current_inputs looks up before reading
+    store.manifests[PartitionId("c", 0)] = manifest(PartitionId("c", 0), 2, (3, 4, 5))  # a script step committed it
+    got = ledger(io, GRAPH, SubtaskId("c", 0), refs(), (ref("c", 0, 2),), "c.0", decision(("a->c#1",)))
+    assert got["inputs"] == {"a->c#0": {"attempt": 2, "bytes": 30, "objects": 2, "reused": False},
+                             "a->c#1": {"attempt": 1, "bytes": 5, "objects": 1, "reused": True}}
+    assert got["outputs"] == {"c#0": {"attempt": 2, "rows": 7, "bytes": 12, "objects": 3, "kept": False,
+                                      "checksum": store.manifests[PartitionId("c", 0)].content_checksum}}
+    assert got["restart"] == {"decision": 4, "strategy": "region", "reason": "consumer"}
+
+
+def test_a_try_no_clear_started_has_no_restart_and_an_output_of_another_attempt_has_no_sizes() -> None:
+    store = FakeStore({PartitionId("c", 0): manifest(PartitionId("c", 0), 3, (1,))})
+    got = ledger(StoreIO(store), GRAPH, SubtaskId("c", 0), {}, (ref("c", 0, 2),), "c.0", None)  # type: ignore[arg-type]
+    assert "restart" not in got and got["inputs"] == {}
+    assert got["outputs"] == {"c#0": {"attempt": 2, "rows": 7, "kept": False}}
+
+
+@dataclass
+class FakeTI:
+    try_number: int
+    dag_id: str = "d"
+    run_id: str = "r"
+    task_id: str = "c.0"
+
+
+class Logs:
+    def __init__(self, doc: RunLog | Exception) -> None:
+        self.doc = doc
+
+    def read(self, dag_id: str, run_id: str) -> RunLog:
+        if isinstance(self.doc, Exception):
+            raise self.doc
+        return self.doc
+
+
+def test_the_restart_is_the_applied_decision_whose_clear_started_this_try() -> None:
+    doc = RunLog("d", "r", decisions=(decision(()),), cleared_tries={"c.0": 1})
+    assert restart_of(FakeTI(2), Logs(doc)) == decision(())  # type: ignore[arg-type]
+    assert restart_of(FakeTI(3), Logs(doc)) is None, "a later try (Airflow's retry) was not started by the clear"
+    assert restart_of(FakeTI(1), Logs(OSError("never read"))) is None  # type: ignore[arg-type]
+    assert restart_of(FakeTI(2), Logs(OSError("S3 down"))) is None  # type: ignore[arg-type]

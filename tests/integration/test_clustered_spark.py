@@ -26,16 +26,32 @@ CLUSTER = Clustering(("customer",), ChunkPolicy(rows=2048), where="step 'p', edg
 N = 120_000
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+@pytest.fixture(scope="module", params=["embedded", "connect"])
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import this package
     from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
-        "spark.sql.shuffle.partitions", "4").getOrCreate()
-    yield session
-    session.stop()
+    if request.param == "embedded":
+        session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
+            "spark.sql.shuffle.partitions", "4").getOrCreate()
+        yield session
+        session.stop()
+        return
+    from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
+
+    # as in test_keyed_exchange: restore PySpark's Connect marker, or a later module's embedded session is refused
+    before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
+    session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture()

@@ -108,11 +108,15 @@ def test_a_keyed_clustered_result_keeps_its_subpartitions(spark: Any, store: Res
         assert regions and not regions & others
 
 
-def test_an_unknown_cluster_or_key_column_is_named_at_run_time(spark: Any, store: ResultStore) -> None:
+def test_an_unknown_or_nested_cluster_column_or_unknown_key_is_named_at_run_time(spark: Any, store: ResultStore) -> None:
     bad = Clustering(("nope",), where="step 'p', edge p -> c")
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: cluster_by column 'nope' is not a column of "
                                               "the result"):
         store.write(events(spark, 1), "etl", "bad", P, 1, clustering=bad)
+    nested = Clustering(("tags",), where="step 'p', edge p -> c")
+    with pytest.raises(StepOutputError, match="step 'p', edge p -> c: cluster_by column 'tags' is of type "
+                                              "array<bigint>; cluster by flat columns only"):
+        store.write(events(spark, 1).selectExpr("*", "array(id) AS tags"), "etl", "bad", P, 1, clustering=nested)
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: partition_by column 'nah' is not a column"):
         store.write(events(spark, 1), "etl", "bad", P, 1, clustering=CLUSTER,
                     cut=Cut(("nah",), 128, 2, where="step 'p', edge p -> c"))

@@ -13,8 +13,9 @@ Rules:
   :func:`~.chunking.encode`-d body to :func:`store_body` — the seam a content-addressed store replaces
   (there, an object that already exists uploads nothing). Here it PUTs the body under this attempt's
   run-scoped key ``part-<task>[-s<sub>]-c<chunk>-t<try>.parquet``.
-* A cluster column missing from the step's output is a :class:`StepOutputError` naming the step, the edge and the
-  column (the check of ``partition_by``'s :func:`~.parquet.check_key_columns`, worded for ``cluster_by``).
+* A cluster column missing from the step's output, or nested (array, map, struct: its values are not hashed), is a
+  :class:`StepOutputError` naming the step, the edge and the column (like ``partition_by``'s
+  :func:`~.parquet.check_key_columns`), raised on the driver before any task runs.
 """
 
 from __future__ import annotations
@@ -67,9 +68,13 @@ class Clustering:
     def prepare(self, df: DataFrame, cut: Cut | None) -> DataFrame:
         """``df`` tagged by sequence, one sequence per Spark task, sorted (module rule)."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import MapType
+        from pyspark.sql.types import ArrayType, MapType, StructType
 
         self.check(df.columns)
+        for column in df.schema.fields:
+            if column.name in self.cluster_by and isinstance(column.dataType, (ArrayType, MapType, StructType)):
+                raise StepOutputError(f"{self.where or 'clustered result'}: cluster_by column {column.name!r} is "
+                                      f"of type {column.dataType.simpleString()}; cluster by flat columns only")
         if cut is None:
             tag, count = key_group_column(self.cluster_by, WHOLE_BUCKETS), WHOLE_BUCKETS
         else:

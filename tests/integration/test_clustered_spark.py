@@ -108,7 +108,7 @@ def test_a_keyed_clustered_result_keeps_its_subpartitions(spark: Any, store: Res
         assert regions and not regions & others
 
 
-def test_an_unknown_or_nested_cluster_column_or_unknown_key_is_named_at_run_time(spark: Any, store: ResultStore) -> None:
+def test_bad_cluster_or_key_columns_are_named_at_run_time(spark: Any, store: ResultStore) -> None:
     bad = Clustering(("nope",), where="step 'p', edge p -> c")
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: cluster_by column 'nope' is not a column of "
                                               "the result"):

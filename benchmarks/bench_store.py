@@ -88,7 +88,7 @@ def raw_upload(store: ResultStore, manifest: Manifest, threads: int) -> tuple[fl
 
     keys = store.run_keys(manifest.dag_id, manifest.run_id)
     client = store.objects.client
-    bodies = [client.get_object(Bucket=store.layout.bucket, Key=keys.run_prefix + o.key)["Body"].read()
+    bodies = [client.get_object(Bucket=store.layout.bucket, Key=keys.object_key(o.key, o.shared))["Body"].read()
               for o in manifest.objects]
     config = TransferConfig(multipart_threshold=store.config.part_size, multipart_chunksize=store.config.part_size,
                             max_concurrency=store.config.upload_threads)

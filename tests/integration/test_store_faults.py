@@ -136,7 +136,7 @@ def test_rerun_and_zombie_in_the_same_run(s3_server: S3Endpoint, prefix: str) ->
 def test_deleted_or_truncated_object_fails_the_deep_check(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
     manifest = store.write_arrow(random_table(5000), "etl", "deep", P, 1)
-    key = store.run_keys("etl", "deep").run_prefix + manifest.objects[0].key
+    key = store.run_keys("etl", "deep").object_key(manifest.objects[0].key, shared=True)
     client = store.objects.client
     body = client.get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
     client.put_object(Bucket=s3_server.bucket, Key=key, Body=body[:-10])

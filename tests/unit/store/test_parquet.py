@@ -51,7 +51,7 @@ def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() ->
         store = ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
         manifest = store.write_arrow(table, "etl", "run1", PartitionId("r", 0), 1)
         [entry] = manifest.objects
-        key = store.run_keys("etl", "run1").run_prefix + entry.key
+        key = store.run_keys("etl", "run1").object_key(entry.key, entry.shared)
         body = client.get_object(Bucket="bkt", Key=key)["Body"].read()
     meta = pq.ParquetFile(io.BytesIO(body)).metadata
     assert meta.num_row_groups == 1 and meta.num_rows == 10_000  # not one row group per batch

@@ -79,9 +79,9 @@ def test_failed_spark_task_commits_nothing_and_rerun_commits(spark: Any, s3_serv
     assert store.partitions("etl", "fail", P.result) == ()
     manifest = store.write(df, "etl", "fail", P, 2)
     assert store.read(spark, "etl", "fail", P).count() == 60_000 == manifest.row_count
-    listed = {i.key for i in store.objects.listing(keys.data_prefix(P.result))}
-    assert {keys.run_prefix + o.key for o in manifest.objects} <= listed
+    listed = {i.key for i in store.objects.listing(store.layout.cas_root + "/")}
+    assert {keys.object_key(o.key, o.shared) for o in manifest.objects} <= listed
     store.sweep(grace_seconds=3600, now=time.time() + 3601)  # removes the failed attempt's completed objects
-    assert {i.key for i in store.objects.listing(keys.data_prefix(P.result))} == {
-        keys.run_prefix + o.key for o in manifest.objects}
+    assert {i.key for i in store.objects.listing(store.layout.cas_root + "/")} == {
+        keys.object_key(o.key, o.shared) for o in manifest.objects}
     assert store.is_available("etl", "fail", P, "deep", verify_checksums=True)

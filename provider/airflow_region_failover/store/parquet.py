@@ -261,9 +261,10 @@ def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
 
 
 _PIECE_FIELDS = (("sha256", "string"), ("size", "int64"), ("rows", "int64"), ("subpartition", "int64"),
-                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool"))
-_UPLOAD_SCHEMA = ", ".join(f"{name} {'long' if kind == 'int64' else 'boolean' if kind == 'bool' else kind}"
-                           for name, kind in _PIECE_FIELDS)
+                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool_"))
+"""The row a task yields per object: (name, pyarrow type factory)."""
+_SPARK_TYPES = {"string": "string", "int64": "long", "bool_": "boolean"}
+_UPLOAD_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in _PIECE_FIELDS)
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,10 @@ def holds(objects: Objects, keys: RunKeys) -> tuple[str, ...]:
 
 def release_run(objects: Objects, keys: RunKeys, *, run_finished: bool, consumers_done: bool,
                 result: str | None = None) -> int:
-    """Delete the run's results (or one result); :class:`ReleaseRefused` naming why if any may still be needed."""
+    """Delete the run's results (or one result); :class:`ReleaseRefused` naming why if any may still be needed.
+
+    The run record goes last: a release killed part-way leaves the run listed with its creation time, so the next
+    retention releases the rest (the manifests left meanwhile keep their shared objects referenced)."""
     what = f"{keys.dag_id}/{keys.run_id}" + (f" result {result!r}" if result else "")
     if not run_finished:
         raise ReleaseRefused(f"{what}: the run has not finished; a restart may still read its results")
@@ -118,7 +121,8 @@ def release_run(objects: Objects, keys: RunKeys, *, run_finished: bool, consumer
         raise ReleaseRefused(f"{what}: held by {', '.join(current)} (a pending restart may read it)")
     prefix = keys.result_prefix(result) if result else keys.run_prefix
     items = list(objects.listing(prefix))
-    return objects.delete([item.key for item in outside_nested(items, nested_prefixes(prefix, items))])
+    doomed = [item.key for item in outside_nested(items, nested_prefixes(prefix, items))]
+    return objects.delete(sorted(doomed, key=lambda key: key == keys.run_record()))
 
 
 def list_runs(objects: Objects, layout: Layout, dag_id: str) -> list[RunInfo]:

@@ -186,13 +186,29 @@ class Piece:
 def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int,
                   subpartition: int = -1) -> list[Piece]:
     """Encode ``batches`` as bounded objects (:func:`encode_objects`) and store each content-addressed; one
-    :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition."""
+    :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition.
+
+    An object is stored on a background thread while the next one is encoded (at most one in flight, so at most
+    two objects are in memory); an error in either stops the write and is raised.
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     objects = target.objects()
-    pieces = []
-    for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):
+    pieces: list[Piece] = []
+    pending: Future[Piece] | None = None
+
+    def store(body: pa.Buffer, rows: int, sequence: int) -> Piece:
         stored = put_content(objects, target.layout, body, subpartition, part_size=target.part_size,
                              threads=target.threads)
-        pieces.append(Piece(stored, rows, number, sequence))
+        return Piece(stored, rows, number, sequence)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):
+            if pending is not None:
+                pieces.append(pending.result())
+            pending = pool.submit(store, body, rows, sequence)
+        if pending is not None:
+            pieces.append(pending.result())
     return pieces
 
 

@@ -107,3 +107,23 @@ def test_an_object_refreshed_after_the_listing_is_not_deleted(store: ResultStore
     report = sweep_shared(store.objects, store.layout, grace_seconds=20.0, now=time.time() + 20.0 - 1.2)
     assert report.deleted == 0 and report.deferred == 1
     assert store.objects.head(key) is not None
+
+
+def test_a_release_killed_mid_way_keeps_the_run_record_so_retention_finds_the_run_again(
+        store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run record goes last: a release that dies after deleting one key leaves the run listed with its
+    original creation time, so the next retention releases the rest (else its manifests would look new forever)."""
+    from airflow_region_failover.store.lifecycle import list_runs
+
+    store.write_arrow(table(10), "etl", "r", P, 1)
+    (before,) = list_runs(store.objects, store.layout, "etl")
+    delete = store.objects.delete
+
+    def dies_after_one(keys: list[str]) -> int:
+        delete(keys[:1])
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(store.objects, "delete", dies_after_one)
+    with pytest.raises(RuntimeError):
+        store.release("etl", "r", run_finished=True, consumers_done=True)
+    assert list_runs(store.objects, store.layout, "etl") == [before]

@@ -139,8 +139,9 @@ DICTIONARY_MAX_DISTINCT = 0.5
 def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> Iterator[tuple[pa.Buffer, int]]:
     """Encode ``batches`` as Parquet bodies of about ``max_object_bytes`` each: ``(body, rows)``.
 
-    Rules: batches are gathered into row groups of about :data:`ROW_GROUP_BYTES` (at most ``max_object_bytes``);
-    an object is closed after the row group that brings it to ``max_object_bytes``; dictionary encoding is used
+    Rules: batches (sliced when one alone holds more than ``max_object_bytes`` of Arrow data) are gathered into row
+    groups of about :data:`ROW_GROUP_BYTES` (at most ``max_object_bytes``); an object is closed after the row group
+    that brings it to ``max_object_bytes``; dictionary encoding is used
     only for the columns :func:`dictionary_columns` picks from the first batch; Snappy compression (Spark's
     default). Only the object being encoded is held in memory.
     """
@@ -152,7 +153,8 @@ def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> 
         return
     chosen = dictionary_columns(first)
     sink, writer, rows = None, None, 0
-    for group in row_groups(_chain(first, batches), min(ROW_GROUP_BYTES, max_object_bytes)):
+    limit = min(ROW_GROUP_BYTES, max_object_bytes)
+    for group in row_groups(_sliced(_chain(first, batches), limit), limit):
         if writer is None:
             sink = pa.BufferOutputStream()
             writer = pq.ParquetWriter(sink, first.schema, compression="snappy", use_dictionary=chosen)
@@ -234,6 +236,17 @@ def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int) 
     for sub, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
         pieces.extend(write_batches(target, (batch for _, batch in runs), number, sub))
     return pieces
+
+
+def _sliced(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` with each one of more than ``limit`` Arrow bytes cut into slices of about ``limit`` bytes."""
+    for batch in batches:
+        if batch.nbytes <= limit or batch.num_rows < 2:
+            yield batch
+            continue
+        step = max(1, batch.num_rows * limit // batch.nbytes)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step)
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

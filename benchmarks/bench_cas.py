@@ -72,7 +72,7 @@ def seed_manifests(store: ResultStore, count: int, distinct: int) -> None:
 
 def bench_registry(store: ResultStore, count: int) -> dict[str, Any]:
     seed_start = time.perf_counter()
-    seed_manifests(store, count, max(1, count // 4))
+    seed_manifests(store, count, max(4, count // 4))
     seeded = time.perf_counter() - seed_start
     times = []
     for _ in range(3):

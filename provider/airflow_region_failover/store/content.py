@@ -27,8 +27,10 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -55,13 +57,19 @@ class Stored:
 
 
 def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memoryview, subpartition: int = -1,
-                *, part_size: int = 16 * 1024 * 1024, threads: int = 1) -> Stored:
+                *, part_size: int = 16 * 1024 * 1024, threads: int = 1,
+                announce: Callable[[str], str] | None = None) -> Stored:
     """Store ``body`` (one complete encoded object) content-addressed; uploads nothing if it is there (module
-    rule). ``subpartition`` >= 0: the object holds that subpartition of a keyed partition."""
+    rule). ``subpartition`` >= 0: the object holds that subpartition of a keyed partition. ``announce(sha256)``:
+    the key of an empty marker created first, which holds a reference while the write is under way
+    (:meth:`.keys.RunKeys.announcement`), so a sweeper never takes a live writer's objects for garbage."""
     view = memoryview(body)
     digest = hashlib.sha256(view).hexdigest()
     key = layout.cas_object(digest)
     entry = ObjectEntry(cas_name(digest), len(view), digest, subpartition, shared=True)
+    if announce is not None:
+        with contextlib.suppress(AlreadyCommitted):
+            objects.put_if_absent(announce(digest), b"", content_type="application/octet-stream")
     if len(view) <= part_size:
         try:
             objects.put_if_absent(key, bytes(view), content_type="application/octet-stream")

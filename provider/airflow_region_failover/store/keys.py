@@ -7,7 +7,9 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     R/<result>/manifests/P/A.json                 commit record of one attempt (conditional create)
     R/<result>/retired/P/A.json                   retirement marker of one attempt (conditional create)
     R/<result>/data/P/A-<writer>/part-<k:05d>[-s<j:05d>]-t<try>.parquet   data objects of one writer of one
-                                                  attempt (``-s<j>``: subpartition j of a keyed partition)
+                                                  attempt (``-s<j>``: subpartition j of a keyed partition;
+                                                  writers before manifest version 2)
+    R/<result>/data/P/A-<writer>/uses-<h>.ref     the writer is about to list shared object ``h`` (empty)
 
     <prefix>/cas/v1/<h[:2]>/<h>.parquet           a content-addressed data object (``h``: SHA-256 of its bytes,
                                                   64 lower-case hex digits), shared by every manifest listing it
@@ -216,6 +218,12 @@ class RunKeys:
         check_index(task_try, what="task try")
         sub = "" if subpartition < 0 else f"-s{check_index(subpartition, what='subpartition'):05d}"
         return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}{sub}-t{task_try}.parquet"
+
+
+    def announcement(self, partition: PartitionId, attempt: int, writer: str, digest: str) -> str:
+        """``R/<result>/data/P/A-<writer>/uses-<h>.ref``: an empty marker — this writer is about to list the shared
+        object ``h`` — that counts as a reference until the writer's prefix is swept (:mod:`.registry`)."""
+        return self.attempt_data(partition, attempt, writer) + f"uses-{check_sha256(digest)}.ref"
 
 
 def _pa(partition: PartitionId, attempt: int) -> str:

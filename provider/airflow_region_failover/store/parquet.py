@@ -201,8 +201,11 @@ def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int
 
     def store(body: pa.Buffer, rows: int, sequence: int) -> Piece:
         stored = put_content(objects, target.layout, body, subpartition, part_size=target.part_size,
-                             threads=target.threads)
+                             threads=target.threads, announce=announce)
         return Piece(stored, rows, number, sequence)
+
+    def announce(digest: str) -> str:
+        return target.keys.announcement(target.partition, target.attempt, target.writer, digest)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):

@@ -5,7 +5,11 @@ Rules:
 
 * **Derivation** (:func:`derive_registry`): the registry is never stored — it is the union of the shared objects
   listed by every manifest under ``<prefix>/v1/`` (every DAG, run, result, partition and attempt), each manifest
-  holding one reference to each object it lists. Retention (:func:`.lifecycle.apply_retention`, the settings
+  holding one reference to each object it lists; so does every *announcement* a writer creates before it puts an
+  object (``data/P/A-<writer>/uses-<h>.ref``, found by the same LIST), until the run-scoped sweep removes the
+  writer's prefix — after its commit (the manifest then holds the references) or once the writer has been idle
+  for longer than the grace, like any uncommitted attempt. A long Spark job's early objects are thus never
+  taken for garbage before its manifest lists them. Retention (:func:`.lifecycle.apply_retention`, the settings
   ``store_keep_last_runs`` / ``store_keep_days``) decides which manifests are retained by releasing the others, so
   there is no second source of truth to corrupt, and the registry's recovery after any crash is the derivation
   itself. Superseded and retired attempts' manifests hold their references too, until their run is released: the
@@ -42,6 +46,7 @@ WINDOW_SHARE = 0.25
 
 _MANIFEST_KEY = re.compile(rf"[^/]+/[^/]+/[^/]+/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _SHARED_KEY = re.compile(r"([0-9a-f]{2})/(\1[0-9a-f]{62})\.parquet\Z")
+_ANNOUNCEMENT = re.compile(rf"[^/]+/[^/]+/[^/]+/data/{PARTITION_PART}/a\d{{6}}-[0-9a-f]+/uses-([0-9a-f]{{64}})\.ref\Z")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class Registry:
     manifests: int
     unreadable: tuple[str, ...] = ()
     started: float = 0.0
+    announced: frozenset[str] = frozenset()
 
     @property
     def complete(self) -> bool:
@@ -60,8 +66,8 @@ class Registry:
         return not self.unreadable
 
     def referenced(self, sha256: str) -> bool:
-        """Whether some retained manifest lists the shared object ``sha256``."""
-        return self.references.get(sha256, 0) > 0
+        """Whether some retained manifest lists the shared object ``sha256``, or a writer announced it."""
+        return self.references.get(sha256, 0) > 0 or sha256 in self.announced
 
 
 def count_references(manifests: Iterable[Manifest]) -> Counter[str]:
@@ -74,16 +80,24 @@ def count_references(manifests: Iterable[Manifest]) -> Counter[str]:
 
 def manifest_keys(root: str, items: Iterable[Listed]) -> list[str]:
     """The manifest keys among ``items`` listed under ``root`` (``/``-ended), outside nested deployments."""
+    return scan_root(root, items)[0]
+
+
+def scan_root(root: str, items: Iterable[Listed]) -> tuple[list[str], frozenset[str]]:
+    """The manifest keys and the announced hashes among ``items`` listed under ``root``, outside nested
+    deployments."""
     listed = list(items)
     kept = outside_nested(listed, nested_prefixes(root, listed))
-    return [item.key for item in kept if _MANIFEST_KEY.match(item.key[len(root):])]
+    manifests = [item.key for item in kept if _MANIFEST_KEY.match(item.key[len(root):])]
+    announced = {m.group(1) for item in kept if (m := _ANNOUNCEMENT.match(item.key[len(root):]))}
+    return manifests, frozenset(announced)
 
 
 def derive_registry(objects: Objects, layout: Layout, threads: int = 16) -> Registry:
     """Derive the registry (module rule): one LIST of the results' root, then every manifest GET in parallel."""
     started = time.time()
     root = layout.root + "/"
-    keys = manifest_keys(root, objects.listing(root))
+    keys, announced = scan_root(root, objects.listing(root))
 
     def load(key: str) -> Manifest | str | None:
         body = objects.get(key)
@@ -98,7 +112,7 @@ def derive_registry(objects: Objects, layout: Layout, threads: int = 16) -> Regi
         loaded = list(pool.map(load, keys))
     manifests = [m for m in loaded if isinstance(m, Manifest)]
     unreadable = tuple(m for m in loaded if isinstance(m, str))
-    return Registry(dict(count_references(manifests)), len(manifests), unreadable, started)
+    return Registry(dict(count_references(manifests)), len(manifests), unreadable, started, announced)
 
 
 @dataclass(frozen=True)

@@ -127,3 +127,22 @@ def test_a_release_killed_mid_way_keeps_the_run_record_so_retention_finds_the_ru
     with pytest.raises(RuntimeError):
         store.release("etl", "r", run_finished=True, consumers_done=True)
     assert list_runs(store.objects, store.layout, "etl") == [before]
+
+
+def test_a_live_writers_announcement_keeps_an_old_object_it_is_about_to_list(store: ResultStore) -> None:
+    """A writer announces each object before its put (``uses-<h>.ref`` under its prefix): until its prefix is swept
+    (committed, or idle for longer than the grace) the announcement is a reference, so a long job's objects — or
+    an old one it re-produced — are not garbage before its manifest lists them."""
+    from airflow_region_failover.store.content import put_content
+
+    old = put_content(store.objects, store.layout, b"produced long ago").entry
+    time.sleep(2.5)
+    keys = store.run_keys("etl", "long-job")
+    again = put_content(store.objects, store.layout, b"produced long ago",
+                        announce=lambda sha: keys.announcement(P, 1, "abcdef12", sha))
+    assert not again.uploaded
+    report = store.sweep(grace_seconds=2.0, min_grace_seconds=0)
+    assert report.shared.deleted == 0 and report.shared.referenced == 1
+    assert store.objects.head(store.layout.cas_object(old.sha256)) is not None
+    store.objects.delete([keys.announcement(P, 1, "abcdef12", old.sha256)])  # the writer died long ago
+    assert store.sweep(grace_seconds=2.0, min_grace_seconds=0).shared.deleted == 1

@@ -98,7 +98,7 @@ class StoreConfig:
     upload_threads: int = 4
     verify_on_read: bool = True
     spark_io: str = "executors"
-    max_object_bytes: int = 64 * MiB
+    max_object_bytes: int = 16 * MiB
     min_grace_seconds: float = MIN_GRACE_SECONDS
 
     def __post_init__(self) -> None:

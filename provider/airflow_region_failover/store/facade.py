@@ -138,14 +138,15 @@ class ResultStore:
         except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
             self._discard(target)
             raise
+        self._discard(target)  # only its announcements are there: the manifest holds the references now
         log.info("committed %s of %s/%s attempt %d: %d rows, %d objects, %d bytes; %s", target.partition,
                  target.keys.dag_id, target.keys.run_id, target.attempt, manifest.row_count,
                  len(manifest.objects), manifest.total_bytes, written.tally.describe())
         return manifest, written.tally
 
     def _discard(self, target: parquet.Target) -> None:
-        """Delete this writer's run-scoped objects (shared ones may be another writer's too: the sweeper judges
-        them by the manifests)."""
+        """Delete this writer's run-scoped keys: its announcements (:meth:`.keys.RunKeys.announcement`); shared
+        objects may be another writer's too, the sweeper judges them by the manifests."""
         prefix = target.keys.attempt_data(target.partition, target.attempt, target.writer)
         try:
             self.objects.delete([item.key for item in self.objects.listing(prefix)])

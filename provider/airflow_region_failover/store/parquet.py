@@ -106,7 +106,7 @@ class Target:
     writer: str
     part_size: int
     threads: int
-    max_object_bytes: int = 64 * 1024 * 1024
+    max_object_bytes: int = 16 * 1024 * 1024
 
     def objects(self) -> Objects:
         """Guarded object operations through this process's cached client."""

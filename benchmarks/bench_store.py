@@ -88,7 +88,7 @@ def raw_upload(store: ResultStore, manifest: Manifest, threads: int) -> tuple[fl
 
     keys = store.run_keys(manifest.dag_id, manifest.run_id)
     client = store.objects.client
-    bodies = [client.get_object(Bucket=store.layout.bucket, Key=keys.run_prefix + o.key)["Body"].read()
+    bodies = [client.get_object(Bucket=store.layout.bucket, Key=keys.object_key(o.key, o.shared))["Body"].read()
               for o in manifest.objects]
     config = TransferConfig(multipart_threshold=store.config.part_size, multipart_chunksize=store.config.part_size,
                             max_concurrency=store.config.upload_threads)
@@ -135,7 +135,10 @@ def bench_references(spark: Any, df: Any, tmp: str) -> dict[str, float]:
 def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: int) -> dict[str, float]:
     from dataclasses import replace
 
-    s = ResultStore(replace(store.config, spark_io=mode), client=store.objects.client)
+    # a fresh prefix per round: data objects are content-addressed per prefix, so a second round of the same rows
+    # into the same prefix would upload nothing (bench_cas.py measures that case)
+    s = ResultStore(replace(store.config, spark_io=mode, prefix=f"{store.config.prefix}-{time.time_ns()}"),
+                    client=store.objects.client)
     part = PartitionId("bench", 0)
     run = f"write-{mode}-{time.time_ns()}"
     write_s, write_cpu, manifest = timed_cpu(lambda: s.write(df, "bench", run, part, 1))

@@ -60,7 +60,7 @@ def test_a_committed_partition_whose_data_objects_are_gone_restarts_its_producer
     run_id = "deleted-object"
     commit_b(store, run_id)
     manifest = store.manifest(DAG, run_id, PartitionId("b->c", 1))
-    store.objects.delete([store.run_keys(DAG, run_id).run_prefix + o.key for o in manifest.objects])
+    store.objects.delete([store.run_keys(DAG, run_id).object_key(o.key, o.shared) for o in manifest.objects])
     svc = services(store)
     handle_failure(DAG, run_id, event(), spec(), svc, now=lambda: 100.0)
     [decision] = svc.logs().read(DAG, run_id).decisions

@@ -35,7 +35,7 @@ import json, sys, time, secrets
 import pyarrow as pa
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.objects import UploadStream
+from airflow_region_failover.store.upload import UploadStream
 cfg = json.loads(sys.stdin.readline())
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],
                                   prefix=cfg["prefix"], part_size=5 * 1024 * 1024, upload_threads=1)
@@ -83,8 +83,10 @@ def test_sigkill_mid_upload_leaves_nothing_visible_and_rerun_commits(s3_server: 
     keys = store.run_keys("etl", "r1")
     assert not store.checker("etl", "r1", "fast").is_available(P)
     assert not store.checker("etl", "r1", "deep").is_available(P)
-    assert list(store.objects.listing(keys.data_prefix(P.result))) == []  # nothing half-visible
-    assert store.objects.stale_uploads(keys.run_prefix, time.time() + 60)  # the open upload is there...
+    data = [i.key for i in store.objects.listing(keys.data_prefix(P.result))]
+    assert all(key.endswith(".ref") for key in data)  # nothing half-visible (only the writer's announcement)
+    assert list(store.objects.listing(store.layout.cas_root + "/")) == []
+    assert store.objects.stale_uploads(store.layout.cas_root + "/", time.time() + 60)  # the open upload is there...
     manifest = store.write_arrow(random_table(1000), "etl", "r1", P, 2)  # ...and the rerun commits cleanly
     assert store.checker("etl", "r1", "deep").is_available(P)
     assert store.read_arrow("etl", "r1", P).num_rows == 1000 and manifest.attempt == 2
@@ -117,8 +119,11 @@ def test_racing_committers_exactly_one_wins(s3_server: S3Endpoint, prefix: str) 
     current = store.manifest("etl", "race", P)
     assert current == winners[0]
     assert store.read_arrow("etl", "race", P).num_rows == current.row_count
-    data = [i.key for i in store.objects.listing(store.run_keys("etl", "race").data_prefix(P.result))]
-    assert len(data) == 1  # losers discarded their data
+    shared = store.layout.cas_root + "/"
+    assert len(list(store.objects.listing(shared))) == 4  # every writer's object; the losers' are garbage...
+    report = store.sweep(grace_seconds=3600, now=time.time() + 3601)
+    assert report.shared.deleted == 3 and report.shared.referenced == 1  # ...which the sweeper removes
+    assert store.read_arrow("etl", "race", P).num_rows == current.row_count
 
 
 def test_rerun_and_zombie_in_the_same_run(s3_server: S3Endpoint, prefix: str) -> None:
@@ -136,7 +141,7 @@ def test_rerun_and_zombie_in_the_same_run(s3_server: S3Endpoint, prefix: str) ->
 def test_deleted_or_truncated_object_fails_the_deep_check(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
     manifest = store.write_arrow(random_table(5000), "etl", "deep", P, 1)
-    key = store.run_keys("etl", "deep").run_prefix + manifest.objects[0].key
+    key = store.run_keys("etl", "deep").object_key(manifest.objects[0].key, shared=True)
     client = store.objects.client
     body = client.get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
     client.put_object(Bucket=s3_server.bucket, Key=key, Body=body[:-10])

@@ -59,8 +59,8 @@ def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: 
     target = parquet.Target(store.config.access, store.layout, keys, P, 1, secrets.token_hex(8), 5 * MiB, threads)
     tables = [pa.table({"blob": pa.array([os.urandom(1024) for _ in range(4 * 1024)], pa.binary())})
               for _ in range(count)]
-    written = [parquet.write_batches(target, iter(t.to_batches()), number, 0) for number, t in enumerate(tables)]
-    entries = tuple(w[0] for w in written if w is not None)
+    written = [parquet.write_batches(target, iter(t.to_batches()), number) for number, t in enumerate(tables)]
+    entries = tuple(piece.stored.entry for pieces in written for piece in pieces)
     protocol.commit(store.objects, keys, Manifest("etl", "many", P, 1, target.writer, "{}", 4 * 1024 * count,
                                                   entries, protocol.now_iso()))
     total = sum(e.size for e in entries)

@@ -79,9 +79,28 @@ def test_failed_spark_task_commits_nothing_and_rerun_commits(spark: Any, s3_serv
     assert store.partitions("etl", "fail", P.result) == ()
     manifest = store.write(df, "etl", "fail", P, 2)
     assert store.read(spark, "etl", "fail", P).count() == 60_000 == manifest.row_count
-    listed = {i.key for i in store.objects.listing(keys.data_prefix(P.result))}
-    assert {keys.run_prefix + o.key for o in manifest.objects} <= listed
+    listed = {i.key for i in store.objects.listing(store.layout.cas_root + "/")}
+    assert {keys.object_key(o.key, o.shared) for o in manifest.objects} <= listed
     store.sweep(grace_seconds=3600, now=time.time() + 3601)  # removes the failed attempt's completed objects
-    assert {i.key for i in store.objects.listing(keys.data_prefix(P.result))} == {
-        keys.run_prefix + o.key for o in manifest.objects}
+    assert {i.key for i in store.objects.listing(store.layout.cas_root + "/")} == {
+        keys.object_key(o.key, o.shared) for o in manifest.objects}
     assert store.is_available("etl", "fail", P, "deep", verify_checksums=True)
+
+
+def test_a_restart_reproducing_the_same_rows_uploads_nothing(spark: Any, s3_server: S3Endpoint) -> None:
+    """Spark tasks cut their output into bounded content-addressed objects; the same rows give the same bytes, so a
+    restart (attempt 2) and a later run upload nothing and list the same objects."""
+    MiB = 1024 * 1024
+    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                      s3_server.bucket, prefix=f"spark-{secrets.token_hex(4)}", max_object_bytes=MiB)
+    df = spark.range(0, 100_000, 1, 2).selectExpr("id", "sha2(cast(id AS string), 256) AS h")
+    first, written = store.write_counted(df, "etl", "cas", P, 1)
+    assert len(first.objects) > 2 and all(o.shared for o in first.objects)  # several objects per task
+    assert written.new_bytes == written.bytes == first.total_bytes
+    again, restart = store.write_counted(df, "etl", "cas", P, 2)
+    later, scheduled = store.write_counted(df, "etl", "cas-next", P, 1)
+    assert again.objects == later.objects == first.objects
+    assert (restart.new_bytes, restart.new_objects, scheduled.new_bytes) == (0, 0, 0)
+    assert restart.bytes == written.bytes
+    back = store.read(spark, "etl", "cas", P)
+    assert back.count() == 100_000 and sorted(df.exceptAll(back).collect()) == []

@@ -1,13 +1,15 @@
 """``region-failover gc``: sweep uncommitted attempts and orphans, and apply retention (maintenance DAG too).
 
-Rules: the sweep only removes what no committed manifest references and what is older than ``--grace`` (a
-writer's age is its newest object or upload part); ``--grace`` below 15 min is refused before anything is read
-(a live writer could be swept); held runs, results with a manifest this version cannot read and other
-deployments' prefixes nested in ours are kept. Retention runs only when ``[region_failover]
-store_keep_last_runs`` and/or ``store_keep_days`` are set, and releases a run only if Airflow's REST API
-(connection ``[region_failover] api_conn_id``) says it is ``success`` or ``failed`` — a run whose state cannot be
-read counts as unfinished and is kept. The committed partitions of every released run are reported to OpenLineage
-as dropped (when the openlineage provider is installed and configured; README "Lineage").
+Rules: retention runs first (it releases runs, i.e. their manifests), then the sweep, which only removes what no
+remaining manifest references and what is older than ``--grace`` (a writer's age is its newest object or upload
+part; a shared content-addressed object's age is its last-modified time, :mod:`..store.registry`); ``--grace``
+below 15 min is refused before anything is read (a live writer could be swept); held runs, results with a
+manifest this version cannot read and other deployments' prefixes nested in ours are kept. Retention runs only
+when ``[region_failover] store_keep_last_runs`` and/or ``store_keep_days`` are set, and releases a run only if
+Airflow's REST API (connection ``[region_failover] api_conn_id``) says it is ``success`` or ``failed`` — a run
+whose state cannot be read counts as unfinished and is kept. The committed partitions of every
+released run are reported to OpenLineage as dropped (when the openlineage provider is installed and configured;
+README "Lineage").
 """
 
 from __future__ import annotations
@@ -47,11 +49,11 @@ def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None
            run_finished: Callable[[str], Callable[[str], bool]], dry_run: bool = False,
            min_grace_seconds: float = MIN_GRACE_SECONDS,
            report_dropped: Callable[[Layout, list[str]], bool] = lineage.emit_dropped) -> dict[str, Any]:
-    """Sweep, then apply retention per DAG; returns a summary (what was or would be removed, and what was kept).
+    """Apply retention per DAG (releasing manifests), then sweep (what no retained manifest lists); returns a
+    summary (what was or would be removed, and what was kept).
 
     The committed partitions of the runs retention released are reported dropped (``report_dropped``: OpenLineage,
     :func:`~airflow_region_failover.operators.lineage.emit_dropped`); a dry run reports nothing."""
-    report = store.sweep(grace_seconds, dry_run=dry_run, min_grace_seconds=min_grace_seconds)
     released: dict[str, list[str]] = {}
     dropped: list[str] = []
     if retention is not None:
@@ -63,7 +65,12 @@ def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None
             if runs:
                 released[dag_id] = list(runs)
             dropped.extend(name for run_id in runs for name in doomed.get(run_id, ()))
-    return {"dry_run": dry_run, "swept_objects": report.deleted_objects, "aborted_uploads": report.aborted_uploads,
+    report = store.sweep(grace_seconds, dry_run=dry_run, min_grace_seconds=min_grace_seconds)
+    shared = report.shared
+    return {"shared_objects_swept": shared.deleted, "shared_objects_referenced": shared.referenced,
+            "shared_objects_deferred": shared.deferred, "manifests_read": shared.manifests,
+            "shared_sweep_skipped_unreadable": shared.skipped_incomplete,
+            "dry_run": dry_run, "swept_objects": report.deleted_objects, "aborted_uploads": report.aborted_uploads,
             "held_runs_skipped": len(report.skipped_runs), "released_runs": released,
             "live_uploads_kept": report.live_writers, "unreadable_manifests_kept": list(report.unreadable_manifests),
             "nested_deployments_skipped": list(report.nested_deployments),

@@ -3,8 +3,9 @@
 Rules: *fast* mode trusts the manifest alone — the partition has a current version by the reader rule of
 :mod:`.commit` (a committed manifest above the fence). *deep* mode also loads that manifest and requires every
 object it lists to be present with the recorded size (by one LIST of the data prefix, or one HEAD per object —
-``probe``), and with ``verify_checksums`` re-reads every object and compares its SHA-256. Partitions the failure
-names as unavailable are unavailable whatever S3 says; that naming lives in one checker and does not persist.
+``probe``; a shared, content-addressed object always by a HEAD), and with ``verify_checksums`` re-reads every
+object and compares its SHA-256. Partitions the failure names as unavailable are unavailable whatever S3 says;
+that naming lives in one checker and does not persist.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def object_problems(objects: Objects, keys: RunKeys, manifest: Manifest, sizes: 
     """What is wrong with the manifest's objects (empty list: all present with recorded size/checksum)."""
     problems = []
     for entry in manifest.objects:
-        key = keys.run_prefix + entry.key
-        size = sizes.get(key) if sizes is not None else objects.head_size(key)
+        key = keys.object_key(entry.key, entry.shared)
+        size = sizes.get(key) if sizes is not None and not entry.shared else objects.head_size(key)
         if size is None:
             problems.append(f"{key} is missing")
         elif size != entry.size:

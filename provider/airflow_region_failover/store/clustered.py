@@ -9,10 +9,9 @@ Rules:
   one Spark task (``repartition(n, tag)``; a requested count is one adaptive execution does not coalesce), and
   sorted within each task by tag, cluster key, then the other columns (:func:`~.chunking.sort_order`; columns
   Spark cannot order — maps — are left out, so rows equal in everything else may swap and only cost sharing).
-* Every task cuts each of its sequences with :func:`~.chunking.chunk_batches` and hands each chunk's
-  :func:`~.chunking.encode`-d body to :func:`store_body` — the seam a content-addressed store replaces
-  (there, an object that already exists uploads nothing). Here it PUTs the body under this attempt's
-  run-scoped key ``part-<task>[-s<sub>]-c<chunk>-t<try>.parquet``.
+* Every task cuts each of its sequences with :func:`~.chunking.chunk_batches` and stores each chunk's
+  :func:`~.chunking.encode`-d body content-addressed (:func:`~.content.put_content`): a chunk whose bytes are
+  already in the shared area uploads nothing, which is what makes unchanged rows free in the next run.
 * A cluster column missing from the step's output, or nested (array, map, struct: its values are not hashed), is a
   :class:`StepOutputError` naming the step, the edge and the column (like ``partition_by``'s
   :func:`~.parquet.check_key_columns`), raised on the driver before any task runs.
@@ -21,29 +20,35 @@ Rules:
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, encode, sort_order
-from airflow_region_failover.store.manifest import ObjectEntry
+from airflow_region_failover.store.content import put_content
 from airflow_region_failover.store.parquet import (
     _UPLOAD_SCHEMA,
     SUBPARTITION_COLUMN,
     Cut,
+    Piece,
     Target,
     Written,
+    _tally,
     _written,
     check_key_columns,
     key_group_column,
+    piece_rows,
     split_batches,
+    written_from_rows,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+log = logging.getLogger(__name__)
 WHOLE_BUCKETS = 8
 """Sequences a whole (unkeyed) clustered partition is cut into, by the hash of its cluster key."""
 
@@ -87,30 +92,24 @@ class Clustering:
                 .sortWithinPartitions(F.col(SUBPARTITION_COLUMN), *order))
 
 
-def chunk_key(target: Target, number: int, task_try: int, subpartition: int, chunk: int) -> str:
-    """The run-scoped key of chunk ``chunk`` of Spark task ``number`` (module rule)."""
-    plain = target.keys.data_object(target.partition, target.attempt, target.writer, number, task_try, subpartition)
-    return plain.removesuffix(f"-t{task_try}.parquet") + f"-c{chunk:05d}-t{task_try}.parquet"
-
-
-def store_body(target: Target, body: bytes, key: str, subpartition: int) -> ObjectEntry:
-    """Upload one complete object body with a single PUT under ``key``; its manifest entry (the seam a
-    content-addressed store replaces: same body in, entry with size and SHA-256 out)."""
-    with target.objects().upload(key, max(target.part_size, len(body) + 1), 1) as stream:
-        stream.write(body)
-        size, sha = stream.finish()
-    return ObjectEntry(key[len(target.keys.run_prefix):], size, sha, subpartition)
-
-
 def write_sequences(target: Target, batches: Iterator[pa.RecordBatch], clustering: Clustering, number: int,
-                    task_try: int, keyed: bool) -> Iterator[tuple[ObjectEntry, int]]:
-    """Chunk every tagged, sorted sequence of ``batches`` and store each chunk: ``(entry, rows)`` per object."""
-    counter = itertools.count()
+                    keyed: bool) -> list[Piece]:
+    """Chunk every tagged, sorted sequence of ``batches`` and store each chunk content-addressed (module rule);
+    one :class:`~.parquet.Piece` per object, in sequence order."""
+    objects = target.objects()
+
+    def announce(digest: str) -> str:
+        return target.keys.announcement(target.partition, target.attempt, target.writer, digest)
+
+    pieces: list[Piece] = []
+    sequence = itertools.count()
     for tag, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
         sub = tag if keyed else -1
         for chunk in chunk_batches((batch for _, batch in runs), clustering.cluster_by, clustering.policy):
-            key = chunk_key(target, number, task_try, sub, next(counter))
-            yield store_body(target, encode(chunk), key, sub), chunk.num_rows
+            stored = put_content(objects, target.layout, encode(chunk), sub, part_size=target.part_size,
+                                 threads=target.threads, announce=announce)
+            pieces.append(Piece(stored, chunk.num_rows, number, next(sequence)))
+    return pieces
 
 
 @dataclass(frozen=True)
@@ -122,31 +121,26 @@ class _ClusteredUploader:
     keyed: bool
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        number, task_try = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
-        written = list(write_sequences(self.target, iter(batches), self.clustering, number, task_try, self.keyed))
-        if written:
-            yield pa.RecordBatch.from_pylist(
-                [{"key": e.key, "size": e.size, "sha256": e.sha256, "rows": rows, "subpartition": e.subpartition}
-                 for e, rows in written],
-                schema=pa.schema([("key", pa.string()), ("size", pa.int64()), ("sha256", pa.string()),
-                                  ("rows", pa.int64()), ("subpartition", pa.int64())]))
+        number = context.partitionId() if context else 0
+        pieces = write_sequences(self.target, iter(batches), self.clustering, number, self.keyed)
+        log.info("%s task %d: %s", self.target.partition, number, _tally(pieces).describe())
+        if pieces:
+            yield piece_rows(pieces)
 
 
 def write_with_executors(df: DataFrame, target: Target, cut: Cut | None, clustering: Clustering) -> Written:
-    """Every Spark task chunks and uploads its sequences; returns the objects (module rule)."""
+    """Every Spark task chunks and stores its sequences; returns the objects (module rule)."""
     frame = clustering.prepare(df, cut)
     rows = frame.mapInArrow(_ClusteredUploader(target.shipped(), clustering, cut is not None),
                             _UPLOAD_SCHEMA).collect()
-    return _written([(ObjectEntry(r["key"], int(r["size"]), r["sha256"], int(r["subpartition"])), int(r["rows"]))
-                     for r in rows])
+    return written_from_rows(rows)
 
 
 def write_with_driver(df: DataFrame, target: Target, cut: Cut | None, clustering: Clustering) -> Written:
     """Collect the prepared frame as Arrow in the driver, then chunk and upload it there."""
     table = clustering.prepare(df, cut).toArrow()
     batches = iter(table.to_batches())
-    return _written(list(write_sequences(target, batches, clustering, 0, 0, cut is not None)))
+    return _written(write_sequences(target, batches, clustering, 0, cut is not None))

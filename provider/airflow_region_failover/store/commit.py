@@ -5,14 +5,17 @@ Per partition and producer attempt (Airflow's ``try_number``, increasing within 
 1. **begin** (:func:`begin_attempt`): the new attempt retires every lower attempt — a marker
    ``retired/P/A.json`` per committed lower attempt (keeping its content checksum) and one for ``attempt - 1``
    — so the *fence* (highest retired attempt) is at least ``attempt - 1``.
-2. **write**: data objects go under ``data/P/A-<writer>/`` (``writer`` is a random token, so two writers of the
-   same attempt never share a key); uploads abort on error.
+2. **write**: data objects are content-addressed in the shared area (:mod:`.content`: an object already there is
+   not uploaded again; older writers put them under ``data/P/A-<writer>/``, ``writer`` a random token); an upload
+   is visible only when complete.
 3. **commit** (:func:`commit`): refused with :class:`Superseded` if the fence is >= ``attempt`` or a higher
    attempt has committed, and with :class:`IncompleteCommit` unless every object the manifest lists is there with
-   its recorded size (one LIST of the writer's prefix); otherwise the manifest ``manifests/P/A.json`` is created
-   with ``If-None-Match: *``. Exactly one writer of an attempt wins; the loser gets :class:`AlreadyCommitted` and
-   the first commit stands. A writer whose own PUT landed but whose response was lost (the retry gets 412)
-   finds its own manifest there — same writer token, same objects — and that is its commit, not a loss.
+   its recorded size (one LIST of the writer's prefix for run-scoped objects; a HEAD per shared object, which
+   also refreshes stale ones and bounds the time to the PUT: :mod:`.content`); otherwise the manifest
+   ``manifests/P/A.json`` is created with ``If-None-Match: *``. Exactly one writer of an attempt wins; the loser
+   gets :class:`AlreadyCommitted` and the first commit stands. A writer whose own PUT landed but whose response
+   was lost (the retry gets 412) finds its own manifest there — same writer token, same objects — and that is
+   its commit, not a loss.
 4. **retire** (:func:`retire_current`): the failover loop retires the current version of a partition it is
    about to re-produce; the marker keeps the content checksum, to compare a re-produced result with it.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -38,6 +42,7 @@ from airflow_region_failover.exceptions import (
     Superseded,
 )
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store.content import MIN_GRACE_SECONDS, commit_deadline, confirm_shared
 from airflow_region_failover.store.keys import PARTITION_PART, RunKeys
 from airflow_region_failover.store.manifest import Manifest, Retirement
 from airflow_region_failover.store.objects import Objects
@@ -166,15 +171,23 @@ def _refuse_if_superseded(keys: RunKeys, state: PartitionState, attempt: int) ->
         raise Superseded(f"{where}: attempt {max(newer)} has committed; attempt {attempt} may not commit")
 
 
-def commit(objects: Objects, keys: RunKeys, manifest: Manifest) -> Manifest:
+def commit(objects: Objects, keys: RunKeys, manifest: Manifest,
+           min_grace_seconds: float = MIN_GRACE_SECONDS) -> Manifest:
     """Commit ``manifest`` (step 3) and return the committed manifest.
 
     :class:`Superseded`, :class:`IncompleteCommit` or :class:`AlreadyCommitted` if it may not or did not win; a
     manifest of this writer with these objects already in place is this writer's own earlier PUT: returned as is.
+    ``min_grace_seconds``: the sweepers' grace floor the shared objects are confirmed against (:mod:`.content`).
     """
-    state = state_of(objects, keys, manifest.partition)
-    _refuse_if_superseded(keys, state, manifest.attempt)
-    check_objects(objects, keys, manifest)
+    for _ in range(3):
+        checked = check_objects(objects, keys, manifest, min_grace_seconds)
+        state = state_of(objects, keys, manifest.partition)
+        _refuse_if_superseded(keys, state, manifest.attempt)
+        if time.time() <= commit_deadline(checked, min_grace_seconds):
+            break
+    else:
+        raise IncompleteCommit(f"{manifest.partition} of {keys.dag_id}/{keys.run_id}: the store is too slow to "
+                               "commit within the grace floor's bound after confirming the objects; retry the task")
     key = keys.manifest(manifest.partition, manifest.attempt)
     try:
         objects.put_if_absent(key, manifest.to_json())
@@ -198,14 +211,18 @@ def _standing(objects: Objects, key: str) -> Manifest | None:
         return None
 
 
-def check_objects(objects: Objects, keys: RunKeys, manifest: Manifest) -> None:
+def check_objects(objects: Objects, keys: RunKeys, manifest: Manifest,
+                  min_grace_seconds: float = MIN_GRACE_SECONDS) -> float:
     """Raise :class:`IncompleteCommit` naming the first object of ``manifest`` that is missing or has another size
-    than recorded: one LIST of the writer's prefix, where a writer puts every object (one LIST per other folder a
-    hand-made manifest may name)."""
-    folders = sorted({(keys.run_prefix + entry.key).rsplit("/", 1)[0] + "/" for entry in manifest.objects})
-    sizes = {item.key: item.size for folder in folders for item in objects.listing(folder)}
+    than recorded: one LIST of the writer's prefix, where a writer puts every run-scoped object (one LIST per other
+    folder a hand-made manifest may name); shared objects are confirmed by :func:`.content.confirm_shared`. Returns
+    when the check started."""
     where = f"{manifest.partition} of {keys.dag_id}/{keys.run_id} attempt {manifest.attempt}"
-    for entry in manifest.objects:
+    checked = confirm_shared(objects, objects.layout, manifest.objects, where, min_grace_seconds)
+    scoped = [entry for entry in manifest.objects if not entry.shared]
+    folders = sorted({(keys.run_prefix + entry.key).rsplit("/", 1)[0] + "/" for entry in scoped})
+    sizes = {item.key: item.size for folder in folders for item in objects.listing(folder)}
+    for entry in scoped:
         key = keys.run_prefix + entry.key
         size = sizes.get(key)
         if size is None:
@@ -214,6 +231,7 @@ def check_objects(objects: Objects, keys: RunKeys, manifest: Manifest) -> None:
         if size != entry.size:
             raise IncompleteCommit(f"{where}: object {key} has {size} bytes, the manifest says {entry.size}; "
                                    "nothing was committed: retry the task to write the partition again")
+    return checked
 
 
 def retire_current(objects: Objects, keys: RunKeys, partition: PartitionId, reason: str) -> Retirement | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_region_failover import conf
+from airflow_region_failover.store.content import MIN_GRACE_SECONDS
 from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.lifecycle import Retention
 
@@ -84,7 +85,10 @@ class StoreConfig:
 
     ``part_size``: multipart part size; ``upload_threads``: parts in flight per object; ``verify_on_read``:
     check every object's size and SHA-256 when reading; ``spark_io``: ``"executors"`` (each Spark task uploads
-    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there).
+    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``max_object_bytes``: a
+    Spark task's output is cut into content-addressed objects of about this many bytes (each is held in memory
+    while it is encoded and hashed); ``min_grace_seconds``: the grace floor of every sweeper of this store, which
+    writers rely on when they list objects already there (:mod:`.content`).
     """
 
     bucket: str
@@ -94,6 +98,8 @@ class StoreConfig:
     upload_threads: int = 4
     verify_on_read: bool = True
     spark_io: str = "executors"
+    max_object_bytes: int = 16 * MiB
+    min_grace_seconds: float = MIN_GRACE_SECONDS
 
     def __post_init__(self) -> None:
         Layout(self.bucket, self.prefix)  # validates bucket and prefix, naming the offender
@@ -103,6 +109,10 @@ class StoreConfig:
             raise ValueError(f"upload_threads {self.upload_threads} must be >= 1")
         if self.spark_io not in {"executors", "driver"}:
             raise ValueError(f"spark_io {self.spark_io!r} must be 'executors' or 'driver'")
+        if self.max_object_bytes < MiB:
+            raise ValueError(f"max_object_bytes {self.max_object_bytes} must be at least 1 MiB")
+        if not self.min_grace_seconds > 0:
+            raise ValueError(f"min_grace_seconds {self.min_grace_seconds} must be > 0")
 
     @property
     def layout(self) -> Layout:

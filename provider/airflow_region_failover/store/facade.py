@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import clustered, lifecycle, parquet
+from airflow_region_failover.store import clustered, lifecycle, parquet, reading
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
+from airflow_region_failover.store.content import Tally
 from airflow_region_failover.store.deployment import mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
@@ -86,8 +87,14 @@ class ResultStore:
 
         Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
         writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
-        this writer's data is deleted and the standing commit is kept.
+        the standing commit is kept (objects this writer uploaded are left to the sweeper).
         """
+        return self.write_counted(df, dag_id, run_id, partition, attempt, inputs, code, cut, clustering)[0]
+
+    def write_counted(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
+                      inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
+                      clustering: Clustering | None = None) -> tuple[Manifest, Tally]:
+        """:meth:`write`, also returning what it uploaded vs found already stored."""
         target = self._begin(dag_id, run_id, partition, attempt)
         driver = self.config.spark_io == "driver"
         if clustering is not None:
@@ -100,6 +107,11 @@ class ResultStore:
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
                     spark_schema: str = "") -> Manifest:
         """Persist an Arrow table (no Spark) and commit it; ``spark_schema`` defaults to one derived from Arrow."""
+        return self.write_arrow_counted(table, dag_id, run_id, partition, attempt, spark_schema)[0]
+
+    def write_arrow_counted(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
+                            spark_schema: str = "") -> tuple[Manifest, Tally]:
+        """:meth:`write_arrow`, also returning what it uploaded vs found already stored."""
         target = self._begin(dag_id, run_id, partition, attempt)
         schema = spark_schema or _spark_schema_of(table)
         return self._finish(target, lambda: parquet.write_arrow(table, target), schema)
@@ -118,26 +130,31 @@ class ResultStore:
                      [r.attempt for r in retired])
         lifecycle.record_run(self.objects, keys)
         return parquet.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
-                               self.config.part_size, self.config.upload_threads)
+                              self.config.part_size, self.config.upload_threads, self.config.max_object_bytes)
 
     def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
-                inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None) -> Manifest:
+                inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
+                ) -> tuple[Manifest, Tally]:
         try:
             written = write()
             keyed = None if cut is None else partitioning(cut.partition_by, cut.max_parallelism, cut.ranges,
                                                           written.objects, written.subpartition_rows)
             manifest = protocol.commit(self.objects, target.keys, Manifest(
                 target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer, schema,
-                written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code, partitioning=keyed))
+                written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code, partitioning=keyed),
+                self.config.min_grace_seconds)
         except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
             self._discard(target)
             raise
-        log.info("committed %s of %s/%s attempt %d: %d rows, %d objects, %d bytes", target.partition,
+        self._discard(target)  # only its announcements are there: the manifest holds the references now
+        log.info("committed %s of %s/%s attempt %d: %d rows, %d objects, %d bytes; %s", target.partition,
                  target.keys.dag_id, target.keys.run_id, target.attempt, manifest.row_count,
-                 len(manifest.objects), manifest.total_bytes)
-        return manifest
+                 len(manifest.objects), manifest.total_bytes, written.tally.describe())
+        return manifest, written.tally
 
     def _discard(self, target: parquet.Target) -> None:
+        """Delete this writer's run-scoped keys: its announcements (:meth:`.keys.RunKeys.announcement`); shared
+        objects may be another writer's too, the sweeper judges them by the manifests."""
         prefix = target.keys.attempt_data(target.partition, target.attempt, target.writer)
         try:
             self.objects.delete([item.key for item in self.objects.listing(prefix)])
@@ -160,14 +177,14 @@ class ResultStore:
         dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
         target = parquet.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
-        return parquet.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
+        return reading.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
                                       objects)
 
     def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
         """The current committed version as an Arrow table (no Spark)."""
         keys = self.run_keys(dag_id, run_id)
         manifest = protocol.current_manifest(self.objects, keys, check_partition(partition))
-        return parquet.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
+        return reading.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
                                    self.config.upload_threads)
 
     def partitions(self, dag_id: str, run_id: str, result: str) -> tuple[PartitionId, ...]:
@@ -219,10 +236,12 @@ class ResultStore:
         return lifecycle.apply_retention(self.objects, self.layout, dag_id, retention, run_finished, now, dry_run)
 
     def sweep(self, grace_seconds: float = 6 * 3600, now: float | None = None, dry_run: bool = False,
-              min_grace_seconds: float = lifecycle.MIN_GRACE_SECONDS) -> lifecycle.SweepReport:
-        """Remove uncommitted attempts, orphans and idle multipart uploads older than the grace period (see
-        :func:`.lifecycle.sweep`; :class:`GraceTooShort` below ``min_grace_seconds``)."""
-        return lifecycle.sweep(self.objects, self.layout, grace_seconds, now, dry_run, min_grace_seconds)
+              min_grace_seconds: float | None = None) -> lifecycle.SweepReport:
+        """Remove uncommitted attempts, orphans, idle multipart uploads and shared objects no retained manifest
+        lists, older than the grace period (see :func:`.lifecycle.sweep`; :class:`GraceTooShort` below
+        ``min_grace_seconds``, default the store's ``min_grace_seconds``, which its writers rely on)."""
+        floor = self.config.min_grace_seconds if min_grace_seconds is None else min_grace_seconds
+        return lifecycle.sweep(self.objects, self.layout, grace_seconds, now, dry_run, floor)
 
     def dags(self) -> list[str]:
         """The dag ids that have stored runs."""

@@ -7,7 +7,12 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     R/<result>/manifests/P/A.json                 commit record of one attempt (conditional create)
     R/<result>/retired/P/A.json                   retirement marker of one attempt (conditional create)
     R/<result>/data/P/A-<writer>/part-<k:05d>[-s<j:05d>]-t<try>.parquet   data objects of one writer of one
-                                                  attempt (``-s<j>``: subpartition j of a keyed partition)
+                                                  attempt (``-s<j>``: subpartition j of a keyed partition;
+                                                  writers before manifest version 2)
+    R/<result>/data/P/A-<writer>/uses-<h>.ref     the writer is about to list shared object ``h`` (empty)
+
+    <prefix>/cas/v1/<h[:2]>/<h>.parquet           a content-addressed data object (``h``: SHA-256 of its bytes,
+                                                  64 lower-case hex digits), shared by every manifest listing it
 
     <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
     <prefix>/failover/v1/_pending/<dag>/<run>/<decision>         marker: that decision is not applied yet
@@ -21,7 +26,9 @@ and is never a ``.``/``..`` segment; non-ASCII, control characters, empty ids an
 attempt >= 1 and the writer token (hex) are checked; ``P`` has five digits, six from index 100000
 (:data:`PARTITION_PART` matches both). The prefix is ``/``-separated segments of
 ``[A-Za-z0-9_.-]`` without ``.``/``..`` segments; the bucket follows S3's naming rules.
-:meth:`Layout.check` is the last guard every key passes through.
+:meth:`Layout.check` is the last guard every key passes through. The shared area ``<prefix>/cas/v1/`` lies
+outside ``<prefix>/v1/`` on purpose: a DAG id can be spelled like any folder inside ``v1/``, never like a sibling
+of it; its keys are built only from a checked SHA-256 (:func:`check_sha256`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from airflow_region_failover.graph.ids import PartitionId, key_part
 
 FORMAT_ROOT = "v1"
 FAILOVER_ROOT = "failover/v1"
+CAS_ROOT = "cas/v1"
 DEPLOYMENT_MARKER = "_region_failover_deployment.json"
 PARTITION_PART = r"p(?:\d{5}|[1-9]\d{5})"
 """Regex of the ``P`` key part: ``p{index:05d}`` for an index < 10**6 (five digits, six from 100000)."""
@@ -43,6 +51,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9_-]")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _WRITER = re.compile(r"[0-9a-f]{8,32}\Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_./-]+\Z")
 
 
@@ -109,6 +118,18 @@ def check_writer(writer: object) -> str:
     return writer
 
 
+def check_sha256(digest: object) -> str:
+    """Return ``digest`` if it is a SHA-256 in 64 lower-case hex digits, else raise."""
+    if not isinstance(digest, str) or not _SHA256.match(digest):
+        raise UnsafeKeyError(f"content hash {digest!r} must be a SHA-256 of 64 lower-case hex digits")
+    return digest
+
+
+def cas_name(digest: str) -> str:
+    """``<h[:2]>/<h>.parquet``: a content-addressed object's key relative to the shared area."""
+    return f"{check_sha256(digest)[:2]}/{digest}.parquet"
+
+
 def _looks_like_ip(bucket: str) -> bool:
     return bool(re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket))
 
@@ -120,6 +141,7 @@ class RunKeys:
     root: str
     dag_id: str
     run_id: str
+    cas_root: str = ""
 
     @property
     def run_prefix(self) -> str:
@@ -127,6 +149,16 @@ class RunKeys:
         dag = encode_airflow_id(self.dag_id, what="dag id")
         run = encode_airflow_id(self.run_id, what="run id")
         return _join(self.root, dag, run) + "/"
+
+    def object_key(self, relative: str, shared: bool = False) -> str:
+        """The full key of a manifest's object: ``relative`` to the run prefix, or (``shared``) to the shared area
+        ``<prefix>/cas/v1/`` (then it must be :func:`cas_name` of some hash)."""
+        if not shared:
+            return self.run_prefix + relative
+        if not self.cas_root or not re.fullmatch(r"[0-9a-f]{2}/[0-9a-f]{64}\.parquet", relative) or \
+                relative[:2] != relative[3:5]:
+            raise UnsafeKeyError(f"shared object {relative!r} is not <h[:2]>/<h>.parquet under a shared area")
+        return f"{self.cas_root}/{relative}"
 
     def run_record(self) -> str:
         """``R/_run.json``."""
@@ -188,6 +220,12 @@ class RunKeys:
         return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}{sub}-t{task_try}.parquet"
 
 
+    def announcement(self, partition: PartitionId, attempt: int, writer: str, digest: str) -> str:
+        """``R/<result>/data/P/A-<writer>/uses-<h>.ref``: an empty marker — this writer is about to list the shared
+        object ``h`` — that counts as a reference until the writer's prefix is swept (:mod:`.registry`)."""
+        return self.attempt_data(partition, attempt, writer) + f"uses-{check_sha256(digest)}.ref"
+
+
 def _pa(partition: PartitionId, attempt: int) -> str:
     check_partition(partition)
     check_index(attempt, what=f"attempt of {partition}", minimum=1)
@@ -218,6 +256,15 @@ class Layout:
     def failover_root(self) -> str:
         """``<prefix>/failover/v1``: the decision logs (outside the results' tree, so gc never sweeps them)."""
         return _join(self.prefix, FAILOVER_ROOT)
+
+    @property
+    def cas_root(self) -> str:
+        """``<prefix>/cas/v1``: the shared area of content-addressed data objects."""
+        return _join(self.prefix, CAS_ROOT)
+
+    def cas_object(self, digest: str) -> str:
+        """``<prefix>/cas/v1/<h[:2]>/<h>.parquet``: the shared object whose bytes hash to ``digest``."""
+        return f"{self.cas_root}/{cas_name(digest)}"
 
     def run_log(self, dag_id: str, run_id: str) -> str:
         """``<prefix>/failover/v1/runs/<dag>/<run>/log.json``: one run's decision log."""
@@ -252,7 +299,7 @@ class Layout:
 
     def run(self, dag_id: str, run_id: str) -> RunKeys:
         """The keys of one DAG run (validates both ids)."""
-        keys = RunKeys(self.root, dag_id, run_id)
+        keys = RunKeys(self.root, dag_id, run_id, self.cas_root)
         keys.run_prefix  # noqa: B018 - validates eagerly
         return keys
 
@@ -261,8 +308,8 @@ class Layout:
         return _join(self.root, encode_airflow_id(dag_id, what="dag id")) + "/"
 
     def check(self, key: str) -> str:
-        """Return ``key`` (or a ``/``-ended prefix) if it lies under one of the two roots and is plain, or is this
-        deployment's marker; else raise.
+        """Return ``key`` (or a ``/``-ended prefix) if it lies under one of the three roots (results, shared area,
+        failover logs) and is plain, or is this deployment's marker; else raise.
 
         Plain: ASCII ``[A-Za-z0-9_./-]`` only, no empty (``//``), ``.`` or ``..`` segment.
         """
@@ -270,10 +317,11 @@ class Layout:
             return key
         segments = key.removesuffix("/").split("/")
         if (
-            not key.startswith((self.root + "/", self.failover_root + "/"))
+            not key.startswith((self.root + "/", self.cas_root + "/", self.failover_root + "/"))
             or not _SAFE_KEY.match(key)
             or any(s in {"", ".", ".."} for s in segments)
         ):
-            raise UnsafeKeyError(f"key {key!r} is outside s3://{self.bucket}/{self.root}/ (or {self.failover_root}/) "
+            raise UnsafeKeyError(f"key {key!r} is outside s3://{self.bucket}/{self.root}/ (or {self.cas_root}/, "
+                                 f"{self.failover_root}/) "
                                  "or not plain")
         return key

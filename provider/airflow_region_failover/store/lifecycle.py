@@ -10,13 +10,17 @@ part of any of its multipart uploads still in progress (a writer prefix with an 
 never swept). It aborts an incomplete upload only when its last part (else its initiation) is older than the
 grace. The grace is at least :data:`MIN_GRACE_SECONDS` (no live writer is silent that long between two parts).
 A result holding a manifest this version cannot read (e.g. a newer format written during an upgrade) is kept
-whole and named in the :class:`SweepReport`. Runs with a hold are skipped, another deployment's prefix nested in
-this one (:mod:`.deployment`) is never entered, and nothing outside the store's root is touched.
+whole and named in the :class:`SweepReport`. After the runs, the shared area of content-addressed objects is swept
+by its own rule (:mod:`.registry`: an object no retained manifest lists, older than the grace; nothing there
+while any manifest is unreadable), and idle uploads under it are aborted like any other. Runs with a hold are
+skipped, another deployment's prefix nested in this one (:mod:`.deployment`) is never entered, and nothing
+outside the store's root and shared area is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import re
@@ -26,13 +30,12 @@ from dataclasses import dataclass, field
 
 from airflow_region_failover.exceptions import AlreadyCommitted, GraceTooShort, ManifestError, ReleaseRefused
 from airflow_region_failover.store.commit import now_iso
+from airflow_region_failover.store.content import MIN_GRACE_SECONDS as MIN_GRACE_SECONDS
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
 from airflow_region_failover.store.keys import DEPLOYMENT_MARKER, PARTITION_PART, Layout, RunKeys, decode_airflow_id
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Listed, Objects, Upload
-
-MIN_GRACE_SECONDS = 15 * 60.0
-"""The shortest grace a sweep accepts by default (and the CLI at all): longer than any live writer is silent."""
+from airflow_region_failover.store.registry import SharedSweep, sweep_shared
 
 _MANIFEST = re.compile(rf"([^/]+)/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _RETIRED = re.compile(rf"[^/]+/retired/{PARTITION_PART}/a\d{{6}}\.json\Z")
@@ -74,6 +77,7 @@ class SweepReport:
     unreadable_manifests: tuple[str, ...] = ()
     live_writers: int = 0
     nested_deployments: tuple[str, ...] = ()
+    shared: SharedSweep = field(default_factory=SharedSweep)
 
 
 def record_run(objects: Objects, keys: RunKeys) -> None:
@@ -103,7 +107,10 @@ def holds(objects: Objects, keys: RunKeys) -> tuple[str, ...]:
 
 def release_run(objects: Objects, keys: RunKeys, *, run_finished: bool, consumers_done: bool,
                 result: str | None = None) -> int:
-    """Delete the run's results (or one result); :class:`ReleaseRefused` naming why if any may still be needed."""
+    """Delete the run's results (or one result); :class:`ReleaseRefused` naming why if any may still be needed.
+
+    The run record goes last: a release killed part-way leaves the run listed with its creation time, so the next
+    retention releases the rest (the manifests left meanwhile keep their shared objects referenced)."""
     what = f"{keys.dag_id}/{keys.run_id}" + (f" result {result!r}" if result else "")
     if not run_finished:
         raise ReleaseRefused(f"{what}: the run has not finished; a restart may still read its results")
@@ -114,7 +121,8 @@ def release_run(objects: Objects, keys: RunKeys, *, run_finished: bool, consumer
         raise ReleaseRefused(f"{what}: held by {', '.join(current)} (a pending restart may read it)")
     prefix = keys.result_prefix(result) if result else keys.run_prefix
     items = list(objects.listing(prefix))
-    return objects.delete([item.key for item in outside_nested(items, nested_prefixes(prefix, items))])
+    doomed = [item.key for item in outside_nested(items, nested_prefixes(prefix, items))]
+    return objects.delete(sorted(doomed, key=lambda key: key == keys.run_record()))
 
 
 def list_runs(objects: Objects, layout: Layout, dag_id: str) -> list[RunInfo]:
@@ -194,7 +202,11 @@ def sweep(objects: Objects, layout: Layout, grace_seconds: float, now: float | N
             _sweep_run(objects, run_prefix, cutoff, dry_run, tally)
     leftovers = [u for u in objects.uploads(root) if not u.key.startswith((*visited, *tally.nested))]
     _abort_idle(objects, root, leftovers, cutoff, dry_run, tally)  # runs without objects left (released, killed early)
-    return tally.report()
+    shared = sweep_shared(objects, layout, grace_seconds, now, dry_run)
+    area = layout.cas_root + "/"
+    uploads = [u for u in objects.uploads(area) if not u.key.startswith(shared.nested_deployments or ("\0",))]
+    _abort_idle(objects, area, uploads, cutoff, dry_run, tally)
+    return dataclasses.replace(tally.report(), shared=shared)
 
 
 @dataclass

@@ -1,7 +1,11 @@
 """The manifest: the format-versioned JSON commit record of one attempt of one result partition.
 
 A manifest names the run, the result partition, the producer attempt and writer, the Arrow/Spark schema, the row
-count, and every data object (key relative to the run prefix, size, SHA-256). Its ``content_checksum`` is the
+count, and every data object (size, SHA-256 and key). Version 2 (written now) lists *shared* objects: content-
+addressed, keyed ``<h[:2]>/<h>.parquet`` relative to the shared area ``<prefix>/cas/v1/`` (:mod:`.content`) and
+marked ``"shared": true``; version 1 manifests (older writers) list keys relative to the run prefix and are still
+read (an entry without the mark is run-scoped in either version). A shared entry's key must be the name of its
+own hash, so a manifest can never point a reader at another object. Its ``content_checksum`` is the
 SHA-256 of the objects' ``size:sha256`` lines in order: equal checksums mean byte-identical partitions. ``inputs``
 (optional; absent in manifests of older writers) lists the BLOCKING input versions the producing try read, and
 ``code`` (optional) the fingerprint of the code that computed it: together they let a restarted consumer keep its
@@ -30,25 +34,44 @@ from airflow_region_failover.graph.errors import RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
 
 FORMAT = "airflow-region-failover/result-manifest"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
+"""Manifest versions this store reads: 1 (run-scoped objects only) and 2 (shared, content-addressed objects)."""
+RETIREMENT_VERSION = 1
 
 
 @dataclass(frozen=True)
 class ObjectEntry:
-    """One data object of a partition: ``key`` relative to the run prefix, its ``size`` and ``sha256``, and the
-    subpartition it holds (``-1``: the partition is not cut into subpartitions)."""
+    """One data object of a partition: ``key`` relative to the run prefix (``shared``: relative to the shared area,
+    then ``<sha256[:2]>/<sha256>.parquet``), its ``size`` and ``sha256``, and the subpartition it holds (``-1``:
+    the partition is not cut into subpartitions)."""
 
     key: str
     size: int
     sha256: str
     subpartition: int = -1
+    shared: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (inside a manifest)."""
         body: dict[str, Any] = {"key": self.key, "size": self.size, "sha256": self.sha256}
         if self.subpartition >= 0:
             body["subpartition"] = self.subpartition
+        if self.shared:
+            body["shared"] = True
         return body
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any], version: int) -> ObjectEntry:
+        """Parse the JSON form; a shared entry (version 2 only) must be keyed by its own hash."""
+        shared = body.get("shared", False)
+        if not isinstance(shared, bool) or (shared and version < 2):
+            raise ValueError(f"object {body.get('key')!r}: 'shared' must be a boolean of a version-2 manifest")
+        entry = cls(_str(body["key"]), _int(body["size"]), _str(body["sha256"]),
+                    _int(body["subpartition"]) if "subpartition" in body else -1, shared)
+        if shared and entry.key != f"{entry.sha256[:2]}/{entry.sha256}.parquet":
+            raise ValueError(f"shared object {entry.key!r} is not named by its SHA-256 {entry.sha256!r}")
+        return entry
 
 
 @dataclass(frozen=True)
@@ -217,8 +240,9 @@ class Manifest:
             raise ManifestError(f"manifest {where} is not JSON: {exc}") from None
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise ManifestError(f"manifest {where} is not a {FORMAT} document")
-        if body.get("version") != VERSION:
-            raise ManifestError(f"manifest {where} has version {body.get('version')!r}; this store reads {VERSION}")
+        if body.get("version") not in READABLE_VERSIONS:
+            raise ManifestError(f"manifest {where} has version {body.get('version')!r}; this store reads "
+                                f"{sorted(READABLE_VERSIONS)}")
         try:
             return cls._from_body(body)
         except (KeyError, TypeError, ValueError, RegionFailoverError) as exc:
@@ -226,10 +250,7 @@ class Manifest:
 
     @classmethod
     def _from_body(cls, body: dict[str, Any]) -> Manifest:
-        objects = tuple(
-            ObjectEntry(_str(o["key"]), _int(o["size"]), _str(o["sha256"]), _int(o.get("subpartition", 0))
-                        if "subpartition" in o else -1) for o in body["objects"]
-        )
+        objects = tuple(ObjectEntry.from_dict(o, body["version"]) for o in body["objects"])
         manifest = cls(
             dag_id=_str(body["dag_id"]),
             run_id=_str(body["run_id"]),
@@ -314,7 +335,7 @@ class Retirement:
     def to_json(self) -> bytes:
         """The marker as JSON bytes."""
         body = {
-            "format": FORMAT + "/retired", "version": VERSION, "result": self.partition.result,
+            "format": FORMAT + "/retired", "version": RETIREMENT_VERSION, "result": self.partition.result,
             "partition": self.partition.index, "attempt": self.attempt,
             "content_checksum": self.content_checksum, "reason": self.reason, "retired_at": self.retired_at,
         }

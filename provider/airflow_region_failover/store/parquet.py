@@ -1,54 +1,52 @@
-"""Spark I/O: persist a DataFrame as Parquet objects of one attempt, and read a committed version back.
+"""Spark I/O, writing: persist a DataFrame as content-addressed Parquet objects of one attempt.
 
 Two interchangeable paths, both working with embedded Spark and with Spark Connect (nothing relies on a
 driver-local staging directory):
 
-* ``executors`` (default): ``df.mapInArrow`` — every Spark task streams its partition through pyarrow's Parquet
-  writer into a multipart upload (parts uploaded on threads while encoding continues) and returns one row
-  ``(key, size, sha256, rows)``; the driver collects these rows into the manifest. A failed task aborts its
-  upload; a retried Spark task writes a different key (``-t<try>``). Reading maps one Spark partition per object
-  (``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object. Executors need boto3
-  and pyarrow (with Spark Connect: start the server with ``PYSPARK_PYTHON`` pointing at such a Python).
-* ``driver``: ``df.toArrow()`` then one streamed multipart upload from the driver; reading GETs the objects in
-  the driver and calls ``spark.createDataFrame(arrow_table)``. Bounded by driver memory; kept for servers whose
-  executors cannot reach S3.
+* ``executors`` (default): ``df.mapInArrow`` — every Spark task encodes its partition with pyarrow's Parquet writer
+  into bounded objects held in memory (a new object starts once one reaches ``max_object_bytes``), and stores each
+  content-addressed (:func:`.content.put_content`: nothing is uploaded for an object already there), logging
+  ``uploaded X of Y bytes (N of M objects new)``; it returns one row per object, which the driver collects into the
+  manifest. Executors need boto3 and pyarrow (with Spark Connect: start the server with ``PYSPARK_PYTHON``
+  pointing at such a Python). Reading is :mod:`.reading`.
+* ``driver``: ``df.toArrow()`` then the same encoding and puts from the driver. Bounded by driver memory; kept for
+  servers whose executors cannot reach S3.
+
+Determinism rule: the same rows in the same Spark partitions give the same bytes (fixed writer settings, the
+dictionary choice made from the first batch, row groups and object cuts at Arrow/Parquet byte counts), so a
+restart or a scheduled run that re-produces a partition uploads nothing. The manifest lists objects in task
+order, then subpartition, then sequence within the task.
 
 Keyed partitions (a :class:`Cut`): the frame is tagged with each row's subpartition — Spark's own
 ``pmod(hash(key columns), max_parallelism)`` key group mapped to its consumer's range (:mod:`..graph.keygroups`) —
-and sorted by it within each Spark partition (a local sort, no shuffle), so every Spark task streams its rows
-subpartition by subpartition into one object per (task, subpartition), in one pass; the tag column is not
-stored. A read may name the objects to fetch (a subpartition selection, :meth:`.manifest.Manifest.select`).
-
-Both verify sizes and SHA-256 on read when ``verify`` is set, raising :class:`NotAvailable` naming the object.
-Memory rule of a read: an object's body is streamed into one buffer of its recorded size while it is hashed, the
-Parquet decoder reads that buffer without copying it, and the buffer is dropped as soon as its table is decoded —
-so a read holds each object once, and only the objects in flight (not all of a manifest's) at a time.
-Executors receive the store's access with credentials frozen at the moment of each read or write
-(:func:`.config.portable`); the driver keeps its own client with refreshing credentials.
+and sorted by it within each Spark partition (a local sort, no shuffle), so every Spark task encodes its rows
+subpartition by subpartition into objects of one subpartition each, in one pass; the tag column is not stored.
+Executors receive the store's access with credentials frozen at the moment of each write (:func:`.config.portable`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import logging
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import NotAvailable, StepOutputError
+from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.store.config import S3Access, client_for, portable
-from airflow_region_failover.store.keys import Layout, RunKeys
-from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.store.content import Stored, Tally, put_content
+from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
+from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.objects import Objects
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-_UPLOAD_SCHEMA = "key string, size long, sha256 string, rows long, subpartition long"
+log = logging.getLogger(__name__)
+
 SUBPARTITION_COLUMN = "__region_failover_subpartition"
 """The column a keyed write tags rows with (never stored)."""
 
@@ -112,6 +110,7 @@ class Target:
     writer: str
     part_size: int
     threads: int
+    max_object_bytes: int = 16 * 1024 * 1024
 
     def objects(self) -> Objects:
         """Guarded object operations through this process's cached client."""
@@ -124,11 +123,13 @@ class Target:
 
 @dataclass(frozen=True)
 class Written:
-    """What an attempt wrote: its objects (sorted by key), the total row count and the rows per subpartition."""
+    """What an attempt wrote: its objects (manifest order), the total row count, the rows per subpartition, and
+    how many bytes/objects it uploaded vs found already stored."""
 
     objects: tuple[ObjectEntry, ...]
     rows: int
     subpartition_rows: dict[int, int] = field(default_factory=dict)
+    tally: Tally = field(default_factory=Tally)
 
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -139,30 +140,85 @@ DICTIONARY_MAX_DISTINCT = 0.5
 """A column is dictionary-encoded only if its first batch has at most this share of distinct values."""
 
 
-def write_batches(
-    target: Target, batches: Iterator[pa.RecordBatch], number: int, task_try: int, subpartition: int = -1
-) -> tuple[ObjectEntry, int] | None:
-    """Stream ``batches`` into one Parquet object: (entry, rows), ``None`` if none. Aborts the upload on error.
+def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> Iterator[tuple[pa.Buffer, int]]:
+    """Encode ``batches`` as Parquet bodies of about ``max_object_bytes`` each: ``(body, rows)``.
 
-    Rules: batches are gathered into row groups of about :data:`ROW_GROUP_BYTES`; dictionary encoding is used only
-    for the columns :func:`dictionary_columns` picks from the first batch; Snappy compression (Spark's default).
-    ``subpartition`` >= 0: the object holds that subpartition of a keyed partition.
+    Rules: batches (sliced when one alone holds more than ``max_object_bytes`` of Arrow data) are gathered into row
+    groups of about :data:`ROW_GROUP_BYTES` (at most ``max_object_bytes``); an object is closed after the row group
+    that brings it to ``max_object_bytes``; dictionary encoding is used
+    only for the columns :func:`dictionary_columns` picks from the first batch; Snappy compression (Spark's
+    default). Only the object being encoded is held in memory.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     first = next(batches, None)
     if first is None:
-        return None
-    key = target.keys.data_object(target.partition, target.attempt, target.writer, number, task_try, subpartition)
-    rows = 0
-    with target.objects().upload(key, target.part_size, target.threads) as stream:
-        with pq.ParquetWriter(stream, first.schema, compression="snappy",
-                              use_dictionary=dictionary_columns(first)) as writer:
-            for group in row_groups(_chain(first, batches), ROW_GROUP_BYTES):
-                writer.write_table(group, row_group_size=group.num_rows)
-                rows += group.num_rows
-        size, sha = stream.finish()
-    return ObjectEntry(key[len(target.keys.run_prefix):], size, sha, subpartition), rows
+        return
+    chosen = dictionary_columns(first)
+    sink, writer, rows = None, None, 0
+    limit = min(ROW_GROUP_BYTES, max_object_bytes)
+    for group in row_groups(_sliced(_chain(first, batches), limit), limit):
+        if writer is None:
+            sink = pa.BufferOutputStream()
+            writer = pq.ParquetWriter(sink, first.schema, compression="snappy", use_dictionary=chosen)
+        writer.write_table(group, row_group_size=group.num_rows)
+        rows += group.num_rows
+        if sink is not None and sink.tell() >= max_object_bytes:
+            writer.close()
+            yield sink.getvalue(), rows
+            sink, writer, rows = None, None, 0
+    if writer is not None and sink is not None:
+        writer.close()
+        yield sink.getvalue(), rows
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One object a Spark task wrote: where it comes in the manifest (``number``: the task, ``sequence`` within
+    it), its rows, and whether its bytes were uploaded now."""
+
+    stored: Stored
+    rows: int
+    number: int = 0
+    sequence: int = 0
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Manifest order: task, subpartition, sequence."""
+        return self.number, self.stored.entry.subpartition, self.sequence
+
+
+def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int,
+                  subpartition: int = -1) -> list[Piece]:
+    """Encode ``batches`` as bounded objects (:func:`encode_objects`) and store each content-addressed; one
+    :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition.
+
+    An object is stored on a background thread while the next one is encoded (at most one in flight, so at most
+    two objects are in memory); an error in either stops the write and is raised.
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    objects = target.objects()
+    pieces: list[Piece] = []
+    pending: Future[Piece] | None = None
+
+    def store(body: pa.Buffer, rows: int, sequence: int) -> Piece:
+        stored = put_content(objects, target.layout, body, subpartition, part_size=target.part_size,
+                             threads=target.threads, announce=announce)
+        return Piece(stored, rows, number, sequence)
+
+    def announce(digest: str) -> str:
+        return target.keys.announcement(target.partition, target.attempt, target.writer, digest)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):
+            if pending is not None:
+                pieces.append(pending.result())
+            pending = pool.submit(store, body, rows, sequence)
+        if pending is not None:
+            pieces.append(pending.result())
+    return pieces
 
 
 def split_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -179,15 +235,25 @@ def split_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.R
             yield int(subs[begin]), body.slice(begin, end - begin)
 
 
-def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int,
-                task_try: int) -> Iterator[tuple[ObjectEntry, int]]:
-    """One object per subpartition run of sorted, tagged ``batches`` (see :func:`split_batches`)."""
+def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int) -> list[Piece]:
+    """The objects of each subpartition run of sorted, tagged ``batches`` (see :func:`split_batches`)."""
     import itertools
 
+    pieces: list[Piece] = []
     for sub, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
-        written = write_batches(target, (batch for _, batch in runs), number, task_try, sub)
-        if written is not None:
-            yield written
+        pieces.extend(write_batches(target, (batch for _, batch in runs), number, sub))
+    return pieces
+
+
+def _sliced(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` with each one of more than ``limit`` Arrow bytes cut into slices of about ``limit`` bytes."""
+    for batch in batches:
+        if batch.nbytes <= limit or batch.num_rows < 2:
+            yield batch
+            continue
+        step = max(1, batch.num_rows * limit // batch.nbytes)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step)
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -230,160 +296,82 @@ def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
     return chosen
 
 
+_PIECE_FIELDS = (("sha256", "string"), ("size", "int64"), ("rows", "int64"), ("subpartition", "int64"),
+                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool_"))
+"""The row a task yields per object: (name, pyarrow type factory)."""
+_SPARK_TYPES = {"string": "string", "int64": "long", "bool_": "boolean"}
+_UPLOAD_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in _PIECE_FIELDS)
+
+
 @dataclass(frozen=True)
 class _TaskUploader:
-    """The ``mapInArrow`` function: uploads one Spark partition (one object per subpartition when ``split``) and
-    yields ``(key, size, sha256, rows, subpartition)`` per object."""
+    """The ``mapInArrow`` function: writes one Spark partition (split by subpartition when ``split``), logs what
+    it uploaded, and yields one row per object (:data:`_PIECE_FIELDS`)."""
 
     target: Target
     split: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        number, task_try = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
-        if self.split:
-            written = list(write_split(self.target, iter(batches), number, task_try))
-        else:
-            one = write_batches(self.target, iter(batches), number, task_try)
-            written = [] if one is None else [one]
-        if written:
-            yield pa.RecordBatch.from_pylist(
-                [{"key": e.key, "size": e.size, "sha256": e.sha256, "rows": rows, "subpartition": e.subpartition}
-                 for e, rows in written],
-                schema=pa.schema([("key", pa.string()), ("size", pa.int64()), ("sha256", pa.string()),
-                                  ("rows", pa.int64()), ("subpartition", pa.int64())]))
+        number = context.partitionId() if context else 0
+        pieces = (write_split if self.split else write_batches)(self.target, iter(batches), number)
+        log.info("%s task %d: %s", self.target.partition, number, _tally(pieces).describe())
+        if pieces:
+            yield piece_rows(pieces)
 
 
-def _written(pairs: list[tuple[ObjectEntry, int]]) -> Written:
-    entries = sorted(pairs, key=lambda pair: pair[0].key)
+def piece_rows(pieces: list[Piece]) -> pa.RecordBatch:
+    """The rows a Spark task yields for its objects (:data:`_PIECE_FIELDS`)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist(
+        [{"sha256": p.stored.entry.sha256, "size": p.stored.entry.size, "rows": p.rows,
+          "subpartition": p.stored.entry.subpartition, "number": p.number, "sequence": p.sequence,
+          "uploaded": p.stored.uploaded} for p in pieces],
+        schema=pa.schema([(name, getattr(pa, kind)()) for name, kind in _PIECE_FIELDS]))
+
+
+def written_from_rows(rows: list[Any]) -> Written:
+    """The driver's view of what the tasks wrote, from their collected :func:`piece_rows`."""
+    return _written([Piece(Stored(ObjectEntry(cas_name(r["sha256"]), int(r["size"]), r["sha256"],
+                                              int(r["subpartition"]), shared=True), bool(r["uploaded"])),
+                           int(r["rows"]), int(r["number"]), int(r["sequence"])) for r in rows])
+
+
+def _tally(pieces: list[Piece]) -> Tally:
+    tally = Tally()
+    for piece in pieces:
+        tally = tally.add(piece.stored)
+    return tally
+
+
+def _written(pieces: list[Piece]) -> Written:
+    ordered = sorted(pieces, key=lambda piece: piece.order)
     per_sub: dict[int, int] = {}
-    for entry, rows in entries:
-        if entry.subpartition >= 0:
-            per_sub[entry.subpartition] = per_sub.get(entry.subpartition, 0) + rows
-    return Written(tuple(e for e, _ in entries), sum(n for _, n in entries), per_sub)
+    for piece in ordered:
+        if piece.stored.entry.subpartition >= 0:
+            sub = piece.stored.entry.subpartition
+            per_sub[sub] = per_sub.get(sub, 0) + piece.rows
+    return Written(tuple(p.stored.entry for p in ordered), sum(p.rows for p in ordered), per_sub, _tally(ordered))
 
 
 def write_with_executors(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
-    """Every Spark task uploads its own partition (cut into subpartitions by ``cut``); returns the objects."""
+    """Every Spark task writes its own partition (cut into subpartitions by ``cut``); returns the objects."""
     frame = df if cut is None else cut.tag(df)
     rows = frame.mapInArrow(_TaskUploader(target.shipped(), cut is not None), _UPLOAD_SCHEMA).collect()
-    return _written([(ObjectEntry(r["key"], int(r["size"]), r["sha256"], int(r["subpartition"])), int(r["rows"]))
-                     for r in rows])
+    return written_from_rows(rows)
 
 
 def write_with_driver(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
-    """Collect the DataFrame as Arrow in the driver and upload it as one object (one per subpartition)."""
+    """Collect the DataFrame as Arrow in the driver and write it from there (split by subpartition with ``cut``)."""
     if cut is None:
         return write_arrow(df.toArrow(), target)
     table = cut.tag(df).toArrow().sort_by(SUBPARTITION_COLUMN)
-    return _written(list(write_split(target, iter(table.to_batches()), 0, 0)))
+    return _written(write_split(target, iter(table.to_batches()), 0))
 
 
 def write_arrow(table: pa.Table, target: Target) -> Written:
-    """Upload an Arrow table as one Parquet object (no Spark needed)."""
-    written = write_batches(target, iter(table.to_batches()), 0, 0)
-    if written is None:
-        return Written((), 0)
-    return Written((written[0],), written[1])
-
-
-def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> bytearray:
-    """GET one object of a manifest into one buffer of its recorded size, checking the size (and the SHA-256 if
-    ``verify``, hashed while streaming): no second copy of the body is made."""
-    key = keys.run_prefix + entry.key
-    opened = objects.open(key)
-    if opened is None:
-        raise NotAvailable(f"object {key} listed in the manifest is missing")
-    body, length = opened
-    if length != entry.size:
-        body.close()
-        raise NotAvailable(f"object {key} has {length} bytes, manifest says {entry.size}")
-    buffer = bytearray(length)
-    digest = hashlib.sha256()
-    filled = 0
-    with memoryview(buffer) as view:
-        for chunk in objects.chunks(key, body):
-            end = filled + len(chunk)
-            if end > length:
-                raise NotAvailable(f"object {key} has more than {length} bytes, manifest says {entry.size}")
-            view[filled:end] = chunk
-            if verify:
-                digest.update(chunk)
-            filled = end
-    if filled != length:
-        raise NotAvailable(f"object {key} ended after {filled} of {length} bytes")
-    if verify and digest.hexdigest() != entry.sha256:
-        raise NotAvailable(f"object {key} does not match the SHA-256 in its manifest")
-    return buffer
-
-
-def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> pa.Table:
-    """One object of a manifest decoded from its fetched buffer (zero-copy input); the buffer is dropped after."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify))))
-
-
-def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool, threads: int = 4) -> pa.Table:
-    """The committed version as one Arrow table (objects fetched and decoded in parallel, in manifest order)."""
-    import pyarrow as pa
-    from pyspark.sql.types import StructType
-
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        tables = list(pool.map(lambda e: load_table(objects, keys, e, verify), manifest.objects))
-    if tables:
-        return pa.concat_tables(tables)
-    return _empty_arrow(StructType.fromJson(_schema_json(manifest)))
-
-
-def _schema_json(manifest: Manifest) -> dict[str, Any]:
-    import json
-
-    parsed: dict[str, Any] = json.loads(manifest.spark_schema)
-    return parsed
-
-
-def _empty_arrow(schema: Any) -> pa.Table:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema).empty_table()
-
-
-@dataclass(frozen=True)
-class _TaskReader:
-    """The ``mapInArrow`` function of a read: object number -> that object's record batches."""
-
-    access: S3Access = field(repr=False)
-    layout: Layout
-    keys: RunKeys
-    objects: tuple[ObjectEntry, ...]
-    verify: bool
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        store = Objects(client_for(self.access), self.layout)
-        for batch in batches:
-            for number in batch.column(0).to_pylist():
-                yield from load_table(store, self.keys, self.objects[number], self.verify).to_batches()
-
-
-def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
-                   objects: tuple[ObjectEntry, ...] | None = None) -> DataFrame:
-    """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
-    only these of its objects (a subpartition selection), default all."""
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromJson(_schema_json(manifest))
-    chosen = manifest.objects if objects is None else objects
-    if not chosen:
-        return spark.createDataFrame([], schema)
-    if mode == "driver":
-        table = read_arrow(target.objects(), target.keys, dataclasses.replace(manifest, objects=chosen), verify,
-                           target.threads)
-        return spark.createDataFrame(table, schema=schema)
-    count = len(chosen)
-    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify)
-    return spark.range(0, count, 1, count).mapInArrow(reader, schema)
+    """Write an Arrow table as bounded content-addressed objects (no Spark needed)."""
+    return _written(write_batches(target, iter(table.to_batches()), 0))

@@ -97,7 +97,7 @@ def test_checker_honours_partitions_named_by_the_failure(store: ResultStore) -> 
 
 def test_deep_check_sees_truncated_and_missing_objects(store: ResultStore) -> None:
     manifest = store.write_arrow(table(50), *RUN, P, 1)
-    key = store.run_keys(*RUN).run_prefix + manifest.objects[0].key
+    key = store.run_keys(*RUN).object_key(manifest.objects[0].key, shared=True)
     assert store.checker(*RUN, "deep").is_available(P)
     store.objects.client.put_object(Bucket="bkt", Key=key, Body=b"short")
     assert store.checker(*RUN, "fast").is_available(P)
@@ -111,7 +111,7 @@ def test_deep_check_sees_truncated_and_missing_objects(store: ResultStore) -> No
 
 def test_checksum_mode_sees_same_size_corruption(store: ResultStore) -> None:
     manifest = store.write_arrow(table(50), *RUN, P, 1)
-    key = store.run_keys(*RUN).run_prefix + manifest.objects[0].key
+    key = store.run_keys(*RUN).object_key(manifest.objects[0].key, shared=True)
     store.objects.client.put_object(Bucket="bkt", Key=key, Body=b"\0" * manifest.objects[0].size)
     assert store.checker(*RUN, "deep").is_available(P)
     assert not store.checker(*RUN, "deep", verify_checksums=True).is_available(P)

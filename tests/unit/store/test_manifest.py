@@ -43,7 +43,7 @@ def test_input_versions_round_trip_and_are_optional() -> None:
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda b: b.update(version=2), "version 2"),
+    (lambda b: b.update(version=3), "version 3"),
     (lambda b: b.update(format="other"), "not a"),
     (lambda b: b.update(row_count=-1), "malformed"),
     (lambda b: b.update(content_checksum="0" * 64), "malformed"),

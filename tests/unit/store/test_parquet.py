@@ -51,7 +51,7 @@ def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() ->
         store = ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
         manifest = store.write_arrow(table, "etl", "run1", PartitionId("r", 0), 1)
         [entry] = manifest.objects
-        key = store.run_keys("etl", "run1").run_prefix + entry.key
+        key = store.run_keys("etl", "run1").object_key(entry.key, entry.shared)
         body = client.get_object(Bucket="bkt", Key=key)["Body"].read()
     meta = pq.ParquetFile(io.BytesIO(body)).metadata
     assert meta.num_row_groups == 1 and meta.num_rows == 10_000  # not one row group per batch
@@ -60,3 +60,19 @@ def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() ->
     assert any("DICTIONARY" in e for e in encodings["country"])
     assert not any("DICTIONARY" in e for e in encodings["id"])
     assert pq.read_table(io.BytesIO(body)).equals(table)
+
+
+def test_objects_are_bounded_even_from_one_huge_batch_and_the_same_rows_give_the_same_bytes() -> None:
+    from airflow_region_failover.store.parquet import encode_objects
+
+    rows = 200_000
+    big = pa.record_batch({"id": pa.array(range(rows), pa.int64()),
+                           "s": pa.array([f"{i:032x}" for i in range(rows)])})  # ~9 MB of Arrow data, one batch
+    limit = 1024 * 1024
+    first = list(encode_objects(iter([big]), limit))
+    again = list(encode_objects(iter([big]), limit))
+    assert len(first) > 1 and sum(n for _, n in first) == rows
+    assert all(body.size < 2 * limit for body, _ in first)
+    assert [body.to_pybytes() for body, _ in first] == [body.to_pybytes() for body, _ in again]
+    back = pa.concat_tables(pq.read_table(pa.BufferReader(body)) for body, _ in first)
+    assert back.equals(pa.Table.from_batches([big]))

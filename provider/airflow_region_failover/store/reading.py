@@ -1,0 +1,131 @@
+"""Spark I/O, reading: a committed version back as Arrow or as a DataFrame.
+
+Rules: ``executors`` mode maps one Spark partition per object (``spark.range(n, numPartitions=n).mapInArrow``),
+each GETting and decoding its object; ``driver`` mode GETs the objects in the driver and calls
+``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest entry: run-scoped (version-1
+manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). Sizes are always checked, SHA-256s
+when ``verify`` is set (hashed while streaming), raising :class:`NotAvailable` naming the object. Memory rule: an
+object's body is streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without
+copying it, and the buffer is dropped as soon as its table is decoded — so a read holds each object once, and
+only the objects in flight (not all of a manifest's) at a time. Executors receive the store's access with
+credentials frozen at the moment of the read (:func:`.config.portable`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.store.config import S3Access, client_for, portable
+from airflow_region_failover.store.keys import Layout, RunKeys
+from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.parquet import Target
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> bytearray:
+    """GET one object of a manifest into one buffer of its recorded size, checking the size (and the SHA-256 if
+    ``verify``, hashed while streaming): no second copy of the body is made."""
+    key = keys.object_key(entry.key, entry.shared)
+    opened = objects.open(key)
+    if opened is None:
+        raise NotAvailable(f"object {key} listed in the manifest is missing")
+    body, length = opened
+    if length != entry.size:
+        body.close()
+        raise NotAvailable(f"object {key} has {length} bytes, manifest says {entry.size}")
+    buffer = bytearray(length)
+    digest = hashlib.sha256()
+    filled = 0
+    with memoryview(buffer) as view:
+        for chunk in objects.chunks(key, body):
+            end = filled + len(chunk)
+            if end > length:
+                raise NotAvailable(f"object {key} has more than {length} bytes, manifest says {entry.size}")
+            view[filled:end] = chunk
+            if verify:
+                digest.update(chunk)
+            filled = end
+    if filled != length:
+        raise NotAvailable(f"object {key} ended after {filled} of {length} bytes")
+    if verify and digest.hexdigest() != entry.sha256:
+        raise NotAvailable(f"object {key} does not match the SHA-256 in its manifest")
+    return buffer
+
+
+def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> pa.Table:
+    """One object of a manifest decoded from its fetched buffer (zero-copy input); the buffer is dropped after."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify))))
+
+
+def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool, threads: int = 4) -> pa.Table:
+    """The committed version as one Arrow table (objects fetched and decoded in parallel, in manifest order)."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        tables = list(pool.map(lambda e: load_table(objects, keys, e, verify), manifest.objects))
+    if tables:
+        return pa.concat_tables(tables)
+    return _empty_arrow(StructType.fromJson(_schema_json(manifest)))
+
+
+def _schema_json(manifest: Manifest) -> dict[str, Any]:
+    import json
+
+    parsed: dict[str, Any] = json.loads(manifest.spark_schema)
+    return parsed
+
+
+def _empty_arrow(schema: Any) -> pa.Table:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema).empty_table()
+
+
+@dataclass(frozen=True)
+class _TaskReader:
+    """The ``mapInArrow`` function of a read: object number -> that object's record batches."""
+
+    access: S3Access = field(repr=False)
+    layout: Layout
+    keys: RunKeys
+    objects: tuple[ObjectEntry, ...]
+    verify: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = Objects(client_for(self.access), self.layout)
+        for batch in batches:
+            for number in batch.column(0).to_pylist():
+                yield from load_table(store, self.keys, self.objects[number], self.verify).to_batches()
+
+
+def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
+                   objects: tuple[ObjectEntry, ...] | None = None) -> DataFrame:
+    """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
+    only these of its objects (a subpartition selection), default all."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(_schema_json(manifest))
+    chosen = manifest.objects if objects is None else objects
+    if not chosen:
+        return spark.createDataFrame([], schema)
+    if mode == "driver":
+        table = read_arrow(target.objects(), target.keys, dataclasses.replace(manifest, objects=chosen), verify,
+                           target.threads)
+        return spark.createDataFrame(table, schema=schema)
+    count = len(chosen)
+    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify)
+    return spark.range(0, count, 1, count).mapInArrow(reader, schema)

@@ -4,9 +4,11 @@ date (README "Publishing to Delta Lake")::
     catalog#0 ==+==> summary#0 --> summary.publish  (Delta table daily_price_summary, append)
     catalog#1 ==/
 
-``catalog`` (2 subtasks, BLOCKING) is the day's price list of 4,000 products: *slowly changing* — each day about
-one product in twenty gets a new price, the rest is byte-for-byte yesterday's (a content-addressed store keeps
-those bytes once; the run logs say how many bytes were uploaded and how many reused per result). ``summary``
+``catalog`` (2 subtasks, BLOCKING) is the day's price list of 4,000 products in two groups: *slowly changing* —
+a group is repriced every other day, the two groups on alternate days, so each day one group's partition is
+byte-for-byte yesterday's. The store keeps content-addressed objects once: the ``catalog`` tasks' logs say per
+result how many bytes were uploaded and how many were already stored (``committed catalog#i …; uploaded X of Y
+bytes``; 0 for the unchanged group, whichever of two neighbouring days commits second). ``summary``
 totals the day per category and is the job's sink (the DAG param ``fail_once`` — the documented switch — makes
 ``summary#0`` fail on its first try: region failover restarts it *and* its publishing task, which the failure
 left ``upstream_failed``); ``publish="daily_price_summary"`` commits it, after every
@@ -29,8 +31,8 @@ DAG_ID = "daily_prices"
 TABLE = "daily_price_summary"
 START = datetime(2026, 1, 1)
 PRODUCTS_PER_GROUP = 2_000
-CHANGE_EVERY_DAYS = 20
-"""Product ``i`` gets a new price on the days ``d`` with ``(d + i) % CHANGE_EVERY_DAYS == 0`` (5% a day)."""
+REPRICE_EVERY_DAYS = 2
+"""Group ``g`` (the ``catalog`` subtask) gets new prices on the days ``d`` with ``(d + g) % REPRICE_EVERY_DAYS == 0``."""
 CATEGORIES = ("books", "garden", "music", "toys")
 
 
@@ -41,18 +43,18 @@ def day_number(context: Any) -> tuple[str, int]:
 
 
 def catalog(spark: Any, inputs: Any, context: Any) -> Any:
-    """Products ``[i*N, (i+1)*N)``: category and the day's price (a new one every ``CHANGE_EVERY_DAYS`` days)."""
+    """Products ``[i*N, (i+1)*N)``: category and the day's price (new ones every ``REPRICE_EVERY_DAYS`` days)."""
     from pyspark.sql import functions as F
 
     _, day = day_number(context)
     lo = context.index * PRODUCTS_PER_GROUP
-    version = F.floor((F.lit(day) + F.col("id")) / CHANGE_EVERY_DAYS)
+    version = F.lit((day + context.index) // REPRICE_EVERY_DAYS)
     categories = F.array(*[F.lit(c) for c in CATEGORIES])
     return spark.range(lo, lo + PRODUCTS_PER_GROUP, numPartitions=1).select(
         F.col("id").alias("product_id"),
         F.element_at(categories, (F.col("id") % len(CATEGORIES) + 1).cast("int")).alias("category"),
         (F.lit(5) + F.col("id") % 97 + version * F.lit(0.25)).cast("decimal(10,2)").alias("price"),
-    ).orderBy("product_id")
+    )  # one Spark partition in id order: the same prices give the same rows in the same order, so the same bytes
 
 
 def summary(spark: Any, inputs: Any, context: Any) -> Any:

@@ -7,6 +7,7 @@ on the embedded stack: three logical dates -> exactly three table versions; a cl
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -38,6 +39,18 @@ def test_three_logical_dates_publish_three_versions_and_a_cleared_run_none(e2e: 
     rows = tables.open_table(target).to_pyarrow_table().to_pylist()
     assert sorted({str(r["day"]) for r in rows}) == list(DATES)
     assert len(rows) == 3 * 4 and all(r["products"] == 1_000 for r in rows), rows
+
+    # slowly changing data: a catalog group is repriced every other day, so of the two commits of a group's
+    # unchanged content (neighbouring days) the later one uploads nothing; every task log says what it uploaded
+    uploads = []
+    for run_id in runs.values():
+        for task in ("catalog.0", "catalog.1"):
+            log = e2e.stack.task_log(DAG_ID, run_id, task, 1)
+            found = re.search(r"committed catalog#\d .*uploaded (\d+) of (\d+) bytes", log)
+            assert found, log[-3000:]
+            uploads.append((int(found.group(1)), int(found.group(2))))
+    assert sorted(new == 0 for new, _ in uploads) == [False] * 4 + [True] * 2, uploads
+    assert all(new in (0, total) and total > 0 for new, total in uploads), uploads
 
     middle = runs[FAILING]
     assert sorted(_the_decision(e2e, DAG_ID, middle)["restart"]) == ["summary.0", "summary.publish"]

@@ -32,7 +32,7 @@ TABLE = "daily_price_summary"
 START = datetime(2026, 1, 1)
 PRODUCTS_PER_GROUP = 2_000
 REPRICE_EVERY_DAYS = 2
-"""Group ``g`` (the ``catalog`` subtask) gets new prices on the days ``d`` with ``(d + g) % REPRICE_EVERY_DAYS == 0``."""
+"""Group ``g`` (``catalog`` subtask g) gets new prices on the days ``d`` with ``(d + g) % REPRICE_EVERY_DAYS == 0``."""
 CATEGORIES = ("books", "garden", "music", "toys")
 
 

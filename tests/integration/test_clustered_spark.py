@@ -3,9 +3,7 @@ changed shares most of its objects byte for byte (the same SHA-256), whatever Sp
 
 from __future__ import annotations
 
-import os
 import secrets
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +16,7 @@ from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.chunking import ChunkPolicy
 from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.parquet import Cut
+from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration
 
@@ -28,30 +27,7 @@ N = 120_000
 
 @pytest.fixture(scope="module", params=["embedded", "connect"])
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import this package
-    from pyspark.sql import SparkSession
-
-    if request.param == "embedded":
-        session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
-            "spark.sql.shuffle.partitions", "4").getOrCreate()
-        yield session
-        session.stop()
-        return
-    from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
-
-    # as in test_keyed_exchange: restore PySpark's Connect marker, or a later module's embedded session is refused
-    before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
-    session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
-    try:
-        yield session
-    finally:
-        session.stop()
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    yield from spark_session(request, shuffle_partitions=4)
 
 
 @pytest.fixture()

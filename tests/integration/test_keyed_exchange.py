@@ -5,9 +5,7 @@ keys."""
 
 from __future__ import annotations
 
-import os
 import secrets
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +20,7 @@ from airflow_region_failover.spark.partitions import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.parquet import Cut, key_group_column
+from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration
 
@@ -31,30 +30,7 @@ KEYS = ("customer", "region")
 
 @pytest.fixture(scope="module", params=["embedded", "connect"])
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    if request.param == "embedded":
-        session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-        yield session
-        session.stop()
-        return
-    from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
-
-    # set up before the autouse per-test guard, so restore PySpark's Connect marker here: a later module's
-    # embedded session would otherwise be refused (CONNECT_URL_NOT_SET)
-    before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
-    session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
-    try:
-        yield session
-    finally:
-        session.stop()
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    yield from spark_session(request)
 
 
 def rows(spark: Any, n: int = 20_000) -> Any:

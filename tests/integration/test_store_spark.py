@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import secrets
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +12,7 @@ import pytest
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
+from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration
 
@@ -22,19 +21,7 @@ P = PartitionId("clean->join", 1)
 
 @pytest.fixture(scope="module", params=["embedded", "connect"])
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import this package
-    from pyspark.sql import SparkSession
-
-    if request.param == "embedded":
-        session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
-            "spark.sql.shuffle.partitions", "4").getOrCreate()
-        yield session
-        session.stop()
-        return
-    session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
-    yield session
-    session.stop()
+    yield from spark_session(request, shuffle_partitions=4)
 
 
 @pytest.mark.parametrize("spark_io", ["executors", "driver"])

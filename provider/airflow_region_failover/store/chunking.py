@@ -141,9 +141,11 @@ def chunk_batches(batches: Iterable[pa.RecordBatch], cluster_by: Sequence[str],
         yield pa.Table.from_batches(pending)
 
 
-def dictionary_columns(table: pa.Table) -> list[str]:
-    """Flat columns with at most :data:`DICTIONARY_MAX_DISTINCT` of their values distinct among the table's first
-    :data:`DICTIONARY_SAMPLE_ROWS` rows (a function of the chunk's rows, so still deterministic)."""
+def dictionary_columns(table: pa.Table | pa.RecordBatch) -> list[str]:
+    """Flat columns worth dictionary encoding: at most :data:`DICTIONARY_MAX_DISTINCT` of their values distinct
+    among the first :data:`DICTIONARY_SAMPLE_ROWS` rows (ids, measures and hashes are mostly unique: encoding them
+    as a dictionary first only costs CPU before Parquet falls back to plain; a function of the rows, so
+    deterministic). Nested columns are written plain. Used for chunks and for the plain writer's first batch."""
     import pyarrow.compute as pc
 
     chosen = []

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
+from airflow_region_failover.store.chunking import dictionary_columns
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.content import Stored, Tally, put_content
 from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
@@ -135,9 +136,6 @@ class Written:
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 """Arrow bytes gathered into one Parquet row group (Spark hands over batches of ~10k-65k rows; one row group per
 batch would restart dictionary encoding and statistics every few MB: measured 1.3x the encoding CPU)."""
-
-DICTIONARY_MAX_DISTINCT = 0.5
-"""A column is dictionary-encoded only if its first batch has at most this share of distinct values."""
 
 
 def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> Iterator[tuple[pa.Buffer, int]]:
@@ -275,25 +273,6 @@ def row_groups(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Tab
             pending, size = [], 0
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
-    """Top-level flat columns worth dictionary encoding: at most :data:`DICTIONARY_MAX_DISTINCT` of the first
-    batch's values distinct (ids, measures and hashes are mostly unique: encoding them as a dictionary first
-    only costs CPU before Parquet falls back to plain). Nested columns are written plain."""
-    import pyarrow.compute as pc
-
-    chosen = []
-    for column_field, column in zip(batch.schema, batch.columns, strict=True):
-        if column_field.type.num_fields or len(column) == 0:
-            continue
-        try:
-            distinct = pc.count_distinct(column, mode="all").as_py()
-        except Exception:  # a type without hashing support: plain encoding
-            continue
-        if distinct <= DICTIONARY_MAX_DISTINCT * len(column):
-            chosen.append(column_field.name)
-    return chosen
 
 
 _PIECE_FIELDS = (("sha256", "string"), ("size", "int64"), ("rows", "int64"), ("subpartition", "int64"),

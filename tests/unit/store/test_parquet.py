@@ -12,7 +12,8 @@ from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
-from airflow_region_failover.store.parquet import dictionary_columns, row_groups
+from airflow_region_failover.store.chunking import dictionary_columns
+from airflow_region_failover.store.parquet import row_groups
 
 
 def batch(start: int, n: int) -> pa.RecordBatch:

@@ -1,0 +1,42 @@
+"""The Spark session of the integration modules that run each test on embedded Spark and on Spark Connect."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None = None) -> Iterator[Any]:
+    """Yield an embedded ``local[2]`` session (``request.param == "embedded"``) or a Spark Connect session of the
+    ``spark_connect`` fixture, and stop it after. Executors import this package (``PYSPARK_PYTHON``). Spark
+    Connect sets PySpark's Connect marker in the environment; it is restored afterwards, or a later module's
+    embedded session would be refused (``CONNECT_URL_NOT_SET``)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    if request.param == "embedded":
+        builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+        if shuffle_partitions is not None:
+            builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        session = builder.getOrCreate()
+        yield session
+        session.stop()
+        return
+    from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
+
+    before = {key: os.environ.get(key) for key in PYSPARK_CLIENT_MARKERS}
+    session = SparkSession.builder.remote(request.getfixturevalue("spark_connect")).getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

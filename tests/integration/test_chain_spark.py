@@ -76,9 +76,10 @@ class Recorder:
         self.reads.append(ref.partition)
         return self.io.read_keys(spark, ref, edge, key_groups, current)
 
-    def write(self, frame: Any, ref: PartitionRef, inputs: Any = (), code: str = "", cut: Any = None) -> PartitionRef:
+    def write(self, frame: Any, ref: PartitionRef, inputs: Any = (), code: str = "", cut: Any = None,
+              clustering: Any = None) -> PartitionRef:
         self.writes.append(ref.partition)
-        return self.io.write(frame, ref, inputs, code, cut)
+        return self.io.write(frame, ref, inputs, code, cut, clustering)
 
 
 class Calls:

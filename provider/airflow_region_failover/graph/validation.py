@@ -72,17 +72,22 @@ def _check_edge(edge: Edge, declared: dict[str, int], steps: tuple[Step, ...]) -
     return _check_cluster(_check_key(edge, where, steps[declared[edge.target]].parallelism), where)
 
 
+def _column_list(columns: object, option: str, where: str) -> tuple[str, ...]:
+    """A list of distinct, non-empty column names (``partition_by``, ``cluster_by``) as a tuple."""
+    if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
+        raise GraphError(f"{where}: {option}={columns!r} must be a list of column names, e.g. ['customer_id']")
+    if any(not isinstance(c, str) or not c.strip() for c in columns) or len(set(columns)) != len(columns):
+        raise GraphError(f"{where}: {option}={list(columns)!r} must name distinct, non-empty columns")
+    return tuple(columns)
+
+
 def _check_cluster(edge: Edge, where: str) -> Edge:
     """The ``cluster_by`` rules of the module docstring; the edge with it as a tuple."""
-    columns = edge.cluster_by
-    if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
-        raise GraphError(f"{where}: cluster_by={columns!r} must be a list of column names, e.g. ['customer_id']")
-    if any(not isinstance(c, str) or not c.strip() for c in columns) or len(set(columns)) != len(columns):
-        raise GraphError(f"{where}: cluster_by={list(columns)!r} must name distinct, non-empty columns")
+    columns = _column_list(edge.cluster_by, "cluster_by", where)
     if columns and edge.exchange is not Exchange.BLOCKING:
         raise GraphError(f"{where}: cluster_by applies to BLOCKING (persisted) results, not "
                          f"{edge.exchange.value}; use exchange='BLOCKING' or drop cluster_by")
-    return replace(edge, cluster_by=tuple(columns))
+    return replace(edge, cluster_by=columns)
 
 
 def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
@@ -101,11 +106,7 @@ def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
 
 def _check_key(edge: Edge, where: str, consumers: int) -> Edge:
     """The ``partition_by`` / ``max_parallelism`` rules of the module docstring; the edge with them resolved."""
-    columns = edge.partition_by
-    if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
-        raise GraphError(f"{where}: partition_by={columns!r} must be a list of column names, e.g. ['customer_id']")
-    if any(not isinstance(c, str) or not c.strip() for c in columns) or len(set(columns)) != len(columns):
-        raise GraphError(f"{where}: partition_by={list(columns)!r} must name distinct, non-empty columns")
+    columns = _column_list(edge.partition_by, "partition_by", where)
     if columns and edge.distribution is not Distribution.ALL_TO_ALL:
         raise GraphError(f"{where}: partition_by applies to ALL_TO_ALL (keyed) exchanges, not "
                          f"{edge.distribution.value}; use distribution='ALL_TO_ALL' or drop partition_by")

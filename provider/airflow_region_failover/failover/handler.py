@@ -15,7 +15,8 @@ compare-and-swap retry loop that stores the log. Rules:
    (:func:`claim`); it becomes ``applied`` with the tries its clear stopped (:func:`mark_applied`), ``abandoned``
    if the API refuses the clear for good (:func:`close`), or ``cancelled`` if a person stopped the run.
 7. **Backoff where the task starts.** Only the first try after the clear of an applied decision waits, until the
-   decision's ``apply_at`` (:func:`restart_wait`); :func:`restarted_as` says why our clear restarted a try.
+   decision's ``apply_at`` (:func:`restart_wait`); :func:`restarted_by` names the decision whose clear restarted a
+   try (and so why).
 Task ids are the caller's names for subtasks (:attr:`FailureHandler.task_id`); several subtasks may share one
 task (a chain of steps run by one task): a restart set names each task once.
 """
@@ -262,8 +263,10 @@ def mark_recleared(log: RunLog, clear_number: int | None) -> RunLog:
     return replace(log, our_clears=tuple(sorted({*log.our_clears, clear_number})))
 
 
-def _cleared_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
-    """The applied decision whose clear started try ``try_number`` of ``task_id`` (the first try after it)."""
+def restarted_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
+    """The applied decision whose clear started try ``try_number`` of ``task_id`` (the first try after it), or
+    ``None`` when this try was not started by one of our clears (a first try, Airflow's retry, a person's clear).
+    Its ``reasons[task_id]`` says why (the reuse rule keeps only ``consumer`` restarts)."""
     cleared = log.cleared_tries.get(task_id)
     if cleared is None or try_number != cleared + 1:
         return None
@@ -275,18 +278,5 @@ def _cleared_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
 
 def restart_wait(log: RunLog, task_id: str, try_number: int, now: float) -> float:
     """Seconds try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none; rule 7)."""
-    decision = _cleared_by(log, task_id, try_number)
+    decision = restarted_by(log, task_id, try_number)
     return 0.0 if decision is None else max(0.0, decision.apply_at - now)
-
-
-def restarted_as(log: RunLog, task_id: str, try_number: int) -> str | None:
-    """Why our clear started try ``try_number`` of ``task_id`` (its region's reason), or ``None`` when this try
-    was not started by one of our clears (a first try, Airflow's retry, a person's clear)."""
-    decision = _cleared_by(log, task_id, try_number)
-    return None if decision is None else decision.reasons.get(task_id)
-
-
-def restarted_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
-    """The applied decision whose clear started try ``try_number`` of ``task_id``, or ``None`` when this try was
-    not started by one of our clears (what its metrics and lineage report as the restart)."""
-    return _cleared_by(log, task_id, try_number)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId, default_result_id
-from airflow_region_failover.graph.model import Exchange, JobGraph, Result
+from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
 from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.parquet import Cut
 
@@ -67,30 +67,30 @@ class PartitionRef:
         return ref
 
 
+def _consumers(graph: JobGraph, result_id: str) -> tuple[Edge, ...]:
+    """The consumer edges of ``result_id`` (none for a sink result, which the graph does not list)."""
+    try:
+        return graph.result(result_id).consumers
+    except GraphError:
+        return ()
+
+
 def cut_of(graph: JobGraph, result_id: str) -> Cut | None:
     """How a partition of ``result_id`` is cut into subpartitions: by its keyed consumer edges (which agree,
     :mod:`..graph.validation`), or ``None`` when no consumer is keyed."""
-    try:
-        result = graph.result(result_id)
-    except GraphError:  # a sink result: no consumers
-        return None
-    for edge in result.consumers:
+    for edge in _consumers(graph, result_id):
         if edge.keyed:
             return Cut(edge.partition_by, edge.max_parallelism, graph.step(edge.target).parallelism,
-                       where=f"step {result.producer!r}, {edge}")
+                       where=f"step {edge.source!r}, {edge}")
     return None
 
 
 def clustering_of(graph: JobGraph, result_id: str) -> Clustering | None:
     """How a partition of ``result_id`` is stored sorted in content-defined files: by the ``cluster_by`` of its
     consumer edges (which agree, :mod:`..graph.validation`), or ``None`` when none declares one."""
-    try:
-        result = graph.result(result_id)
-    except GraphError:  # a sink result: no consumers
-        return None
-    for edge in result.consumers:
+    for edge in _consumers(graph, result_id):
         if edge.cluster_by:
-            return Clustering(edge.cluster_by, where=f"step {result.producer!r}, {edge}")
+            return Clustering(edge.cluster_by, where=f"step {edge.source!r}, {edge}")
     return None
 
 

@@ -19,7 +19,7 @@ from airflow_region_failover.failover.handler import (
     close,
     mark_applied,
     restart_wait,
-    restarted_as,
+    restarted_by,
 )
 from airflow_region_failover.failover.run_log import DecisionStatus, FailureRecord, RunLog
 from airflow_region_failover.graph.ids import SubtaskId
@@ -65,6 +65,11 @@ def test_our_own_clears_do_not_start_an_epoch() -> None:
     log = applied(log, 101.0, clear_number=1)
     log, again = fail(log, "c.0", 2, 110.0, clear_number=1)
     assert again is Outcome.EXHAUSTED and log.epoch == 0
+
+
+def restarted_as(log: RunLog, task_id: str, try_number: int) -> str | None:
+    decision = restarted_by(log, task_id, try_number)
+    return None if decision is None else decision.reasons.get(task_id)
 
 
 def test_why_our_clear_started_a_try() -> None:

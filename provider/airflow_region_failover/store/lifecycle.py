@@ -122,7 +122,9 @@ def release_run(objects: Objects, keys: RunKeys, *, run_finished: bool, consumer
     prefix = keys.result_prefix(result) if result else keys.run_prefix
     items = list(objects.listing(prefix))
     doomed = [item.key for item in outside_nested(items, nested_prefixes(prefix, items))]
-    return objects.delete(sorted(doomed, key=lambda key: key == keys.run_record()))
+    record = [key for key in doomed if key == keys.run_record()]
+    # a separate, last request: S3 does not promise the order of the keys within one DeleteObjects request
+    return objects.delete([key for key in doomed if key not in record]) + objects.delete(record)
 
 
 def list_runs(objects: Objects, layout: Layout, dag_id: str) -> list[RunInfo]:

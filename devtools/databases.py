@@ -15,8 +15,8 @@ Rules (as the launchers of :mod:`airflow_region_failover.standalone`):
   one capability, CAP_DAC_READ_SEARCH, so they reach a data directory below root-only directories (pytest's and
   ``mkdtemp``'s are 0700); the data directory itself belongs to ``nobody``. Without that capability the data
   directory is a private temporary directory instead (removed by ``cleanup()``). The *binaries* must be
-  reachable by ``nobody`` without that capability (``initdb`` checks them with ``access()``): a checkout below a
-  directory others may not enter is refused before anything starts, naming that directory.
+  reachable by ``nobody`` without that capability (``initdb`` checks them with ``access()``): from a checkout
+  below a directory others may not enter (a ``mktemp -d`` clone) they are run from a private copy instead.
 """
 
 from __future__ import annotations
@@ -136,11 +136,12 @@ class Postgres:
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._private_data: Path | None = None  # the data directory's temporary parent, if not in work_dir
+        self._private_install: Path | None = None  # a reachable copy of the binaries, if the package's is not
 
     @property
     def bin_dir(self) -> Path:
-        """pgserver's bundled PostgreSQL binaries."""
-        return package_dir("pgserver") / "pginstall" / "bin"
+        """pgserver's bundled PostgreSQL binaries (or their private copy, :meth:`_reach_binaries`)."""
+        return (self._private_install or package_dir("pgserver")) / "pginstall" / "bin"
 
     @property
     def data_dir(self) -> Path:
@@ -171,7 +172,7 @@ class Postgres:
     def start(self, attempts: int = 3) -> str:
         """``initdb`` (first start only), start the server, wait until it accepts connections, create the
         database; returns its SQLAlchemy URL. A new port on failure."""
-        self._check_binaries_reachable()
+        self._reach_binaries()
         return start_with_retries(self._start_once, self.stop, "PostgreSQL", attempts)
 
     def create_database(self, name: str) -> str:
@@ -184,16 +185,28 @@ class Postgres:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.url_for(name)
 
-    def _check_binaries_reachable(self) -> None:
+    def _reach_binaries(self) -> None:
         """As root the server runs as ``nobody``, which must be able to enter every directory above its binaries
-        (``initdb`` checks its own executable with ``access()``, which ignores the capability granted below)."""
-        closed = closed_ancestor(self.bin_dir) if os.geteuid() == 0 else None
+        (``initdb`` checks its own executable with ``access()``, which ignores the capability granted below). When
+        it cannot (a checkout below a 0700 directory, e.g. ``mktemp -d``), the binaries are copied (~35 MB) into a
+        private directory others may enter, removed by ``cleanup()``."""
+        if os.geteuid() != 0 or self._private_install is not None or closed_ancestor(self.bin_dir) is None:
+            return
+        package = package_dir("pgserver")
+        copy = Path(tempfile.mkdtemp(prefix="pginstall-"))
+        copy.chmod(0o755)
+        for part in ("bin", "lib", "share"):
+            shutil.copytree(package / "pginstall" / part, copy / "pgserver" / "pginstall" / part, symlinks=True)
+        libs = package.resolve().parent / "pgserver.libs"  # the binaries' RPATH: $ORIGIN/../../../pgserver.libs
+        if libs.is_dir():
+            shutil.copytree(libs, copy / "pgserver.libs", symlinks=True)
+        self._private_install = copy / "pgserver"
+        closed = closed_ancestor(self.bin_dir)
         if closed is not None:
             raise RuntimeError(
                 f"PostgreSQL runs as 'nobody' (it refuses root) and cannot reach {self.bin_dir / 'initdb'}: "
-                f"{closed} does not let other users enter it (mode {closed.stat().st_mode & 0o777:o}). Put the "
-                f"checkout and its .venv below directories others may enter, e.g. `chmod o+x {closed}` (a "
-                "`mktemp -d` directory is 0700), or clone it elsewhere.")
+                f"{closed} does not let other users enter it (mode {closed.stat().st_mode & 0o777:o}); set TMPDIR "
+                "to a directory others may enter")
 
     def _as_server_user(self) -> list[str]:
         """The command prefix that runs a PostgreSQL binary as ``nobody`` when we are root (else nothing)."""
@@ -271,9 +284,11 @@ class Postgres:
     def cleanup(self) -> None:
         """Stop the server; remove the work directory if this object created it, and a private data directory."""
         self.stop()
-        if self._private_data is not None:
-            shutil.rmtree(self._private_data, ignore_errors=True)
-            self._private_data = None
+        install = self._private_install.parent if self._private_install is not None else None
+        for private in (self._private_data, install):
+            if private is not None:
+                shutil.rmtree(private, ignore_errors=True)
+        self._private_data = self._private_install = None
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 

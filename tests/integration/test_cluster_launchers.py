@@ -71,6 +71,25 @@ def test_postgres_serves_sqlalchemy_and_stops_every_process(tmp_path: Path) -> N
     check_postgres(Postgres(tmp_path / "pg"))
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as nobody only when started as root")
+def test_postgres_starts_from_a_checkout_nobody_can_enter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout below a 0700 directory (a ``mktemp -d`` clone, as root): ``initdb`` used to fail with 126
+    ("invalid binary"); the binaries now run from a private copy, removed by ``cleanup()``."""
+    import devtools.databases as databases
+
+    real = databases.package_dir("pgserver")
+    private = tmp_path / "clone"
+    private.mkdir()
+    (private / "pgserver").symlink_to(real)
+    private.chmod(0o700)
+    monkeypatch.setattr(databases, "package_dir", lambda name: private / name)
+    server = Postgres(tmp_path / "pg")
+    assert databases.closed_ancestor(server.bin_dir) is not None
+    before = set(Path(databases.tempfile.gettempdir()).glob("pginstall-*"))
+    check_postgres(server)
+    assert set(Path(databases.tempfile.gettempdir()).glob("pginstall-*")) == before, "the private copy is removed"
+
+
 # -- Redis ------------------------------------------------------------------------------------------------------
 def check_redis(server: Redis) -> None:
     import redis

@@ -37,7 +37,7 @@ CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
     "watch_lookback": (
         "600.0",
         "Seconds of history the watcher re-reads when the scheduler starts, so a decision still pending in the "
-        "decision log survives a scheduler restart.",
+        "decision log survives a scheduler restart; also how long it keeps watching a run after the run ended.",
     ),
     "max_start_delay": (
         "3600.0",

@@ -119,9 +119,22 @@ class E2E:
         tis = {ti["task_id"]: (ti["state"], ti["try_number"]) for ti in self.api.task_instances(dag_id, run_id)}
         doc = self.history(dag_id, run_id)
         text = f"{dag_id}/{run_id}\ntasks: {tis}\ndecisions: {json.dumps(doc.get('decisions'), indent=1)}" \
-               f"\nevents: {json.dumps(doc.get('events'))}\ncleared: {doc.get('cleared_tries')}"
+               f"\nevents: {json.dumps(doc.get('events'))}\ncleared: {doc.get('cleared_tries')}" \
+               f"{self.failover_log(run_id)}"
         print(text)  # shown in full under "Captured stdout" even where pytest shortens the assertion message
         return text
+
+    def failover_log(self, run_id: str, last: int = 40) -> str:
+        """The last ``last`` lines the stack's components logged about the run's failover (the watchers' view of
+        it: what they found, recorded, applied or could not), one section per log file."""
+        home = getattr(self.stack, "home", None)
+        sections = []
+        for path in sorted(Path(home).glob("*.log")) if home is not None else ():
+            with path.open(errors="replace") as lines:
+                found = [line.rstrip()[:400] for line in lines if "region failover" in line and run_id in line]
+            if found:
+                sections.append(f"\n{path.name}:\n" + "\n".join(found[-last:]))
+        return "".join(sections)
 
     def history(self, dag_id: str, run_id: str) -> dict[str, Any]:
         """The run's decision log (its JSON form)."""

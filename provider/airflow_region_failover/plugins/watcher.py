@@ -7,7 +7,8 @@ the decision logs' compare-and-swap):
 - **Failures**: events queued by the scheduler's hook, plus failed step tasks of those runs in the metadata DB —
   measured on 3.3.2, a SIGKILLed task process fires no hook anywhere, and a killed supervisor fires the hook in
   the scheduler only after ``task_instance_heartbeat_timeout``. A failure is done only once it is recorded: one
-  that could not be (S3 throttled or away) is handled again on the next pass. A failure a person caused (they set
+  that could not be (S3 throttled or away) is kept and handled again on every pass until it is — also once the
+  look-back window has moved past it (an outage longer than ``watch_lookback``). A failure a person caused (they set
   the run or the task to ``failed``: Airflow's audit log says so) is not a failover failure.
 - **Apply**: every run with an open decision (:meth:`~airflow_region_failover.store.runlog.RunLogs.pending_runs`)
   is applied once due and once Airflow has settled (:func:`.probes.settled`; past ``SETTLE_TIMEOUT_S`` the
@@ -62,6 +63,7 @@ class Watcher:
     _queue: queue.Queue[tuple[str, str, FailureRecord]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
     _done: dict[str, float] = field(default_factory=dict)
+    _unrecorded: dict[str, tuple[str, str, FailureRecord]] = field(default_factory=dict)
     _runs: dict[probes.Run, float] = field(default_factory=dict)
     _since: float = 0.0
     _thread: threading.Thread | None = None
@@ -99,18 +101,9 @@ class Watcher:
         return time.time() - max(self.lookback, MIN_LOOKBACK_S)
 
     def tick(self) -> None:
-        """One pass: runs at work, failures (queued and in the DB), due decisions, re-clears."""
+        """One pass: runs at work, failures (queued, in the DB, not yet recorded), due decisions, re-clears."""
         self._see_runs()
-        events = []
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
-        events.extend(self._failed_in_db())
-        for dag_id, run_id, failure in events:
-            try:
-                self._handle(dag_id, run_id, failure)
-            except Exception:  # not done: the DB probe finds the failed task again on the next pass
-                log.exception("region failover: could not record %s of %s/%s (will retry)", failure.task_id, dag_id,
-                              run_id)
+        self._record_failures()
         for dag_id, run_id in list(self.services.logs().pending_runs()):
             try:
                 self._apply(dag_id, run_id)
@@ -120,6 +113,26 @@ class Watcher:
             self._kick()
         except Exception:
             log.exception("region failover: could not requeue cleared tasks (will retry)")
+
+    def _record_failures(self) -> None:
+        """Record each failure found once (the first report wins: a hook's carries the task's own error); keep
+        those that could not be recorded for the next pass."""
+        events = []
+        while not self._queue.empty():
+            events.append(self._queue.get_nowait())
+        events.extend(self._failed_in_db())
+        events.extend(self._unrecorded.values())
+        unique: dict[str, tuple[str, str, FailureRecord]] = {}
+        for found in events:
+            unique.setdefault(f"{found[0]}/{found[1]}/{found[2].key}", found)
+        for key, (dag_id, run_id, failure) in unique.items():
+            try:
+                self._handle(dag_id, run_id, failure)
+                self._unrecorded.pop(key, None)
+            except Exception:
+                self._unrecorded[key] = (dag_id, run_id, failure)
+                log.exception("region failover: could not record %s of %s/%s (will retry)", failure.task_id, dag_id,
+                              run_id)
 
     def _see_runs(self) -> None:
         """Remember the runs at work now; forget those last seen before the look-back window (bounded memory)."""

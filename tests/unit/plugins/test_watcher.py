@@ -114,3 +114,24 @@ def test_the_late_path_still_waits_for_airflow_to_settle(monkeypatch: pytest.Mon
     w.tick()
     assert api.cleared == [], "cleared while the failed task is still running"
 
+
+
+def test_a_failure_unrecorded_for_longer_than_the_look_back_window_is_still_recorded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 is away for longer than ``watch_lookback``: by the time it is back, the DB probe no longer looks as far
+    back as the failure's end (nor, once the run has ended, at the run). The failure must not be dropped with the
+    window: every failure the watcher could not record is retried until it is."""
+    logs, api = FlakyLogs(MemoryObjects(), failures=1), FakeApi()
+    found = [event()]
+    w = watcher(logs, api, monkeypatch, found)
+    monkeypatch.setattr(probes, "failed_step_tasks",
+                        lambda runs, since: [f for f in found if f[2].at >= since and (f[0], f[1]) in runs])
+    tick(w)
+    assert logs.read(DAG, RUN).decisions == ()
+    w._since = time.time()  # the window moved past the failure's end ...
+    monkeypatch.setattr(probes, "active_runs", lambda: set())
+    w._runs.clear()  # ... and past the run, which ended
+    tick(w)
+    tick(w)
+    assert [d.status.value for d in logs.read(DAG, RUN).decisions] == ["applied"]
+    assert api.cleared == [["c.0", "d.0"]]

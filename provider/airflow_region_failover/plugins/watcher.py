@@ -129,10 +129,10 @@ class Watcher:
             try:
                 self._handle(dag_id, run_id, failure)
                 self._unrecorded.pop(key, None)
-            except Exception:
+            except Exception as exc:
                 self._unrecorded[key] = (dag_id, run_id, failure)
-                log.exception("region failover: could not record %s of %s/%s (will retry)", failure.task_id, dag_id,
-                              run_id)
+                log.exception("region failover: could not record %s of %s/%s (will retry): %s", failure.task_id,
+                              dag_id, run_id, type(exc).__name__)
 
     def _see_runs(self) -> None:
         """Remember the runs at work now; forget those last seen before the look-back window (bounded memory)."""

@@ -248,9 +248,11 @@ def test_zz_a_failure_handled_while_s3_is_down_is_applied_once_s3_is_back(e2e: A
         outage.result()  # S3 answers again (a server that could not come back fails here, saying why)
     # The run ended failed during the outage; the restart comes once a watcher has recorded and applied the
     # failure, however long S3 takes to answer again (a dropped failure never comes: the wait times out).
+    back = time.monotonic()
     try:
         e2e.wait_until(lambda: _applied(e2e.history(dag_id, run_id)), 300, "the failure recorded and applied")
     except TimeoutError as exc:
         raise AssertionError(f"{exc}\n{e2e.explain(dag_id, run_id)}") from exc
+    print(f"recorded and applied {time.monotonic() - back:.1f} s after S3 answered again")
     assert e2e.final_state(dag_id, run_id) == "success", e2e.explain(dag_id, run_id)
     assert _reasons(_the_decision(e2e, dag_id, run_id)) == {"c#0": "failed", "d#0": "consumer"}

@@ -94,15 +94,22 @@ class E2E:
 
     def final_state(self, dag_id: str, run_id: str, timeout: float = 900.0, grace: float = 15.0) -> str:
         """Wait for a terminal state that stays: a run can show ``failed`` for a moment before the restart's
-        clear puts it back to ``running`` (the scheduler marks it failed when every task is done)."""
+        clear puts it back to ``running`` (the scheduler marks it failed when every task is done). A failed run
+        whose decision log still has an open decision is not final: the decision's clear is still to come."""
         deadline = time.monotonic() + timeout
         while True:
             state = self.api.wait_for_run(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
             if state == "success":
                 return state
             time.sleep(grace)
-            if self.api.dag_run(dag_id, run_id)["state"] == state or time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 return state
+            if self.api.dag_run(dag_id, run_id)["state"] == state and not self._restart_due(dag_id, run_id):
+                return state
+
+    def _restart_due(self, dag_id: str, run_id: str) -> bool:
+        """Whether the run has a decision not applied yet (``False`` for a stack without decision logs)."""
+        return self.logs is not None and self.logs.read(dag_id, run_id).open_decision is not None
 
     def tries(self, dag_id: str, run_id: str) -> dict[str, int]:
         """``task_id -> try_number`` of every task instance of the run."""

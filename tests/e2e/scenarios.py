@@ -87,11 +87,11 @@ def _check_report(e2e: Any, run_id: str, spark_connect: str) -> None:
 
 
 def _patch(e2e: Any, path: str, body: dict[str, Any]) -> Any:
-    return e2e.api._send("PATCH", "/api/v2" + path, json=body).json()
+    return e2e.api.call("PATCH", path, json=body).json()
 
 
 def _post(e2e: Any, path: str, body: dict[str, Any]) -> Any:
-    return e2e.api._send("POST", "/api/v2" + path, json=body).json()
+    return e2e.api.call("POST", path, json=body).json()
 
 
 def _values(e2e: Any, dag_id: str, run_id: str) -> list[int]:
@@ -102,7 +102,7 @@ def _values(e2e: Any, dag_id: str, run_id: str) -> list[int]:
 def _reparse(e2e: Any, dag_id: str, timeout: float = 120.0) -> None:
     """Ask the dag-processor to parse the DAG's file now, and wait until it has."""
     before = e2e.api.get(f"/dags/{dag_id}/details")
-    e2e.api._send("PUT", f"/api/v2/parseDagFile/{before['file_token']}")
+    e2e.api.call("PUT", f"/parseDagFile/{before['file_token']}")
     e2e.wait_until(lambda: e2e.api.get(f"/dags/{dag_id}/details")["last_parsed_time"]
                    != before["last_parsed_time"], timeout, f"{dag_id} re-parsed")
 

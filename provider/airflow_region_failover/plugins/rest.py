@@ -144,6 +144,11 @@ class AirflowRestClient:
         """GET ``/api/v2`` + path, returning the JSON body."""
         return self._send("GET", "/api/v2" + path, params=params or None).json()
 
+    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """Any call of the public API (``/api/v2`` + path), with this client's token, timeout and retries (only
+        idempotent calls are sent again); ``kw`` as httpx's (``json=``, ``params=``)."""
+        return self._send(method, "/api/v2" + path, **kw)
+
     # -- DAGs and runs ------------------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         """``GET /api/v2/monitor/health`` (no auth needed)."""

@@ -30,7 +30,7 @@ BACKFILL = {"dag_id": "rf_e2e_backfill", "from_date": "2026-02-01T00:00:00Z", "t
 
 def unpause(e2e: E2E, dag_id: str) -> None:
     """Unpause a DAG that is paused at creation (REST ``PATCH /dags/{dag_id}``)."""
-    e2e.api._send("PATCH", f"/api/v2/dags/{dag_id}", params={"update_mask": "is_paused"}, json={"is_paused": False})
+    e2e.api.call("PATCH", f"/dags/{dag_id}", params={"update_mask": "is_paused"}, json={"is_paused": False})
 
 
 def start_daily(e2e: E2E) -> None:
@@ -41,7 +41,7 @@ def start_daily(e2e: E2E) -> None:
 
 def start_backfill(e2e: E2E) -> None:
     """Create the backfill of :data:`BACKFILL` (REST ``POST /backfills``) and unpause its DAG."""
-    created = e2e.api._send("POST", "/api/v2/backfills", json=BACKFILL).json()
+    created = e2e.api.call("POST", "/backfills", json=BACKFILL).json()
     assert created["dag_id"] == BACKFILL["dag_id"], created
     unpause(e2e, BACKFILL["dag_id"])
 

@@ -67,3 +67,22 @@ def test_a_pre_issued_token_that_expired_is_read_again_from_its_connection(monke
         assert client.dag_run("d", "r")["state"] == "running"
     finally:
         rest.default_api.cache_clear()
+
+
+def test_call_sends_any_public_api_request_with_the_token_and_retries_only_idempotent_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``call`` is the client's way to any /api/v2 endpoint: authorised, a 503 retried for a PATCH, never for a
+    POST (it may have taken effect)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers.get("Authorization") == "Bearer t"
+        return httpx.Response(503, json={"detail": "busy"})
+
+    seen = serve(monkeypatch, handler)
+    client = rest.AirflowRestClient(rest.ApiCredentials("http://api", token="t"))
+    with pytest.raises(RestError):
+        client.call("PATCH", "/dags/d", json={"is_paused": False})
+    with pytest.raises(RestError):
+        client.call("POST", "/backfills", json={})
+    assert seen.count("PATCH /api/v2/dags/d") == rest.RETRIES
+    assert seen.count("POST /api/v2/backfills") == 1

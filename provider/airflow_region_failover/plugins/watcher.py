@@ -7,9 +7,10 @@ the decision logs' compare-and-swap):
 - **Failures**: events queued by the scheduler's hook, plus failed step tasks of those runs in the metadata DB —
   measured on 3.3.2, a SIGKILLed task process fires no hook anywhere, and a killed supervisor fires the hook in
   the scheduler only after ``task_instance_heartbeat_timeout``. A failure is done only once it is recorded: one
-  that could not be (S3 throttled or away) is kept and handled again on every pass until it is — also once the
-  look-back window has moved past it (an outage longer than ``watch_lookback``). A failure a person caused (they set
-  the run or the task to ``failed``: Airflow's audit log says so) is not a failover failure.
+  that could not be (S3 throttled or away) is kept and tried again until it is — also once the look-back window
+  has moved past it (an outage longer than ``watch_lookback``) — after 1, 2, 4, 8 s, then every ``RETRY_MAX_S``
+  s (a storm of failures must not become a storm of REST and S3 calls). A failure a person caused (they set the
+  run or the task to ``failed``: Airflow's audit log says so) is not a failover failure.
 - **Apply**: every run with an open decision (:meth:`~airflow_region_failover.store.runlog.RunLogs.pending_runs`)
   is applied once due and once Airflow has settled (:func:`.probes.settled`; past ``SETTLE_TIMEOUT_S`` the
   failed tasks must still have left the running states). A decision whose run a person has set to ``failed``
@@ -25,6 +26,7 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from airflow_region_failover import conf
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 SETTLE_TIMEOUT_S = 60.0
 MIN_LOOKBACK_S = 60.0
 USER_ACTION_SLACK_S = 60.0
+RETRY_MAX_S = 10.0
+"""The longest wait before a failure that could not be recorded is tried again."""
 """How long before a failure a person's ``failed`` may have been set and still be its cause."""
 
 SCHEDULER_SERVICES = Services(clear_number=probes.clear_number)
@@ -52,6 +56,15 @@ def positive(key: str, fallback: float) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class _Unrecorded:
+    """A failure the watcher could not record yet: how many tries failed, and when to try again."""
+
+    found: tuple[str, str, FailureRecord]
+    tries: int
+    retry_at: float
+
+
 @dataclass
 class Watcher:
     """Scheduler-side daemon thread: catches failures no hook reported and applies due pending decisions."""
@@ -60,10 +73,12 @@ class Watcher:
     lookback: float = field(default_factory=lambda: positive("watch_lookback", 600.0))
     services: Services = field(default_factory=lambda: SCHEDULER_SERVICES)
     who: str = WHO
+    clock: Callable[[], float] = time.time
+    """When a kept failure is due again (tests pass their own)."""
     _queue: queue.Queue[tuple[str, str, FailureRecord]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
     _done: dict[str, float] = field(default_factory=dict)
-    _unrecorded: dict[str, tuple[str, str, FailureRecord]] = field(default_factory=dict)
+    _unrecorded: dict[str, _Unrecorded] = field(default_factory=dict)
     _runs: dict[probes.Run, float] = field(default_factory=dict)
     _since: float = 0.0
     _thread: threading.Thread | None = None
@@ -116,23 +131,29 @@ class Watcher:
 
     def _record_failures(self) -> None:
         """Record each failure found once (the first report wins: a hook's carries the task's own error); keep
-        those that could not be recorded for the next pass."""
+        those that could not be recorded, to try again when due (module rule)."""
         events = []
         while not self._queue.empty():
             events.append(self._queue.get_nowait())
         events.extend(self._failed_in_db())
-        events.extend(self._unrecorded.values())
+        events.extend(u.found for u in self._unrecorded.values())
         unique: dict[str, tuple[str, str, FailureRecord]] = {}
         for found in events:
             unique.setdefault(f"{found[0]}/{found[1]}/{found[2].key}", found)
+        now = self.clock()
         for key, (dag_id, run_id, failure) in unique.items():
+            kept = self._unrecorded.get(key)
+            if kept is not None and kept.retry_at > now:
+                continue
             try:
                 self._handle(dag_id, run_id, failure)
                 self._unrecorded.pop(key, None)
             except Exception as exc:
-                self._unrecorded[key] = (dag_id, run_id, failure)
-                log.exception("region failover: could not record %s of %s/%s (will retry): %s", failure.task_id,
-                              dag_id, run_id, type(exc).__name__)
+                tries = kept.tries + 1 if kept is not None else 1
+                wait = min(RETRY_MAX_S, 2.0 ** (tries - 1))
+                self._unrecorded[key] = _Unrecorded((dag_id, run_id, failure), tries, now + wait)
+                log.warning("region failover: could not record %s of %s/%s (%s; trying again in %.0f s)",
+                            failure.task_id, dag_id, run_id, type(exc).__name__, wait, exc_info=tries == 1)
 
     def _see_runs(self) -> None:
         """Remember the runs at work now; forget those last seen before the look-back window (bounded memory)."""

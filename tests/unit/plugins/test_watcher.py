@@ -51,9 +51,19 @@ def watcher(logs: RunLogs, api: FakeApi, monkeypatch: pytest.MonkeyPatch, found:
     monkeypatch.setattr(probes, "settled", lambda dag_id, run_id, failed, downstream_too=True: True)
     monkeypatch.setattr(probes, "not_restarted", lambda runs: {})
     monkeypatch.setattr(probes, "user_stopped", lambda dag_id, run_id, task_ids, since: None)
-    w = Watcher(interval=0.1, lookback=60.0, services=services(logs, api))
+    w = Watcher(interval=0.1, lookback=60.0, services=services(logs, api), clock=Clock())
     w._since = time.time() - 60
     return w
+
+
+class Clock:
+    """The watcher's clock for retries: stands still until a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def tick(w: Watcher) -> None:
@@ -70,9 +80,25 @@ def test_a_failure_whose_handling_hit_a_transient_s3_error_is_handled_on_the_nex
     tick(w)
     assert logs.read(DAG, RUN).decisions == ()
     tick(w)
+    assert logs.read(DAG, RUN).decisions == (), "tried again before its retry was due"
+    w.clock.now += 1.0  # type: ignore[attr-defined]
+    tick(w)
     tick(w)
     assert [d.status.value for d in logs.read(DAG, RUN).decisions] == ["applied"]
     assert api.cleared == [["c.0", "d.0"]]
+
+
+def test_a_failure_that_cannot_be_recorded_is_tried_again_less_and_less_often(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 away for a minute: the failure is tried again after 1, 2, 4, 8 s, then every 10 s — not on every pass
+    (each try is a REST call and S3 requests, per failure)."""
+    logs, api = FlakyLogs(MemoryObjects(), failures=10**6), FakeApi()
+    w = watcher(logs, api, monkeypatch, [event()])
+    for _ in range(600):  # 60 s of passes, every 0.1 s
+        tick(w)
+        w.clock.now += 0.1  # type: ignore[attr-defined]
+    tried = 10**6 - logs.failures
+    assert tried == 9, tried  # at t = 0, 1, 3, 7, 15, 25, 35, 45, 55 s (not 600 times)
 
 
 def test_two_watchers_clear_a_task_our_clear_did_not_restart_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,6 +154,7 @@ def test_a_failure_unrecorded_for_longer_than_the_look_back_window_is_still_reco
                         lambda runs, since: [f for f in found if f[2].at >= since and (f[0], f[1]) in runs])
     tick(w)
     assert logs.read(DAG, RUN).decisions == ()
+    w.clock.now += 1.0  # type: ignore[attr-defined]
     w._since = time.time()  # the window moved past the failure's end ...
     monkeypatch.setattr(probes, "active_runs", lambda: set())
     w._runs.clear()  # ... and past the run, which ended

@@ -39,9 +39,9 @@ log = logging.getLogger(__name__)
 SETTLE_TIMEOUT_S = 60.0
 MIN_LOOKBACK_S = 60.0
 USER_ACTION_SLACK_S = 60.0
+"""How long before a failure a person's ``failed`` may have been set and still be its cause."""
 RETRY_MAX_S = 10.0
 """The longest wait before a failure that could not be recorded is tried again."""
-"""How long before a failure a person's ``failed`` may have been set and still be its cause."""
 
 SCHEDULER_SERVICES = Services(clear_number=probes.clear_number)
 

@@ -142,7 +142,7 @@ class AirflowRestClient:
 
     def get(self, path: str, **params: Any) -> Any:
         """GET ``/api/v2`` + path, returning the JSON body."""
-        return self._send("GET", "/api/v2" + path, params=params or None).json()
+        return self.call("GET", path, params=params or None).json()
 
     def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """Any call of the public API (``/api/v2`` + path), with this client's token, timeout and retries (only

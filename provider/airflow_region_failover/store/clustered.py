@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, encode, sort_order
-from airflow_region_failover.store.content import put_content
 from airflow_region_failover.store.parquet import (
     _UPLOAD_SCHEMA,
     SUBPARTITION_COLUMN,
@@ -97,17 +96,12 @@ def write_sequences(target: Target, batches: Iterator[pa.RecordBatch], clusterin
     """Chunk every tagged, sorted sequence of ``batches`` and store each chunk content-addressed (module rule);
     one :class:`~.parquet.Piece` per object, in sequence order."""
     objects = target.objects()
-
-    def announce(digest: str) -> str:
-        return target.keys.announcement(target.partition, target.attempt, target.writer, digest)
-
     pieces: list[Piece] = []
     sequence = itertools.count()
     for tag, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
         sub = tag if keyed else -1
         for chunk in chunk_batches((batch for _, batch in runs), clustering.cluster_by, clustering.policy):
-            stored = put_content(objects, target.layout, encode(chunk), sub, part_size=target.part_size,
-                                 threads=target.threads, announce=announce)
+            stored = target.put(objects, encode(chunk), sub)
             pieces.append(Piece(stored, chunk.num_rows, number, next(sequence)))
     return pieces
 

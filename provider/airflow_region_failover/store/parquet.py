@@ -121,6 +121,15 @@ class Target:
         """This target as it is sent to Spark executors: credentials frozen now (:func:`.config.portable`)."""
         return dataclasses.replace(self, access=portable(self.access))
 
+    def put(self, objects: Objects, body: pa.Buffer | bytes, subpartition: int) -> Stored:
+        """Store one encoded object content-addressed (:func:`.content.put_content`), announced first under this
+        attempt's writer token so that a sweeper never takes it for garbage while the write is under way."""
+        def announce(digest: str) -> str:
+            return self.keys.announcement(self.partition, self.attempt, self.writer, digest)
+
+        return put_content(objects, self.layout, body, subpartition, part_size=self.part_size, threads=self.threads,
+                           announce=announce)
+
 
 @dataclass(frozen=True)
 class Written:
@@ -202,12 +211,7 @@ def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int
     pending: Future[Piece] | None = None
 
     def store(body: pa.Buffer, rows: int, sequence: int) -> Piece:
-        stored = put_content(objects, target.layout, body, subpartition, part_size=target.part_size,
-                             threads=target.threads, announce=announce)
-        return Piece(stored, rows, number, sequence)
-
-    def announce(digest: str) -> str:
-        return target.keys.announcement(target.partition, target.attempt, target.writer, digest)
+        return Piece(target.put(objects, body, subpartition), rows, number, sequence)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):

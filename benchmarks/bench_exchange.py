@@ -33,7 +33,7 @@ from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store import ResultStore

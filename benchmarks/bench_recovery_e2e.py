@@ -111,11 +111,11 @@ def write_readme(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Start the stack, run the variants, print (and optionally record) the figures."""
+    from airflow_region_failover.decisions.storage import RunLogs
     from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
     from airflow_region_failover.store.facade import ResultStore
-    from airflow_region_failover.store.runlog import RunLogs
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)

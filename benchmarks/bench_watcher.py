@@ -73,7 +73,7 @@ def _populate(failed_total: int) -> None:
 
 
 def _old_probes(since: float) -> None:
-    """The watcher's per-pass DB queries before they were bounded (a2a7072: plugins/probes.py, listener.py):
+    """The watcher's per-pass DB queries before they were bounded (a2a7072: plugins/metadata_db.py, listener.py):
     every failed step task since the look-back floor, and every up_for_retry or ``none`` task of an ended run."""
     from datetime import datetime, timezone
 
@@ -109,9 +109,9 @@ def _median_cpu(work: Any, passes: int = PASSES) -> float:
 
 def measure(failed_total: int) -> dict[str, float]:
     """In this (fresh) process: populate the DB, then time the new watcher's pass and the old probes."""
-    from airflow_region_failover.plugins import probes
+    from airflow_region_failover.decisions.storage import RunLogs
+    from airflow_region_failover.plugins import metadata_db as probes
     from airflow_region_failover.plugins.watcher import Watcher
-    from airflow_region_failover.store.runlog import RunLogs
     from tests.support.fakes import MemoryObjects, services
 
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Preloading step tasks' imports into the Celery worker (``operators/preload.py``), measured on the
+"""Preloading step tasks' imports into the Celery worker (``plugins/preload.py``), measured on the
 production-like stack (``devtools/production.py``: PostgreSQL, Redis, CeleryExecutor with one worker of
 concurrency 6, two schedulers, a Spark standalone cluster with Spark Connect, SeaweedFS) in one command.
 

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.plugins.history import format_history
 from airflow_region_failover.standalone.command import Standalone
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.store.facade import ResultStore
-from airflow_region_failover.store.runlog import RunLogs
 
 DAG_ID = "tpch_etl"
 REPO_ROOT = Path(__file__).resolve().parents[1]

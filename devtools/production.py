@@ -34,7 +34,7 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "triggerer": ("triggerer",),
     "celery-worker": ("celery", "worker", "--concurrency", str(CELERY_CONCURRENCY)),
 }
-#: the Celery configuration that preloads step tasks' imports (:mod:`airflow_region_failover.operators.preload`)
+#: the Celery configuration that preloads step tasks' imports (:mod:`airflow_region_failover.plugins.preload`)
 PRELOAD_CONFIG = "airflow_region_failover.operators.preload.CELERY_CONFIG"
 #: a task whose worker died is failed by the scheduler after this many seconds without a heartbeat
 HEARTBEAT_TIMEOUT_S = 30

@@ -54,17 +54,17 @@ from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
+from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
-from airflow_region_failover.failover.restart import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.chains import EdgeKey
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
-from airflow_region_failover.operators.publish import RegionPublishOperator
 from airflow_region_failover.operators.step import RegionStepOperator
-from airflow_region_failover.publication import Publication, check_publications, declare
+from airflow_region_failover.publication.declaration import Publication, check_publications, declare
+from airflow_region_failover.publication.operator import RegionPublishOperator
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
 from airflow_region_failover.store.keys import encode_airflow_id

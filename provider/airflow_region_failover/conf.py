@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from airflow_region_failover.exceptions import OptionError
+from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY
-from airflow_region_failover.failover.restart import RESTART_STRATEGY_TYPE_KEY
 
 SECTION = "region_failover"
 

@@ -9,7 +9,7 @@ Catch :class:`RegionFailoverError` to catch them all.
 
 from __future__ import annotations
 
-from airflow_region_failover.failover.restart.base import InvalidStateError
+from airflow_region_failover.failover.backoff.base import InvalidStateError
 from airflow_region_failover.graph.errors import GraphError, OptionError, RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
 

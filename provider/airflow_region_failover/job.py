@@ -44,7 +44,7 @@ from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.naming import JOB_PARAM, TaskNames
-from airflow_region_failover.publication import Publication
+from airflow_region_failover.publication.declaration import Publication
 
 JOB_DOCUMENT_FORMAT = 1
 REUSE_PARAM = "region_failover_reuse"

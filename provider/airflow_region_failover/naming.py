@@ -11,6 +11,7 @@ Rules:
 * Step ids never contain ``.``, so a task id splits exactly into its steps and index: :func:`subtasks_of` inverts
   both forms without the graph (``None`` for any other task id) and :func:`subtask_of` answers the first of them —
   the chain's head — which lies in the same failover region as every other member.
+* A region's TaskGroup is ``r<n>`` and its display name says what it holds (:func:`region_label`).
 * A producer publishes where its partition of ``result`` lives under the XCom key ``partition:<result>``
   (:func:`xcom_key`); a chain task publishes its tail's results.
 """
@@ -23,6 +24,7 @@ from functools import cached_property
 
 from airflow_region_failover.graph.chains import Chains
 from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.regions import Region
 
 OPERATOR_NAME = "RegionStepOperator"
 """The class name of the step operator, as Airflow records it in ``task_instance.operator``."""
@@ -90,3 +92,30 @@ class TaskNames:
 def xcom_key(result: str) -> str:
     """The XCom key under which a producer task publishes its partition of ``result``."""
     return f"{XCOM_PREFIX}{result}"
+
+
+LABEL_LIMIT = 80
+"""Characters of a region's display name (:func:`region_label`)."""
+
+
+def region_label(region: Region, limit: int = LABEL_LIMIT) -> str:
+    """The group's display name: the region id and what it holds, per step its subtask indices as ranges, e.g.
+    ``r3 · gen_orders#1 + clean_orders#1`` or ``r8 · join#0-3 + aggregate#0-1`` (cut with ``…`` past ``limit``
+    characters). The group id stays ``r<n>``: only the label changes."""
+    parts = []
+    for step in region.steps:
+        indices = sorted(s.index for s in region.subtasks if s.step == step)
+        parts.append(f"{step}#{_ranges(indices)}")
+    label = f"{region.id} · {' + '.join(parts)}"
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def _ranges(indices: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

@@ -25,7 +25,7 @@ from airflow_region_failover.naming import xcom_key
 from airflow_region_failover.spark import chain as chain_module
 from airflow_region_failover.spark.chain import chain_contexts, compute_chain, run_chain
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 

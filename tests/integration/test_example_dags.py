@@ -27,7 +27,7 @@ _RUNNER = r"""
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.spark.partitions import open_store_io
+from airflow_region_failover.spark.store_io import open_store_io
 
 dag_id, sink = sys.argv[1], sys.argv[2]
 bag = DagBag(sys.argv[3])

@@ -16,7 +16,7 @@ from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.parquet import Cut, key_group_column

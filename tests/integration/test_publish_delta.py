@@ -20,9 +20,15 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.publication import Publication, PublishMode, RunTimes, table_uri, transaction_of
+from airflow_region_failover.publication import delta
+from airflow_region_failover.publication.declaration import (
+    Publication,
+    PublishMode,
+    RunTimes,
+    table_uri,
+    transaction_of,
+)
 from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store import tables as delta
 
 pytestmark = pytest.mark.integration
 
@@ -32,11 +38,11 @@ DAY2 = RunTimes(DAG, "scheduled__2026-01-02", datetime(2026, 1, 2, tzinfo=timezo
 
 PUBLISHER = r"""
 import json, os, signal, sys
-from airflow_region_failover.publication import Publication, PublishMode, RunTimes
-from airflow_region_failover.publication import transaction_of
+from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes
+from airflow_region_failover.publication.declaration import transaction_of
 from datetime import datetime
 from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store import tables as delta
+from airflow_region_failover.publication import delta
 cfg = json.loads(sys.stdin.readline())
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],
                                   prefix=cfg["prefix"])

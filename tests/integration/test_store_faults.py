@@ -267,8 +267,8 @@ def test_gc_dry_run_then_real(s3_server: S3Endpoint, prefix: str) -> None:
     assert reported == [] and dry["dropped_reported"] is False, "a dry run drops nothing"
     real = run_gc(store, 0, Retention(keep_last_runs=1), run_finished, min_grace_seconds=0, report_dropped=report)
     assert real["released_runs"] == {"etl": ["b", "a"]}
-    # the released runs' committed partitions are reported dropped, by their lineage names (operators/lineage.py)
-    from airflow_region_failover.operators.lineage import dataset_name
+    # the released runs' committed partitions are reported dropped, by their lineage names (observability/lineage.py)
+    from airflow_region_failover.observability.lineage import dataset_name
 
     assert reported == [(store.layout, [dataset_name(store.layout, "etl", r, P) for r in ("b", "a")])]
     assert real["dropped_partitions"] == 2 and real["dropped_reported"] is True

@@ -1,4 +1,5 @@
-"""Publication rules (publication.py): declarations, table locations and the run's Delta application transaction.
+"""Publication rules (publication/declaration.py): declarations, table locations and the run's Delta application
+transaction.
 
     extract#0 ==> report#0 --\\
     extract#1 ==> report#1 ----> report.publish --> <publish_root>/<table> (one Delta commit per run)
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_region_failover.exceptions import GraphError
-from airflow_region_failover.publication import (
+from airflow_region_failover.publication.declaration import (
     Publication,
     PublishMode,
     RunTimes,
@@ -108,7 +109,7 @@ def test_publishing_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) 
     import sys
 
     from airflow_region_failover.exceptions import PublishError
-    from airflow_region_failover.store import tables
+    from airflow_region_failover.publication import delta as tables
 
     monkeypatch.setitem(sys.modules, "deltalake", None)  # as if not installed
     with pytest.raises(PublishError, match=r"pip install 'airflow-provider-region-failover\[publish\]'"):
@@ -116,8 +117,8 @@ def test_publishing_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_storage_options_carry_the_stores_access_and_hide_it_from_repr() -> None:
+    from airflow_region_failover.publication.delta import target_for
     from airflow_region_failover.store.config import S3Access, S3Credentials
-    from airflow_region_failover.store.tables import target_for
 
     access = S3Access("http://127.0.0.1:9000", "eu-west-1", S3Credentials("AK", "SECRET"))
     target = target_for("s3://b/p/tables/t", access)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from airflow_region_failover.failover.values import parse_duration_ms
-from airflow_region_failover.operators import lineage
+from airflow_region_failover.observability import lineage
 from airflow_region_failover.plugins.rest import default_api
 from airflow_region_failover.store.config import retention_from_airflow
 from airflow_region_failover.store.facade import ResultStore, default_store
@@ -53,7 +53,7 @@ def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None
     summary (what was or would be removed, and what was kept).
 
     The committed partitions of the runs retention released are reported dropped (``report_dropped``: OpenLineage,
-    :func:`~airflow_region_failover.operators.lineage.emit_dropped`); a dry run reports nothing."""
+    :func:`~airflow_region_failover.observability.lineage.emit_dropped`); a dry run reports nothing."""
     released: dict[str, list[str]] = {}
     dropped: list[str] = []
     if retention is not None:
@@ -80,7 +80,7 @@ def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None
 
 def committed_partitions(store: ResultStore, dag_id: str, run_ids: Iterable[str]) -> dict[str, list[str]]:
     """``run_id -> `` the key prefixes of its committed partitions (those holding a manifest; the names their
-    lineage datasets have, :func:`~airflow_region_failover.operators.lineage.dataset_name`)."""
+    lineage datasets have, :func:`~airflow_region_failover.observability.lineage.dataset_name`)."""
     found: dict[str, list[str]] = {}
     for run_id in run_ids:
         keys = (item.key for item in store.objects.listing(store.run_keys(dag_id, run_id).run_prefix))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from airflow_region_failover.failover.restart.base import InvalidStateError
+from airflow_region_failover.failover.backoff.base import InvalidStateError
 from airflow_region_failover.graph.errors import OptionError
 
 MAX_PER_TASK_FAILURES_KEY = "restart-strategy.maximum-per-task-failures"

@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from airflow_region_failover.failover.backoff import RestartBackoffStrategy
 from airflow_region_failover.failover.budget import FailureBudget
 from airflow_region_failover.failover.options import FailoverConfig
-from airflow_region_failover.failover.restart import RestartBackoffStrategy
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.run_log import (
     Decision,

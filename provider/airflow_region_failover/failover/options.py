@@ -3,7 +3,7 @@
 Keys (Flink's ``RestartStrategyOptions`` / ``JobManagerOptions``, >= 1.19, plus FLIP-1's budgets):
 
 * ``restart-strategy.type`` (deprecated alias key ``restart-strategy``): which restart strategy
-  (:mod:`.restart`); its own keys are ``restart-strategy.<type>.<option>`` and documented in its module;
+  (:mod:`.backoff`); its own keys are ``restart-strategy.<type>.<option>`` and documented in its module;
 * ``jobmanager.execution.failover-strategy``: ``region`` (default) or ``full`` (:class:`FailoverStrategy`);
 * ``restart-strategy.maximum-per-task-failures`` / ``...maximum-total-task-failures``: FLIP-1 budgets
   (:mod:`.budget`, ``-1`` = unlimited).
@@ -25,13 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from airflow_region_failover.failover.budget import (
-    MAX_PER_TASK_FAILURES_KEY,
-    MAX_TOTAL_TASK_FAILURES_KEY,
-    BudgetConfig,
-    FailureBudget,
-)
-from airflow_region_failover.failover.restart import (
+from airflow_region_failover.failover.backoff import (
     CONFIGS,
     RESTART_STRATEGY_TYPE_KEY,
     TYPE_OF_KEY,
@@ -41,6 +35,12 @@ from airflow_region_failover.failover.restart import (
     RestartBackoffStrategy,
     RestartStrategyConfig,
     parse_type,
+)
+from airflow_region_failover.failover.budget import (
+    MAX_PER_TASK_FAILURES_KEY,
+    MAX_TOTAL_TASK_FAILURES_KEY,
+    BudgetConfig,
+    FailureBudget,
 )
 from airflow_region_failover.failover.values import parse_int
 from airflow_region_failover.graph.errors import OptionError

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from airflow_region_failover.failover.backoff.base import ManualClock
 from airflow_region_failover.failover.options import parse_options
-from airflow_region_failover.failover.restart.base import ManualClock
 from airflow_region_failover.graph.errors import RegionFailoverError
 
 EVENT_OPS = ("failure", "check")

@@ -1,90 +1,17 @@
-"""Preloading what a step task imports into the process its task processes are forked from.
-
-Rule: Airflow forks every task process from a worker process, so a module imported there before the fork is
-never imported again by a task. A step task imports the Spark Connect client (pandas, pyarrow, gRPC), the
-Amazon provider's S3 hook (boto3) and this provider's Spark and store modules: seconds of CPU in every task
-process, paid again by each (``benchmarks/bench_worker_preload.py`` measures it).
-
-* **CeleryExecutor**: with ``[celery] celery_config_options =
-  airflow_region_failover.operators.preload.CELERY_CONFIG`` (Airflow's default Celery configuration plus a
-  ``worker_init`` handler) the Celery worker's main process imports them once, when it starts and before its
-  prefork pool forks the processes that run tasks.
-* **LocalExecutor**: its workers are forked from the scheduler when the executor starts (start method ``fork``),
-  so the plugin's listener preloads in an ``airflow scheduler`` process that runs a LocalExecutor
-  (:func:`forks_local_tasks`), from ``on_starting``, which Airflow calls before it starts the executor.
-
-Importing opens no connection and starts no thread, so forking after it is safe. A module that fails to import
-is logged and skipped: preloading never stops a worker or a scheduler from starting.
-"""
+"""The dotted path users write in airflow.cfg, ``[celery] celery_config_options =
+airflow_region_failover.operators.preload.CELERY_CONFIG``, kept where it has always been: the preloading itself
+lives beside the listener that also uses it (:mod:`airflow_region_failover.plugins.preload`)."""
 
 from __future__ import annotations
 
-import importlib
-import logging
-import multiprocessing
-import sys
-import time
 from typing import Any
 
-log = logging.getLogger(__name__)
-
-MODULES: tuple[str, ...] = (
-    "pyspark.sql.connect.session",
-    "pyspark.sql.connect.dataframe",
-    "airflow.providers.amazon.aws.hooks.s3",
-    "airflow_region_failover.spark.subtask",
-    "airflow_region_failover.store.facade",
-    "airflow_region_failover.store.parquet",
-)
-"""What a step task imports besides Airflow (a missing optional one, such as pyspark's Connect client where
-only embedded Spark is installed, is skipped)."""
-
-
-def preload(modules: tuple[str, ...] = MODULES) -> tuple[str, ...]:
-    """Import ``modules`` into this process; returns those imported. Failures are logged, never raised."""
-    started, loaded = time.monotonic(), []
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # an ImportError, or anything a module raises while it is imported
-            log.warning("region failover: not preloading %s (%s: %s)", name, type(exc).__name__, exc)
-            continue
-        loaded.append(name)
-    log.info("region failover: preloaded %d modules in %.1f s for the step tasks this process forks",
-             len(loaded), time.monotonic() - started)
-    return tuple(loaded)
-
-
-def forks_local_tasks(argv: list[str] | None = None) -> bool:
-    """Whether this process is an ``airflow scheduler`` whose executors include LocalExecutor with the ``fork``
-    start method (its workers, and so its task processes, are forked from it)."""
-    argv = sys.argv if argv is None else argv
-    # the method set for this process, else the platform's default (read without fixing it: Airflow may set it)
-    method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
-    if argv[1:2] != ["scheduler"] or method != "fork":
-        return False
-    from airflow.configuration import conf
-
-    return "LocalExecutor" in (conf.get("core", "executor", fallback="") or "")
-
-
-def _on_worker_init(**_: Any) -> None:
-    preload()
-
-
-def celery_config() -> dict[str, Any]:
-    """Airflow's default Celery configuration, with :func:`preload` connected to Celery's ``worker_init``
-    signal (sent in the worker's main process before its pool starts)."""
-    from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
-    from celery.signals import worker_init  # deferred: only a Celery deployment names this module
-
-    worker_init.connect(_on_worker_init, weak=False, dispatch_uid="airflow_region_failover.preload")
-    return dict(DEFAULT_CELERY_CONFIG)
+from airflow_region_failover.plugins import preload
 
 
 def __getattr__(name: str) -> Any:
-    """``CELERY_CONFIG``: built when Airflow's Celery executor first reads it, so importing this module needs no
-    Celery."""
+    """``CELERY_CONFIG``: Airflow's default Celery configuration plus the preloading ``worker_init`` handler, built
+    when the Celery executor first reads it (:func:`~airflow_region_failover.plugins.preload.celery_config`)."""
     if name == "CELERY_CONFIG":
-        return celery_config()
+        return preload.celery_config()
     raise AttributeError(name)

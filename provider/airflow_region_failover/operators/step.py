@@ -20,12 +20,12 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowRescheduleException
 
 from airflow_region_failover import conf
+from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.failover.handler import restart_wait
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
-from airflow_region_failover.operators import metrics
+from airflow_region_failover.observability import metrics
 from airflow_region_failover.spark.chain import run_chain
-from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -93,7 +93,7 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         metrics.emit_task(context["ti"].dag_id, SubtaskId.parse(self.chain[-1]).step, self._summary)
         return self._summary
 
-    # -- OpenLineage (the openlineage provider calls these when it is installed; see operators/lineage.py) ------
+    # -- OpenLineage (the openlineage provider calls these when it is installed; see observability/lineage.py) ------
     def get_openlineage_facets_on_start(self) -> Any:
         """The task's run facet (nothing read or written yet)."""
         return self._lineage(None, None)
@@ -110,7 +110,7 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         """The task's ``OperatorLineage``, or ``None`` when OpenLineage is not installed or lineage cannot be
         built (never raises into the task)."""
         try:
-            from airflow_region_failover.operators import lineage  # deferred: imports OpenLineage when called
+            from airflow_region_failover.observability import lineage  # deferred: imports OpenLineage when called
 
             if not lineage.available():
                 return None

@@ -1,13 +1,13 @@
 """Failover history: every decision of a run — when, which task failed, why each region restarts, delay, budget.
 
 Rules:
-- The history *is* the run's decision log (:mod:`~airflow_region_failover.store.runlog`); nothing else is
+- The history *is* the run's decision log (:mod:`~airflow_region_failover.decisions.storage`); nothing else is
   stored, so the UI view, the run note, ``region-failover history DAG_ID RUN_ID`` and the metrics can never
   disagree.
 - Publishing (run note, metrics) is best effort: it never raises into a listener or the scheduler.
 - The run note keeps what people wrote: the provider owns only the part from the line starting with
   :data:`NOTE_HEADING` to the end, and rewrites only that part (Airflow limits a note to 1,000 characters).
-- Metrics through Airflow's Stats (:mod:`~airflow_region_failover.operators.metrics`, README "Metrics"): per
+- Metrics through Airflow's Stats (:mod:`~airflow_region_failover.observability.metrics`, README "Metrics"): per
   applied decision ``region_failover.restarts``, ``.restarting_time``, ``.tasks_restarted``, ``.results_reused``.
 """
 
@@ -18,9 +18,9 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_region_failover.decisions.storage import default_run_logs
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
-from airflow_region_failover.operators import metrics
-from airflow_region_failover.store.runlog import default_run_logs
+from airflow_region_failover.observability import metrics
 
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 1000
@@ -28,7 +28,7 @@ NOTE_HEADING = "**Region failover**"
 
 
 def emit_metrics(dag_id: str, decision: Decision) -> None:
-    """Send the four decision metrics for one applied decision (:func:`~..operators.metrics.emit_decision`);
+    """Send the four decision metrics for one applied decision (:func:`~..observability.metrics.emit_decision`);
     never raises."""
     metrics.emit_decision(dag_id, decision)
 

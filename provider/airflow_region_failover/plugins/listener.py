@@ -9,7 +9,7 @@ Rules:
   does not clear: clearing a ``running`` instance makes it ``restarting`` and Airflow then parks it in
   ``up_for_retry`` for ``retry_delay``. The watcher clears it after a short merge window.
 - **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only; in a scheduler that runs
-  a LocalExecutor it first preloads step tasks' imports (:mod:`..operators.preload`), before the executor forks
+  a LocalExecutor it first preloads step tasks' imports (:mod:`.preload`), before the executor forks
   its workers.
 - A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded. (The
   Task SDK hands the hook an enum whose ``str`` is ``TaskInstanceState.UP_FOR_RETRY``: states are compared by
@@ -33,8 +33,8 @@ from airflow.listeners import hookimpl
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
-from airflow_region_failover.operators.preload import forks_local_tasks, preload
-from airflow_region_failover.plugins.restarts import handle_failure
+from airflow_region_failover.plugins.preload import forks_local_tasks, preload
+from airflow_region_failover.plugins.recovery import handle_failure
 from airflow_region_failover.plugins.watcher import Watcher
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The failover views in the Airflow UI: a small FastAPI app mounted by the plugin at ``/region-failover``.
 
 Rules: read-only; it shows a run's decision log (:mod:`.history`) and its job graph with the state of every
-subtask in the run (:mod:`~airflow_region_failover.rendering.failover_page`), and the planner's dry run for a
+subtask in the run (:mod:`~airflow_region_failover.failover_view.page`), and the planner's dry run for a
 DAG — as HTML and as JSON, nothing else (no credentials, no object keys). It is reached from the DAG-run page
 ("Failover" tab) and the DAG page ("Failover dry run") through the plugin's ``external_views`` entries.
 A store that cannot be reached gives a clear 503 page, never an exception in the API server; a DAG without a
@@ -35,10 +35,10 @@ from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.failover_view.page import TaskRow, plan_page, run_model, run_page
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.plugins.history import format_history, load_history
-from airflow_region_failover.rendering.failover_page import TaskRow, plan_page, run_model, run_page
 
 URL_PREFIX = "/region-failover"
 
@@ -52,7 +52,7 @@ def _load(dag_id: str, run_id: str) -> RunLog:
 
 def _job(dag_id: str) -> JobSpec:
     """The job of the DAG's latest serialized version (as the scheduler's watcher reads it)."""
-    from airflow_region_failover.plugins.probes import serialized_job  # deferred: the metadata DB, on request
+    from airflow_region_failover.plugins.metadata_db import serialized_job  # deferred: the metadata DB, on request
 
     try:
         spec = serialized_job(dag_id)

@@ -11,7 +11,7 @@ the decision logs' compare-and-swap):
   has moved past it (an outage longer than ``watch_lookback``) — after 1, 2, 4, 8 s, then every ``RETRY_MAX_S``
   s (a storm of failures must not become a storm of REST and S3 calls). A failure a person caused (they set the
   run or the task to ``failed``: Airflow's audit log says so) is not a failover failure.
-- **Apply**: every run with an open decision (:meth:`~airflow_region_failover.store.runlog.RunLogs.pending_runs`)
+- **Apply**: every run with an open decision (:meth:`~airflow_region_failover.decisions.storage.RunLogs.pending_runs`)
   is applied once due and once Airflow has settled (:func:`.probes.settled`; past ``SETTLE_TIMEOUT_S`` the
   failed tasks must still have left the running states). A decision whose run a person has set to ``failed``
   since is cancelled, never cleared.
@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from airflow_region_failover import conf
 from airflow_region_failover.failover.handler import claim_reclear, close, mark_recleared
 from airflow_region_failover.failover.run_log import DecisionStatus, FailureRecord
-from airflow_region_failover.plugins import history, probes
-from airflow_region_failover.plugins.restarts import WHO, Services, apply_due, handle_failure
+from airflow_region_failover.plugins import history
+from airflow_region_failover.plugins import metadata_db as probes
+from airflow_region_failover.plugins.recovery import WHO, Services, apply_due, handle_failure
 
 log = logging.getLogger(__name__)
 SETTLE_TIMEOUT_S = 60.0

@@ -11,7 +11,8 @@ Rules:
   region boundary, so each chain task lies in its region's group.
 * **Groups** are the regions of :func:`~airflow_region_failover.graph.regions.compute_regions`, ids ``r0, r1, …``
   in the deterministic order of that function; the label (display name) says what the region holds
-  (:func:`region_label`, e.g. ``r3 · gen_orders#1 + clean_orders#1``), the tooltip lists the steps and why they
+  (:func:`~..naming.region_label`, e.g. ``r3 · gen_orders#1 + clean_orders#1``), the tooltip lists the steps and
+  why they
   form one region, the group's ``doc_md`` lists the subtasks and the exchanges that tie them together.
 * **Dependencies** mirror the edges at subtask level: consumer subtask ``j``'s task depends on exactly the tasks
   of the producer subtasks whose partitions it reads (POINTWISE / ALL_TO_ALL,
@@ -39,11 +40,10 @@ from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.regions import Region, Regions
 from airflow_region_failover.graph.subtasks import partition_groups
 from airflow_region_failover.job import REUSE_PARAM, JobSpec, job_of
-from airflow_region_failover.naming import JOB_PARAM
-from airflow_region_failover.publication import Publication
+from airflow_region_failover.naming import JOB_PARAM, region_label
+from airflow_region_failover.publication.declaration import Publication
 
 _MAX_LISTED = 40
-LABEL_LIMIT = 80
 """Characters of a region group's display name (the graph view shows it on the group's box)."""
 
 OperatorFactory = Callable[[tuple[SubtaskId, ...], TaskGroup], BaseOperator]
@@ -135,29 +135,6 @@ def _group(dag: DAG, region: Region, inputs: Mapping[str, list[Edge]]) -> TaskGr
         parent_group=dag.task_group, tooltip=region_tooltip(region, inputs), doc_md=region_doc(region, inputs),
         add_suffix_on_collision=False,
     )
-
-
-def region_label(region: Region, limit: int = LABEL_LIMIT) -> str:
-    """The group's display name: the region id and what it holds, per step its subtask indices as ranges, e.g.
-    ``r3 · gen_orders#1 + clean_orders#1`` or ``r8 · join#0-3 + aggregate#0-1`` (cut with ``…`` past ``limit``
-    characters). The group id stays ``r<n>``: only the label changes."""
-    parts = []
-    for step in region.steps:
-        indices = sorted(s.index for s in region.subtasks if s.step == step)
-        parts.append(f"{step}#{_ranges(indices)}")
-    label = f"{region.id} · {' + '.join(parts)}"
-    return label if len(label) <= limit else label[: limit - 1] + "…"
-
-
-def _ranges(indices: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _wire(graph: JobGraph, tasks: Mapping[SubtaskId, BaseOperator], chains: Chains) -> None:

@@ -32,8 +32,8 @@ from airflow_region_failover.spark.compute import Refs, current_inputs, input_ve
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef, match_outputs
 from airflow_region_failover.spark.ledger import ledger, restart_of
-from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.session import get_session, resolve_target
+from airflow_region_failover.spark.store_io import StoreIO, open_store_io
 from airflow_region_failover.spark.subtask import publish, pull_refs, reads_of, run_subtask, step_context
 from airflow_region_failover.store.manifest import Manifest
 

@@ -28,7 +28,7 @@ from airflow_region_failover.spark.exchange import (
     match_outputs,
     output_results,
 )
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import InputVersion, Manifest
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ Rules:
   consumer reads exactly the refs its producers' current tries published. Airflow 3 deletes a task's XComs when
   its next try starts, and a consumer only runs once every producer it reads has succeeded, so after a restart
   the consumer reads the new try's output, never a stale one; the read is also pinned to the ref's attempt
-  (:mod:`.partitions`). A missing ref is an :class:`InputUnavailable` naming the partition (the failover cause);
+  (:mod:`.store_io`). A missing ref is an :class:`InputUnavailable` naming the partition (the failover cause);
 * BLOCKING partitions are committed store versions (attempt = the producer's try number); PIPELINED partitions
   are *scratch*: written under the producer try's own attempt, read only through that try's ref, retired when
   the producer's next try begins (the store's commit protocol) and swept by the store's life-cycle;

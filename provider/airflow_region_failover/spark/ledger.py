@@ -1,6 +1,7 @@
 """What one task read and wrote, and which restart started it — the facts its lineage
-(:mod:`~airflow_region_failover.operators.lineage`) and its metrics (:mod:`~airflow_region_failover.operators.metrics`)
-report, kept in the task's summary (its return value) so both say the same.
+(:mod:`~airflow_region_failover.observability.lineage`) and its metrics
+(:mod:`~airflow_region_failover.observability.metrics`) report, kept in the task's summary (its return value) so
+both say the same.
 
 Rules:
 
@@ -21,15 +22,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.failover.handler import restarted_by
 from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
 log = logging.getLogger(__name__)
 BLOCKING = Exchange.BLOCKING.value

@@ -39,8 +39,8 @@ from airflow_region_failover.job import StepImpl
 from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef, output_results
-from airflow_region_failover.spark.partitions import StoreIO
 from airflow_region_failover.spark.session import CLUSTER, default_conf, resolve_target
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
 from airflow_region_failover.store.config import portable
 

@@ -24,9 +24,9 @@ from airflow_region_failover.spark.compute import Refs, compute, current_inputs,
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.ledger import ledger, restart_of
-from airflow_region_failover.spark.partitions import StoreIO, open_store_io
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.session import get_session, resolve_target
+from airflow_region_failover.spark.store_io import StoreIO, open_store_io
 from airflow_region_failover.spark.submit import submit_script
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def run_subtask(runtime: JobRuntime, subtask: SubtaskId, context: Mapping[str, A
 
 
 def reads_of(io: StoreIO) -> dict[str, int]:
-    """What this task read from the store (the store's counters, :class:`~.partitions.ReadCounter`), logged."""
+    """What this task read from the store (the store's counters, :class:`~.store_io.ReadCounter`), logged."""
     reads = {"bytes": io.reads.bytes, "objects": io.reads.objects, "partition_bytes": io.reads.partition_bytes}
     if reads["partition_bytes"]:
         log.info("read %d of the %d bytes of its input partitions (%d objects)", reads["bytes"],

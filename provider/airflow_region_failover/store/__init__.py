@@ -1,12 +1,11 @@
 """S3 result store: BLOCKING results committed atomically, checked for availability, read back, cleaned up.
 
 Modules, each answering one question: :mod:`.keys` (where does every key go), :mod:`.manifest` (what a commit
-records), :mod:`.commit` (which attempt is the committed version), :mod:`.availability` (can it be read
-again), :mod:`.parquet` (how a DataFrame gets into Parquet objects and out), :mod:`.lifecycle` (when is it
-deleted), :mod:`.config` (how S3 is reached), :mod:`.objects` (guarded S3 calls), :mod:`.runlog` (where the
-failover decision logs live), :mod:`.probe` (does the server honour conditional writes), :mod:`.deployment`
-(which prefix is this deployment's). :class:`ResultStore` is the facade. Errors are in
-:mod:`airflow_region_failover.exceptions` (re-exported here).
+records), :mod:`.commit` (which attempt is the committed version), :mod:`.availability` (can it be read again),
+:mod:`.parquet` (how a DataFrame gets into Parquet objects and out), :mod:`.lifecycle` (when is it deleted),
+:mod:`.config` (how S3 is reached), :mod:`.objects` (guarded S3 calls), :mod:`.conditional_writes` (does the server
+honour conditional writes), :mod:`.deployment` (which prefix is this deployment's). :class:`ResultStore` is the
+facade. Errors are in :mod:`airflow_region_failover.exceptions` (re-exported here).
 
 Key layout (``R = <prefix>/v1/<dag>/<run>``, ``P = p<index:05d>``, ``A = a<attempt:06d>``)::
 

@@ -3,7 +3,8 @@
 Every method takes the DAG run (``dag_id``, ``run_id``) and validated ids; see the package docstring for the
 key layout and the commit / supersede protocol it implements. The deployment's store (:func:`default_store`) is
 built once per process and checked before first use (:meth:`ResultStore.start_up`): the server must honour
-conditional writes (:mod:`.probe`) and the prefix must not lie inside another deployment's (:mod:`.deployment`).
+conditional writes (:mod:`.conditional_writes`) and the prefix must not lie inside another deployment's
+(:mod:`.deployment`).
 Spark executors get the store's access with credentials frozen at the moment of each read or write
 (:func:`.config.portable`); the process itself signs with credentials that refresh (:mod:`.config`).
 """
@@ -22,13 +23,13 @@ from airflow_region_failover.store import clustered, lifecycle, parquet, reading
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
+from airflow_region_failover.store.conditional_writes import probe_conditional_writes
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
 from airflow_region_failover.store.content import Tally
 from airflow_region_failover.store.deployment import mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.objects import Objects
-from airflow_region_failover.store.probe import probe_conditional_writes
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.operators.lineage import RUN_FACET, dataset_name
+from airflow_region_failover.observability.lineage import RUN_FACET, dataset_name
 from tests.e2e.scenarios import _the_decision
 from tests.support.statsd import StatsdListener
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_region_failover.publication import default_root, table_uri
-from airflow_region_failover.store import tables
+from airflow_region_failover.publication import delta as tables
+from airflow_region_failover.publication.declaration import default_root, table_uri
 from tests.e2e.publishing import DAG_ID, DATES, FAILING, PREFETCH, TABLE
 from tests.e2e.scenarios import _post, _the_decision
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_region_failover.failover.restart import (
+from airflow_region_failover.failover.backoff import (
     ExponentialDelay,
     FailureRate,
     FixedDelay,
@@ -28,13 +28,13 @@ from airflow_region_failover.failover.restart import (
     NoRestart,
     RestartBackoffStrategy,
 )
-from airflow_region_failover.failover.restart.base import (
+from airflow_region_failover.failover.backoff.base import (
     DEFAULT_NEXT_RESTART_TIMESTAMP,
     JAVA_INT_MAX,
     JAVA_LONG_MAX,
     java_long,
 )
-from airflow_region_failover.failover.restart.exponential_delay import exponential_backoff_ms
+from airflow_region_failover.failover.backoff.exponential_delay import exponential_backoff_ms
 
 INT_MAX = JAVA_INT_MAX
 
@@ -610,8 +610,8 @@ def test_manual_clock() -> None:
 # Purity: the pure modules import only the standard library (and each other / graph.errors)
 # ==============================================================================================================
 
-PURE_MODULES = ("values", "restart/__init__", "restart/base", "restart/none", "restart/fixed_delay",
-                "restart/failure_rate", "restart/exponential_delay", "options", "budget", "preview")
+PURE_MODULES = ("values", "backoff/__init__", "backoff/base", "backoff/none", "backoff/fixed_delay",
+                "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview")
 ALLOWED_INTERNAL = {
     "airflow_region_failover.failover." + name.removesuffix("/__init__").replace("/", ".") for name in PURE_MODULES
 } | {"airflow_region_failover.graph.errors"}

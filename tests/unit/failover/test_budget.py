@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_region_failover.failover.backoff import InvalidStateError
 from airflow_region_failover.failover.budget import (
     MAX_PER_TASK_FAILURES_KEY,
     MAX_TOTAL_TASK_FAILURES_KEY,
     BudgetConfig,
     FailureBudget,
 )
-from airflow_region_failover.failover.restart import InvalidStateError
 from airflow_region_failover.graph.errors import OptionError
 
 

@@ -16,11 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_region_failover.exceptions import OptionError, RegionFailoverError
-from airflow_region_failover.failover.budget import BudgetConfig
-from airflow_region_failover.failover.options import KNOWN_KEYS, FailoverConfig, parse_options
-from airflow_region_failover.failover.preview import preview
-from airflow_region_failover.failover.restart import ALIASES as RESTART_STRATEGY_ALIASES
-from airflow_region_failover.failover.restart import (
+from airflow_region_failover.failover.backoff import ALIASES as RESTART_STRATEGY_ALIASES
+from airflow_region_failover.failover.backoff import (
     ExponentialDelay,
     ExponentialDelayConfig,
     FailureRate,
@@ -32,8 +29,11 @@ from airflow_region_failover.failover.restart import (
     NoRestart,
     NoRestartConfig,
 )
-from airflow_region_failover.failover.restart import parse_type as parse_restart_strategy_type
-from airflow_region_failover.failover.restart.base import JAVA_INT_MAX
+from airflow_region_failover.failover.backoff import parse_type as parse_restart_strategy_type
+from airflow_region_failover.failover.backoff.base import JAVA_INT_MAX
+from airflow_region_failover.failover.budget import BudgetConfig
+from airflow_region_failover.failover.options import KNOWN_KEYS, FailoverConfig, parse_options
+from airflow_region_failover.failover.preview import preview
 
 TYPE = "restart-strategy.type"
 FD = "restart-strategy.fixed-delay."

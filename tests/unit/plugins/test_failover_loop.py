@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.failover.handler import HandlingResult, restart_wait
 from airflow_region_failover.failover.run_log import FailureRecord, RunLog
 from airflow_region_failover.plugins.history import format_history, note_text
-from airflow_region_failover.plugins.restarts import apply_due, handle_failure
-from airflow_region_failover.store.runlog import RunLogs
+from airflow_region_failover.plugins.recovery import apply_due, handle_failure
 from tests.support.fakes import DAG, RUN, FakeApi, KnownStore, MemoryObjects, budget_spec, edit_decision, services
 from tests.support.fakes import failure as event
 
@@ -90,7 +90,7 @@ def test_restarted_task_waits_for_the_delay_only_on_its_first_try_after_the_clea
 def restarted_scheduler(logs: RunLogs, api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A watcher as a freshly started scheduler builds it: nothing in memory, only the durable log. The three
     metadata-DB probes are stubbed (no failed task in the DB, Airflow settled, nothing to requeue)."""
-    from airflow_region_failover.plugins import probes
+    from airflow_region_failover.plugins import metadata_db as probes
     from airflow_region_failover.plugins.watcher import Watcher
 
     monkeypatch.setattr(Watcher, "_failed_in_db", lambda self: [])
@@ -147,7 +147,7 @@ def test_clear_lost_to_the_scheduler_is_issued_again_for_the_cleared_try_only(
     """
     import time
 
-    from airflow_region_failover.plugins import probes
+    from airflow_region_failover.plugins import metadata_db as probes
     from airflow_region_failover.plugins.watcher import Watcher
 
     kick = Watcher._kick
@@ -221,7 +221,7 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
 def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> None:
     """The worker path sees its own failed task still ``running`` in the API: it must not count as at work. A task
     with no state yet (d.0: waiting for its upstream) will run: at work; a finished one (b.1) is not."""
-    from airflow_region_failover.plugins.restarts import at_work
+    from airflow_region_failover.plugins.recovery import at_work
 
     class Api(FakeApi):
         def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
@@ -242,7 +242,7 @@ def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> No
 def test_at_work_expands_a_chain_task_into_every_subtask_it_runs() -> None:
     """With the job, a chain task at work (a.b.0: a#0 then b#0) produces every partition of its members; an id
     that names no task of the job (the unchained ``b.1``) is not a producer of it."""
-    from airflow_region_failover.plugins.restarts import at_work
+    from airflow_region_failover.plugins.recovery import at_work
 
     class Api(FakeApi):
         def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:

@@ -16,11 +16,11 @@ from airflow.models.dag import DagModel
 from fastapi.testclient import TestClient
 
 from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.failover_view.page import TaskRow
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.plugins import views
-from airflow_region_failover.rendering.failover_page import TaskRow
-from tests.unit.rendering.test_failover_page import decision
-from tests.unit.rendering.test_failover_svg import e2e_graph
+from tests.unit.failover_view.test_page import decision
+from tests.unit.failover_view.test_svg import e2e_graph
 
 SPEC = JobSpec(e2e_graph(), {})
 ORIGINAL_JOB = views._job
@@ -107,7 +107,7 @@ def test_an_unreachable_store_or_database_is_a_503(app: Any, monkeypatch: pytest
 
 
 def test_a_dag_without_a_job_is_a_404(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_region_failover.plugins import probes
+    from airflow_region_failover.plugins import metadata_db as probes
 
     monkeypatch.setattr(views, "_job", ORIGINAL_JOB)
     monkeypatch.setattr(probes, "serialized_job", lambda dag_id: None)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.failover.run_log import FailureRecord
-from airflow_region_failover.plugins import probes
+from airflow_region_failover.plugins import metadata_db as probes
 from airflow_region_failover.plugins.watcher import Watcher
-from airflow_region_failover.store.runlog import RunLogs
 from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, failure, services
 
 Found = tuple[str, str, FailureRecord]

@@ -128,7 +128,7 @@ def test_group_labels_say_what_each_region_holds_without_renaming_ids() -> None:
 def test_a_region_label_compresses_indices_into_ranges_and_is_cut() -> None:
     from airflow_region_failover.graph.ids import SubtaskId
     from airflow_region_failover.graph.regions import Region
-    from airflow_region_failover.rendering.task_groups import region_label
+    from airflow_region_failover.naming import region_label
 
     region = Region(8, (*(SubtaskId("join", i) for i in (0, 1, 2, 3, 7)), SubtaskId("aggregate", 0)))
     assert region_label(region) == "r8 · join#0-3,7 + aggregate#0"

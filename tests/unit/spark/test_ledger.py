@@ -15,7 +15,7 @@ from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.ledger import ledger, restart_of
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 
 GRAPH = (JobGraphBuilder().step("a", parallelism=2).step("p").step("c")

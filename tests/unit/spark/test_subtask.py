@@ -19,7 +19,7 @@ from airflow_region_failover.spark.exchange import (
     match_outputs,
     output_results,
 )
-from airflow_region_failover.spark.partitions import StoreIO
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.spark.subtask import pull_refs, step_context
 
 GRAPH = (JobGraphBuilder().step("gen", parallelism=2).step("clean", parallelism=2).step("join", parallelism=2)

@@ -1,5 +1,5 @@
-"""The conditional-write probe (store/probe.py), against a fake S3 client that ignores conditions: on such a server
-every compare-and-swap would silently become last-writer-wins, so the deployment's store refuses to start."""
+"""The conditional-write probe (store/conditional_writes.py), against a fake S3 client that ignores conditions: on such
+a server every compare-and-swap would silently become last-writer-wins, so the deployment's store refuses to start."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def fake_store(client: ConditionsIgnoringS3) -> ResultStore:
 @pytest.fixture
 def deployment(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Make ``ResultStore.from_airflow`` (what ``default_store`` builds) return a store on a given fake."""
-    from airflow_region_failover.store import facade, runlog
+    from airflow_region_failover.decisions import storage as runlog
+    from airflow_region_failover.store import facade
 
     def use(client: ConditionsIgnoringS3) -> None:
         monkeypatch.setattr(facade.ResultStore, "from_airflow", classmethod(lambda cls: fake_store(client)))
@@ -88,8 +89,8 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> Any:
 ])
 def test_the_deployment_store_refuses_a_server_that_ignores_conditions(deployment: Any, if_none_match: bool,
                                                                       if_match: bool, ignored: str) -> None:
+    from airflow_region_failover.decisions.storage import default_run_logs
     from airflow_region_failover.store.facade import default_store
-    from airflow_region_failover.store.runlog import default_run_logs
 
     client = ConditionsIgnoringS3(if_none_match=if_none_match, if_match=if_match)
     deployment(client)
@@ -102,7 +103,7 @@ def test_the_deployment_store_refuses_a_server_that_ignores_conditions(deploymen
 
 def test_the_probe_error_is_one_line_with_the_fix() -> None:
     from airflow_region_failover.exceptions import ConditionalWritesUnsupported
-    from airflow_region_failover.store.probe import probe_conditional_writes
+    from airflow_region_failover.store.conditional_writes import probe_conditional_writes
 
     store = fake_store(ConditionsIgnoringS3(if_none_match=False, if_match=True))
     with pytest.raises(ConditionalWritesUnsupported) as caught:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from airflow_region_failover.failover.restart.base import (
+from airflow_region_failover.failover.backoff.base import (
     DEFAULT_NEXT_RESTART_TIMESTAMP,
     JAVA_INT_MAX,
     JAVA_LONG_MAX,

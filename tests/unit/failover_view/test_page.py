@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, RegionRecord, RunLog
+from airflow_region_failover.failover_view.page import TaskRow, plan_page, run_model, run_page
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobSpec
-from airflow_region_failover.rendering.failover_page import TaskRow, plan_page, run_model, run_page
-from tests.unit.rendering.test_failover_svg import e2e_graph
+from tests.unit.failover_view.test_svg import e2e_graph
 
 SPEC = JobSpec(e2e_graph(), {})
 

@@ -23,11 +23,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from html import escape
 
+from airflow_region_failover.failover_view.layout import HEADER, Layout, Rect, StepBox, layout
 from airflow_region_failover.graph.elements import Exchange
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.graph.regions import Region, Regions
-from airflow_region_failover.rendering.graph_layout import HEADER, Layout, Rect, StepBox, layout
 
 REGION_COLOURS = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
                   "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f")

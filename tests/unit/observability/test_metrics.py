@@ -1,4 +1,4 @@
-"""The ``region_failover.*`` metrics (:mod:`airflow_region_failover.operators.metrics`): what a task's ledger
+"""The ``region_failover.*`` metrics (:mod:`airflow_region_failover.observability.metrics`): what a task's ledger
 sends, and that both kinds reach a real StatsD listener on loopback through Airflow's Stats — also in a process
 Airflow never initialised Stats in (a scheduler's watcher thread, a stand-alone watcher)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus
-from airflow_region_failover.operators import metrics
+from airflow_region_failover.observability import metrics
 from airflow_region_failover.plugins import history
 from tests.support.statsd import StatsdListener
 

@@ -31,9 +31,7 @@ from urllib.parse import quote
 
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
-from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.job import JobSpec
-from airflow_region_failover.rendering.failover_svg import (
+from airflow_region_failover.failover_view.svg import (
     KEPT,
     REASON_COLOURS,
     STATE_COLOURS,
@@ -41,7 +39,9 @@ from airflow_region_failover.rendering.failover_svg import (
     Highlight,
     render_svg,
 )
-from airflow_region_failover.rendering.task_groups import region_label
+from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.job import JobSpec
+from airflow_region_failover.naming import region_label
 
 _STYLE = ("body{font-family:sans-serif;margin:12px;color:#222}h2{font-size:18px;margin:4px 0}"
           "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;"

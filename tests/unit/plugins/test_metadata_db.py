@@ -50,7 +50,7 @@ def _ti(session: Any, run_id: str, task_id: str, state: str | None, try_number: 
 
 def test_probe_finds_up_for_retry_and_unstarted_tasks_of_recently_ended_runs_only(session: Any) -> None:
     """Lost update: the scheduler ended ``lost`` (failed) after our clear put c.0/d.0 back to ``none``."""
-    from airflow_region_failover.plugins.probes import active_runs, not_restarted, runs_ended_since
+    from airflow_region_failover.plugins.metadata_db import active_runs, not_restarted, runs_ended_since
 
     now = datetime.now(timezone.utc)
     _run(session, "lost", "failed", now)
@@ -83,7 +83,7 @@ def _log(session: Any, event: str, run_id: str | None, task_id: str | None, extr
 def test_a_person_setting_the_run_or_a_task_failed_is_found_in_the_audit_log(session: Any) -> None:
     """``PATCH .../dagRuns/{run}`` with ``state: failed`` (what the UI's "mark as failed" sends) names its user;
     our own clears, other runs, other states and older actions do not count."""
-    from airflow_region_failover.plugins.probes import user_stopped
+    from airflow_region_failover.plugins.metadata_db import user_stopped
 
     now = datetime.now(timezone.utc)
     _log(session, "post_clear_task_instances", "r1", None, '{"dry_run": false}', "region-failover", now)
@@ -105,7 +105,7 @@ def test_a_person_setting_the_run_or_a_task_failed_is_found_in_the_audit_log(ses
 def test_failed_step_tasks_are_looked_for_only_in_the_watched_runs(session: Any) -> None:
     """History does not cost a pass anything: a failed step task of a run the watcher does not watch (ended long
     ago) is not even looked at; one of a watched run is found with the run's clear count."""
-    from airflow_region_failover.plugins.probes import failed_step_tasks
+    from airflow_region_failover.plugins.metadata_db import failed_step_tasks
 
     now = datetime.now(timezone.utc)
     _run(session, "watched", "running", None)

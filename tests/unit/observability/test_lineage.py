@@ -1,4 +1,4 @@
-"""OpenLineage of the step operator (:mod:`airflow_region_failover.operators.lineage`): datasets named
+"""OpenLineage of the step operator (:mod:`airflow_region_failover.observability.lineage`): datasets named
 ``s3://<bucket>`` + the partition's key prefix, with statistics and the ``regionFailover`` run facet; partitions
 dropped by retention; and the operator without the openlineage provider (lazy imports: it runs, no lineage)."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
-from airflow_region_failover.operators import lineage, step
+from airflow_region_failover.observability import lineage
+from airflow_region_failover.operators import step
 from airflow_region_failover.store.keys import Layout
 
 LAYOUT = Layout("results", "team/rf")

@@ -1,5 +1,5 @@
 """Preloading step tasks' imports where task processes are forked from
-(:mod:`airflow_region_failover.operators.preload`): the Celery configuration Airflow reads is its default one and
+(:mod:`airflow_region_failover.plugins.preload`): the Celery configuration Airflow reads is its default one and
 Celery's ``worker_init`` runs the preload; only an ``airflow scheduler`` that forks LocalExecutor workers preloads;
 a module that cannot be imported is skipped, never raised."""
 
@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from airflow_region_failover.operators import preload
+from airflow_region_failover.plugins import preload
 
 
 def test_a_module_that_fails_to_import_is_skipped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from airflow_region_failover.failover.restart.base import Clock, RestartBackoffStrategy, StrategyState
+from airflow_region_failover.failover.backoff.base import Clock, RestartBackoffStrategy, StrategyState
 
 TYPE_NAME = "disable"
 

@@ -1,4 +1,4 @@
-"""Recording and applying decisions (plugins/restarts.py) on an in-memory decision log and fake services.
+"""Recording and applying decisions (plugins/recovery.py) on an in-memory decision log and fake services.
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_budget (fixed-delay, attempts 1): c#0 fails
     a#1 -> b#1 ==+==> c#1 ==> d#1        a -> b is chained: tasks a.b.0, a.b.1 (one per chain subtask)
@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.exceptions import RestError
-from airflow_region_failover.plugins.restarts import apply_due, handle_failure
-from airflow_region_failover.store.runlog import RunLogs
+from airflow_region_failover.plugins.recovery import apply_due, handle_failure
 from tests.support.fakes import DAG, RUN, FakeApi, KnownStore, MemoryObjects, budget_spec, failure, services
 
 

@@ -1,6 +1,6 @@
 """The publishing operator: after every subtask of a sink step succeeded, one Airflow task commits the sink
-result to its Delta table, exactly once per run (:mod:`~airflow_region_failover.publication` says which table,
-mode and application transaction; :mod:`~airflow_region_failover.store.tables` how it is staged and committed).
+result to its Delta table, exactly once per run (:mod:`.declaration` says which table, mode and application
+transaction; :mod:`.delta` how it is staged and committed).
 
 Rules: the task reads the *current committed* version of every partition of the sink result from the result
 store; its identity comes from the DAG run (logical date, data interval end, ``run_after``, run id), never from
@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_region_failover import conf
-from airflow_region_failover.publication import Publication, RunTimes, default_root, table_uri, transaction_of
-from airflow_region_failover.store import tables
+from airflow_region_failover.publication import delta as tables
+from airflow_region_failover.publication.declaration import (
+    Publication,
+    RunTimes,
+    default_root,
+    table_uri,
+    transaction_of,
+)
 from airflow_region_failover.store.config import StoreConfig
 from airflow_region_failover.store.facade import default_store
 

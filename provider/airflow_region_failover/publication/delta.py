@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import PublishError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.publication import AppTransaction, PublishMode
+from airflow_region_failover.publication.declaration import AppTransaction, PublishMode
 from airflow_region_failover.store.config import S3Access, portable
 
 if TYPE_CHECKING:

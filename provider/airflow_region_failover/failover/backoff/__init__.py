@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow_region_failover.failover.restart.base import (
+from airflow_region_failover.failover.backoff.base import (
     Clock,
     InvalidStateError,
     ManualClock,
     RestartBackoffStrategy,
     StrategyConfig,
 )
-from airflow_region_failover.failover.restart.exponential_delay import ExponentialDelay, ExponentialDelayConfig
-from airflow_region_failover.failover.restart.failure_rate import FailureRate, FailureRateConfig
-from airflow_region_failover.failover.restart.fixed_delay import FixedDelay, FixedDelayConfig
-from airflow_region_failover.failover.restart.none import NoRestart, NoRestartConfig
+from airflow_region_failover.failover.backoff.exponential_delay import ExponentialDelay, ExponentialDelayConfig
+from airflow_region_failover.failover.backoff.failure_rate import FailureRate, FailureRateConfig
+from airflow_region_failover.failover.backoff.fixed_delay import FixedDelay, FixedDelayConfig
+from airflow_region_failover.failover.backoff.none import NoRestart, NoRestartConfig
 from airflow_region_failover.failover.values import fail
 from airflow_region_failover.graph.errors import OptionError
 

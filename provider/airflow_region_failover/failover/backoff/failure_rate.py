@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from airflow_region_failover.failover.restart.base import (
+from airflow_region_failover.failover.backoff.base import (
     Clock,
     RestartBackoffStrategy,
     StrategyState,

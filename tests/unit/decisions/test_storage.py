@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
-from airflow_region_failover.store.runlog import RunLogs
 from tests.support.fakes import MemoryObjects
 
 DAG, RUN = "etl", "r1"

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
-from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.graph.model import JobGraph
-from airflow_region_failover.graph.regions import compute_regions
-from airflow_region_failover.rendering.failover_svg import (
+from airflow_region_failover.failover_view.layout import MAX_CELLS, columns, layout
+from airflow_region_failover.failover_view.svg import (
     KEPT,
     REASON_COLOURS,
     STATE_COLOURS,
@@ -21,7 +18,10 @@ from airflow_region_failover.rendering.failover_svg import (
     Highlight,
     render_svg,
 )
-from airflow_region_failover.rendering.graph_layout import MAX_CELLS, columns, layout
+from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
+from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.graph.regions import compute_regions
 
 SVG = "{http://www.w3.org/2000/svg}"
 

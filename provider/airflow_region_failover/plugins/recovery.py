@@ -5,7 +5,7 @@ Rules (Flink's ``DefaultScheduler#handleTaskFailure`` on Airflow):
   *deep* availability checker (committed manifest and every data object present), the partition the failure
   names as unreadable, and Flink's partition-tracker rule (a partition whose producer task is still at work
   counts as available, :func:`at_work`); the pure failure handler records it in the run's decision log by
-  compare-and-swap (:mod:`~airflow_region_failover.store.runlog`), which also holds the run's results and marks
+  compare-and-swap (:mod:`~airflow_region_failover.decisions.storage`), which also holds the run's results and marks
   the decision pending.
 - **Apply** (:func:`apply_due`, a scheduler's watcher): claim the due decision (``pending -> applying``, CAS:
   exactly one process clears), clear exactly its task instances in the same run through the public REST API
@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.exceptions import ClearOutcomeUnknown, RestError
 from airflow_region_failover.failover.availability import BeingProduced
 from airflow_region_failover.failover.handler import (
@@ -45,7 +46,6 @@ from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
 from airflow_region_failover.store.availability import Mode
 from airflow_region_failover.store.facade import ResultStore, default_store
-from airflow_region_failover.store.runlog import RunLogs, default_run_logs
 
 log = logging.getLogger(__name__)
 

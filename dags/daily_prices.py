@@ -1,5 +1,5 @@
 """A scheduled daily job whose final result is published to a Delta Lake table, one table version per logical
-date (README "Publishing to Delta Lake")::
+date (docs/user/publishing.md)::
 
     catalog#0 ==+==> summary#0 --> summary.publish  (Delta table daily_price_summary, append)
     catalog#1 ==/

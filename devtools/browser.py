@@ -1,6 +1,6 @@
 """A real browser on the Airflow UI: Debian's ``chromium`` driven by ``chromium-driver`` through selenium.
 
-Used by the browser test (``tests/e2e/local/test_browser_e2e.py``) and to take the README's screenshots of a
+Used by the browser test (``tests/e2e/local/test_ui_e2e.py``) and to take the screenshots in docs/img/ of a
 running demo (``./dev demo``, then ``python -m devtools.browser URL USER PASSWORD DAG_ID RUN_ID OUT_DIR``).
 
 Rules: selenium is pointed at the system's ``/usr/bin/chromedriver`` and ``/usr/bin/chromium`` — it downloads
@@ -121,7 +121,7 @@ def screenshot(driver: Any, path: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """``URL USER PASSWORD DAG_ID RUN_ID OUT_DIR [FAILED]``: the README's two screenshots of a finished run."""
+    """``URL USER PASSWORD DAG_ID RUN_ID OUT_DIR [FAILED]``: the two screenshots of a finished run in docs/img/."""
     url, user, password, dag_id, run_id, out = argv[:6]
     failed = argv[6] if len(argv) > 6 else "aggregate#0"
     reason = missing()

@@ -2,7 +2,7 @@
 
 Importing this package is cheap and pure: the core (``graph``, ``failover``) needs only the standard library, so
 the CLI runs without Airflow, boto3 or pyspark. The Airflow-facing names are resolved lazily on first access.
-``ARCHITECTURE.md`` in the repository describes every package.
+``docs/contributing/architecture.md`` in the repository describes every package.
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ class RegionJob:
         distribution defaults to ``BROADCAST`` (every consumer subtask reads every producer partition);
         ``POINTWISE`` pairs consumer and producer subtasks by index. ``cluster_by=["col", ...]`` (BLOCKING only)
         stores the result sorted by those columns in content-defined files: rows unchanged since an earlier run
-        land in byte-identical files (more, smaller objects; see the README).
+        land in byte-identical files (more, smaller objects; see docs/user/writing-jobs.md).
         """
         self._builder.edge(source, target, exchange=exchange, distribution=distribution, result=result,
                            partition_by=partition_by, max_parallelism=max_parallelism, cluster_by=cluster_by)

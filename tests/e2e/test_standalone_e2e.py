@@ -22,18 +22,11 @@ import pytest
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials
 from airflow_region_failover.standalone.processes import MARKER, marked
-from tests.e2e.conftest import REPO_ROOT
+from tests.support.readme import readme_dag
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 DAG_ID = "my_first_region_job"
 UP = re.compile(r"is up: (http://127\.0\.0\.1:\d+)\s+user: (\S+)\s+password: (\S+)")
-
-
-def readme_dag() -> str:
-    """The python block of the README section "Your own DAGs locally"."""
-    text = (REPO_ROOT / "README.md").read_text()
-    section = text.split("## Your own DAGs locally", 1)[1]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 class Standalone:

@@ -9,7 +9,7 @@ when ``[region_failover] store_keep_last_runs`` and/or ``store_keep_days`` are s
 Airflow's REST API (connection ``[region_failover] api_conn_id``) says it is ``success`` or ``failed`` — a run
 whose state cannot be read counts as unfinished and is kept. The committed partitions of every
 released run are reported to OpenLineage as dropped (when the openlineage provider is installed and configured;
-README "Lineage").
+docs/operator/observability.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Rules:
 
 * **One model, two forms.** :func:`run_model` builds the JSON the ``/api/run`` route returns (documented in
-  the README, "Failover view"); the HTML page is drawn from that same model plus the SVG, so the two never
+  docs/reference/view-api.md); the HTML page is drawn from that same model plus the SVG, so the two never
   disagree.
 * **Subtask states** are the states of the run's task instances: a chain task's state is the state of every
   subtask it runs.
@@ -114,7 +114,7 @@ def highlights(decision: Decision | None) -> dict[str, Highlight] | None:
 
 
 def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow]) -> dict[str, Any]:
-    """The JSON of a run's failover view (module rules; keys documented in the README)."""
+    """The JSON of a run's failover view (module rules; keys documented in docs/reference/view-api.md)."""
     states = cell_states(spec, rows)
     decisions = []
     for i, d in enumerate(doc.decisions):

@@ -1,4 +1,4 @@
-"""The JSON format of a job graph (documented in the README), version 2::
+"""The JSON format of a job graph (documented in docs/reference/json-format.md), version 2::
 
     {"version": 2,
      "steps": [{"id": "gen", "parallelism": 4, "deterministic": false}, ...],

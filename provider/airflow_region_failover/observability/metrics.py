@@ -1,6 +1,6 @@
 """The ``region_failover.*`` metrics, sent through Airflow's Stats (``[metrics]``: StatsD, Datadog or OTel).
 
-Rules — each value is sent where it is known (README "Metrics" defines every name, type and tag):
+Rules — each value is sent where it is known (docs/operator/observability.md defines every name, type and tag):
 
 * per applied decision, by the process that applied it (a scheduler's watcher, :func:`emit_decision`):
   ``restarts`` (+1), ``restarting_time`` (ms from the first failure to the clear), ``tasks_restarted`` (+task

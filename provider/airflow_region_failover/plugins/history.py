@@ -7,8 +7,9 @@ Rules:
 - Publishing (run note, metrics) is best effort: it never raises into a listener or the scheduler.
 - The run note keeps what people wrote: the provider owns only the part from the line starting with
   :data:`NOTE_HEADING` to the end, and rewrites only that part (Airflow limits a note to 1,000 characters).
-- Metrics through Airflow's Stats (:mod:`~airflow_region_failover.observability.metrics`, README "Metrics"): per
-  applied decision ``region_failover.restarts``, ``.restarting_time``, ``.tasks_restarted``, ``.results_reused``.
+- Metrics through Airflow's Stats (:mod:`~airflow_region_failover.observability.metrics`,
+  docs/operator/observability.md): per applied decision ``region_failover.restarts``, ``.restarting_time``,
+  ``.tasks_restarted``, ``.results_reused``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Rules:
   the failure; the watcher thread (:mod:`.watcher`) does the S3 and REST work.
 - **Worker path** (ordinary failure; measured on Airflow 3.3.2: ``on_task_instance_failed`` runs in the task
   process while the task instance is still ``running`` in the DB — the supervisor reports FAILED only after the
-  process exits): plan and record the decision (durable, merged, counted; :func:`.restarts.handle_failure`). It
+  process exits): plan and record the decision (durable, merged, counted; :func:`.recovery.handle_failure`). It
   does not clear: clearing a ``running`` instance makes it ``restarting`` and Airflow then parks it in
   ``up_for_retry`` for ``retry_delay``. The watcher clears it after a short merge window.
 - **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only; in a scheduler that runs

@@ -135,7 +135,7 @@ def test_backoff_bad_option_names_the_key(tmp_path: Path) -> None:
 
 
 def test_plan_takes_every_repeated_unavailable_partition(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--unavailable A --unavailable B`` (as the README writes it) marks both partitions unavailable."""
+    """``--unavailable A --unavailable B`` (as docs/user/cli.md writes it) marks both partitions unavailable."""
     assert main(["plan", ETL, "--failed", "aggregate#1", "--unavailable", "orders#3", "--unavailable",
                  "orders#0"]) == 0
     regions = json.loads(capsys.readouterr().out)["regions"]

@@ -1,40 +1,23 @@
-"""Restart backoff strategies.
+"""The ``exponential-delay`` restart strategy.
 
-The ``test_flink_*`` tests port Flink's own unit tests (flink-runtime/src/test/java/org/apache/flink/runtime/
-executiongraph/failover/): ``NoRestartBackoffTimeStrategy`` (behaviour of the enum), ``FixedDelayRestartBackoff
-TimeStrategyTest``, ``FailureRateRestartBackoffTimeStrategyTest`` and ``ExponentialDelayRestartBackoffTimeStrategy
-Test`` (Flink >= 1.19, with merging and ``attemptsBeforeResetBackoff``).  Flink's ``ManualClock`` starts at 0.
+The ``test_flink_*`` tests port Flink's ``ExponentialDelayRestartBackoffTimeStrategyTest`` (Flink >= 1.19, with
+merging and ``attemptsBeforeResetBackoff``; flink-runtime/src/test/java/org/apache/flink/runtime/executiongraph/
+failover/). Flink's ``ManualClock`` starts at 0.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import random
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_region_failover.failover.backoff import (
-    ExponentialDelay,
-    FailureRate,
-    FixedDelay,
-    InvalidStateError,
-    ManualClock,
-    NoRestart,
-    RestartBackoffStrategy,
-)
-from airflow_region_failover.failover.backoff.base import (
-    DEFAULT_NEXT_RESTART_TIMESTAMP,
-    JAVA_INT_MAX,
-    JAVA_LONG_MAX,
-    java_long,
-)
+from airflow_region_failover.failover.backoff import ExponentialDelay, ManualClock, RestartBackoffStrategy
+from airflow_region_failover.failover.backoff.base import JAVA_INT_MAX, JAVA_LONG_MAX, java_long
 from airflow_region_failover.failover.backoff.exponential_delay import exponential_backoff_ms
+from tests.unit.failover.backoff.timelines import timeline
 
 INT_MAX = JAVA_INT_MAX
 
@@ -51,128 +34,6 @@ def exponential(
 ) -> ExponentialDelay:
     """Flink's constructor argument order: (clock, initial, max, multiplier, threshold, jitter, attempts)."""
     return ExponentialDelay(initial, maximum, multiplier, threshold, jitter, attempts, clock, rng or random.Random(0))
-
-
-# ==============================================================================================================
-# NoRestartBackoffTimeStrategy
-# ==============================================================================================================
-
-
-def test_flink_no_restart() -> None:
-    strategy = NoRestart()
-    assert strategy.notify_failure() is True
-    assert strategy.can_restart() is False
-    assert strategy.get_backoff_time() == 0
-    assert strategy.type_name == "disable"
-
-
-# ==============================================================================================================
-# FixedDelayRestartBackoffTimeStrategyTest
-# ==============================================================================================================
-
-
-def test_flink_fixed_delay_number_of_restarts() -> None:  # testNumberOfRestarts
-    number_of_restarts = 3
-    strategy = FixedDelay(number_of_restarts, 0)
-    for _ in range(number_of_restarts):
-        strategy.notify_failure()
-        # two calls to can_restart() to make sure it is not used to maintain the counter
-        assert strategy.can_restart()
-        assert strategy.can_restart()
-    strategy.notify_failure()
-    assert not strategy.can_restart()
-
-
-def test_flink_fixed_delay_backoff_time() -> None:  # testBackoffTime
-    assert FixedDelay(1, 10_000).get_backoff_time() == 10_000
-
-
-def test_fixed_delay_zero_attempts_never_restarts() -> None:
-    strategy = FixedDelay(0, 5)
-    assert strategy.can_restart()  # nothing failed yet
-    assert strategy.notify_failure() is True
-    assert not strategy.can_restart()
-
-
-@given(st.integers(min_value=0, max_value=50), st.integers(min_value=1, max_value=120))
-def test_fixed_delay_allows_exactly_attempts_restarts(attempts: int, failures: int) -> None:
-    strategy = FixedDelay(attempts, 1_000)
-    allowed = 0
-    for _ in range(failures):
-        assert strategy.notify_failure() is True
-        allowed += strategy.can_restart()
-    assert allowed == min(attempts, failures)
-
-
-# ==============================================================================================================
-# FailureRateRestartBackoffTimeStrategyTest
-# ==============================================================================================================
-
-
-def test_flink_failure_rate_many_failures_within_rate() -> None:  # testManyFailuresWithinRate
-    num_failures, interval_ms = 3, 1
-    clock = ManualClock()
-    strategy = FailureRate(1, interval_ms, 0, clock)
-    for _ in range(num_failures):
-        strategy.notify_failure()
-        assert strategy.can_restart()
-        clock.advance(interval_ms + 1)
-    assert strategy.can_restart()
-
-
-def test_flink_failure_rate_failures_exceeding_rate() -> None:  # testFailuresExceedingRate
-    num_failures, interval_ms = 3, 10_000
-    strategy = FailureRate(num_failures, interval_ms, 0, ManualClock())
-    for _ in range(num_failures):
-        strategy.notify_failure()
-        assert strategy.can_restart()
-    strategy.notify_failure()
-    assert not strategy.can_restart()
-
-
-def test_flink_failure_rate_backoff_time() -> None:  # testBackoffTime
-    assert FailureRate(1, 1, 10_000, ManualClock()).get_backoff_time() == 10_000
-
-
-def test_failure_rate_window_is_inclusive() -> None:
-    clock = ManualClock()
-    strategy = FailureRate(2, 1_000, 0, clock)
-    for t in (0, 400, 1_000):  # three failures spanning exactly the interval: more than 2 within it
-        clock.set(t)
-        strategy.notify_failure()
-    assert not strategy.can_restart()
-    clock.set(1_001)  # the oldest is now more than the interval ago
-    assert strategy.can_restart()
-
-
-def reference_failure_rate(failures: list[int], now: int, max_failures: int, interval: int) -> bool:
-    """Brute force: refuse iff the (max+1)-th most recent failure is at most ``interval`` before now."""
-    if len(failures) <= max_failures:
-        return True
-    return now - failures[-(max_failures + 1)] > interval
-
-
-@given(
-    st.integers(min_value=1, max_value=5),
-    st.integers(min_value=1, max_value=50),
-    st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=30)), max_size=40),
-)
-def test_failure_rate_matches_sliding_window(max_failures: int, interval: int, steps: list[tuple[bool, int]]) -> None:
-    clock = ManualClock()
-    strategy = FailureRate(max_failures, interval, 7, clock)
-    failures: list[int] = []
-    for is_failure, advance in steps:
-        clock.advance(advance)
-        if is_failure:
-            assert strategy.notify_failure() is True
-            failures.append(clock())
-        assert strategy.can_restart() == reference_failure_rate(failures, clock(), max_failures, interval)
-        assert strategy.get_backoff_time() == 7
-
-
-# ==============================================================================================================
-# ExponentialDelayRestartBackoffTimeStrategyTest (Flink >= 1.19)
-# ==============================================================================================================
 
 
 def test_flink_exponential_max_attempts() -> None:  # testMaxAttempts
@@ -455,17 +316,6 @@ def test_exponential_constructor_checks(args: tuple[int, int, float, int, float,
         ExponentialDelay(*args, ManualClock(), random.Random(0))
 
 
-def test_other_constructor_checks() -> None:
-    with pytest.raises(ValueError, match="at least 0"):
-        FixedDelay(-1, 0)
-    with pytest.raises(ValueError, match="at least 0 ms"):
-        FixedDelay(1, -1)
-    with pytest.raises(ValueError, match="greater than 0"):
-        FailureRate(0, 1, 0, ManualClock())
-    with pytest.raises(ValueError, match="greater than 0 ms"):
-        FailureRate(1, 0, 0, ManualClock())
-
-
 exponential_params = st.tuples(
     st.integers(min_value=1, max_value=10_000),  # initial
     st.integers(min_value=0, max_value=100_000),  # max - initial
@@ -473,9 +323,6 @@ exponential_params = st.tuples(
     st.integers(min_value=1, max_value=100_000),  # threshold
     st.floats(min_value=0.0, max_value=1.0),  # jitter
     st.integers(min_value=1, max_value=INT_MAX),  # attempts before reset
-)
-timeline = st.lists(
-    st.tuples(st.sampled_from(["failure", "check"]), st.integers(min_value=0, max_value=50_000)), max_size=60
 )
 
 
@@ -505,130 +352,3 @@ def test_exponential_properties(
         counter = state["current_restart_attempt"]
         assert isinstance(counter, int)
         assert strategy.can_restart() == (attempts >= INT_MAX or counter <= attempts)
-
-
-# ==============================================================================================================
-# State: JSON round trip, restore, errors
-# ==============================================================================================================
-
-
-def json_round_trip(state: dict[str, object]) -> dict[str, object]:
-    loaded = json.loads(json.dumps(state))
-    assert isinstance(loaded, dict)
-    return loaded
-
-
-def make_all(clock: ManualClock, rng: random.Random) -> list[RestartBackoffStrategy]:
-    return [
-        NoRestart(),
-        FixedDelay(3, 100),
-        FailureRate(2, 1_000, 100, clock),
-        ExponentialDelay(10, 1_000, 1.5, 500, 0.5, 4, clock, rng),
-    ]
-
-
-@given(timeline, st.integers(min_value=0, max_value=59), st.integers(min_value=0, max_value=1_000))
-def test_restored_strategy_behaves_like_the_original(events: list[tuple[str, int]], cut: int, seed: int) -> None:
-    clock = ManualClock()
-    originals = make_all(clock, random.Random(seed))
-    restored: list[RestartBackoffStrategy] | None = None
-    for index, (op, advance) in enumerate(events):
-        if index == cut:  # persist, then continue with restored copies (same randomness from here on)
-            rng = random.Random()
-            rng.setstate(originals[-1]._rng.getstate())  # type: ignore[attr-defined]
-            restored = make_all(clock, rng)
-            for copy, original in zip(restored, originals, strict=True):
-                copy.load_state(json_round_trip(original.state_dict()))
-        clock.advance(advance)
-        for strategy in originals + (restored or []):
-            if op == "failure":
-                strategy.notify_failure()
-        if restored is not None:
-            for copy, original in zip(restored, originals, strict=True):
-                assert copy.state_dict() == original.state_dict()
-                assert copy.can_restart() == original.can_restart()
-
-
-def test_state_dicts() -> None:
-    clock = ManualClock(5)
-    strategies = make_all(clock, random.Random(0))
-    assert [s.state_dict() for s in strategies] == [
-        {"type": "disable"},
-        {"type": "fixed-delay", "current_restart_attempt": 0},
-        {"type": "failure-rate", "failure_timestamps": []},
-        {
-            "type": "exponential-delay",
-            "current_restart_attempt": 0,
-            "next_restart_timestamp_ms": DEFAULT_NEXT_RESTART_TIMESTAMP,
-        },
-    ]
-    for strategy in strategies:
-        strategy.notify_failure()
-    assert strategies[1].state_dict()["current_restart_attempt"] == 1
-    assert strategies[2].state_dict()["failure_timestamps"] == [5]
-    assert strategies[3].state_dict()["next_restart_timestamp_ms"] == 5 + strategies[3].get_backoff_time()
-
-
-def test_failure_rate_state_keeps_only_what_flink_holds() -> None:
-    strategy = FailureRate(2, 1_000, 0, ManualClock(100))
-    strategy.load_state({"type": "failure-rate", "failure_timestamps": [1, 2, 3, 4, 5]})
-    assert strategy.state_dict()["failure_timestamps"] == [3, 4, 5]
-    assert not strategy.can_restart()
-
-
-@pytest.mark.parametrize(
-    ("strategy", "state", "match"),
-    [
-        (FixedDelay(1, 0), {"type": "exponential-delay"}, "cannot be loaded"),
-        (FixedDelay(1, 0), {"type": "fixed-delay"}, "current_restart_attempt"),
-        (FixedDelay(1, 0), {"type": "fixed-delay", "current_restart_attempt": -1}, "current_restart_attempt"),
-        (FixedDelay(1, 0), {"type": "fixed-delay", "current_restart_attempt": True}, "current_restart_attempt"),
-        (FailureRate(1, 1, 0, ManualClock()), {"type": "failure-rate", "failure_timestamps": ["x"]}, "timestamps"),
-        (
-            ExponentialDelay(1, 2, 2.0, 1, 0, 1, ManualClock(), random.Random(0)),
-            {"type": "exponential-delay", "current_restart_attempt": 0, "next_restart_timestamp_ms": "soon"},
-            "next_restart_timestamp_ms",
-        ),
-        (NoRestart(), {"type": "fixed-delay"}, "cannot be loaded"),
-    ],
-)
-def test_bad_state_is_refused(strategy: RestartBackoffStrategy, state: dict[str, object], match: str) -> None:
-    with pytest.raises(InvalidStateError, match=match):
-        strategy.load_state(state)
-
-
-def test_manual_clock() -> None:
-    clock = ManualClock()
-    assert clock() == 0
-    clock.advance(5)
-    clock.set(100)
-    clock.advance(1)
-    assert clock() == 101
-
-
-# ==============================================================================================================
-# Purity: the pure modules import only the standard library (and each other / graph.errors)
-# ==============================================================================================================
-
-PURE_MODULES = ("values", "backoff/__init__", "backoff/base", "backoff/none", "backoff/fixed_delay",
-                "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview")
-ALLOWED_INTERNAL = {
-    "airflow_region_failover.failover." + name.removesuffix("/__init__").replace("/", ".") for name in PURE_MODULES
-} | {"airflow_region_failover.graph.errors"}
-
-
-@pytest.mark.parametrize("name", PURE_MODULES)
-def test_module_imports_only_the_standard_library(name: str) -> None:
-    import airflow_region_failover.failover as package
-
-    source = Path(package.__path__[0], f"{name}.py").read_text()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            modules = [node.module or ""]
-        else:
-            continue
-        for module in modules:
-            top = module.split(".")[0]
-            assert module in ALLOWED_INTERNAL or top in sys.stdlib_module_names or top == "__future__", module

@@ -32,6 +32,7 @@ import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.processes import stop_on_signals
@@ -89,7 +90,7 @@ def consume_keyed(io: StoreIO, spark: Any, run: str, parallelism: int) -> int:
     groups = 0
     for j in range(parallelism):
         mine = key_group_range(edge.max_parallelism, parallelism, j)
-        frames = [io.read_keys(spark, PartitionRef("rows", i, "BLOCKING", "bench", run, 1), edge, mine)
+        frames = [io.read_keys(spark, PartitionRef("rows", i, Exchange.BLOCKING, "bench", run, 1), edge, mine)
                   for i in range(PRODUCERS)]
         groups += aggregate(frames[0].unionByName(frames[1]))
     return groups
@@ -100,7 +101,7 @@ def consume_whole(io: StoreIO, spark: Any, run: str, parallelism: int) -> int:
 
     groups = 0
     for j in range(parallelism):
-        frames = [io.read(spark, PartitionRef("rows", i, "BLOCKING", "bench", run, 1)) for i in range(PRODUCERS)]
+        frames = [io.read(spark, PartitionRef("rows", i, Exchange.BLOCKING, "bench", run, 1)) for i in range(PRODUCERS)]
         mine = F.pmod(F.hash("k"), F.lit(parallelism)) == j
         groups += aggregate(frames[0].unionByName(frames[1]).where(mine))
     return groups

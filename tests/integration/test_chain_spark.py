@@ -19,12 +19,15 @@ import pytest
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.graph.chains import compute_chains
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.graph.subtasks import consumed_partitions
 from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
 from airflow_region_failover.naming import xcom_key
 from airflow_region_failover.spark import chain as chain_module
-from airflow_region_failover.spark.chain import chain_contexts, compute_chain, run_chain
+from airflow_region_failover.spark.chain import run_chain
+from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.run import SubtaskRun, chain_contexts, current_inputs, input_versions
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
@@ -104,7 +107,7 @@ def commit_src(store: ResultStore) -> list[PartitionRef]:
     for index in (0, 1):
         manifest = store.write_arrow(pa.table({"id": list(range(index * 10, index * 10 + 10))}), DAG, RUN,
                                      PartitionId("src->gen", index), 1)
-        refs.append(PartitionRef("src->gen", index, "BLOCKING", DAG, RUN, 1, manifest.row_count))
+        refs.append(PartitionRef("src->gen", index, Exchange.BLOCKING, DAG, RUN, 1, manifest.row_count))
     return refs
 
 
@@ -116,7 +119,11 @@ def test_a_chain_runs_both_functions_in_one_session_and_writes_only_its_tail(spa
     refs = {GRAPH.inputs("gen")[0]: (src[1],)}
     ti = SimpleNamespace(dag_id=DAG, run_id=RUN, try_number=1)
     contexts = chain_contexts(GRAPH, members, refs, {"ti": ti, "params": {"x": 1}})
-    written = compute_chain(spark, io, GRAPH, members, refs, contexts, [calls.gen, calls.clean], "code")  # type: ignore[arg-type]
+    impls = (StepImpl("gen", fn=calls.gen), StepImpl("clean", fn=calls.clean))
+    current = current_inputs(io, refs)  # type: ignore[arg-type]
+    run = SubtaskRun(GRAPH, members, impls, contexts, refs, io, current,  # type: ignore[arg-type]
+                     input_versions(current, GRAPH, members[0], refs), "code")
+    written = compute(spark, run)
     assert [(name, s) for name, s, _ in calls.seen] == [("gen", spark), ("clean", spark)]
     gen_ctx, clean_ctx = calls.seen[0][2], calls.seen[1][2]
     assert (gen_ctx.subtask, clean_ctx.subtask) == members and clean_ctx.params == {"x": 1}
@@ -154,7 +161,7 @@ def test_run_chain_pulls_the_heads_inputs_and_publishes_the_tails_outputs(
         spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """In an Airflow task: the chain task gen.clean.0 pulls src#0's ref from task src.0, publishes clean->sink#0
     under its own XCom key; the consumer sink#0 then pulls it from the chain task's id."""
-    from airflow_region_failover.spark.subtask import pull_refs
+    from airflow_region_failover.spark.run import pull_refs
 
     src = commit_src(store)
     calls = Calls()
@@ -164,7 +171,7 @@ def test_run_chain_pulls_the_heads_inputs_and_publishes_the_tails_outputs(
     monkeypatch.setattr(chain_module, "open_store_io", lambda: StoreIO(store))
     monkeypatch.setattr(chain_module, "get_session", lambda target: spark)
     ti = FakeTI({("src.0", xcom_key("src->gen")): src[0].to_json()})
-    summary = run_chain(runtime, (SubtaskId("gen", 0), SubtaskId("clean", 0)), {"ti": ti, "params": {}})
+    summary = run_chain(runtime, (SubtaskId("gen", 0), SubtaskId("clean", 0)), {"ti": ti, "params": {}}).to_json()
     assert ti.pulled == ["src.0"]
     assert list(ti.pushed) == [xcom_key("clean->sink")]
     src_bytes = store.manifest(src[0].dag_id, src[0].run_id, src[0].partition).total_bytes

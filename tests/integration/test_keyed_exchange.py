@@ -15,6 +15,7 @@ from airflow_region_failover import JobGraphBuilder
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
@@ -81,7 +82,7 @@ def test_one_subpartition_per_consumer_each_read_exactly_once(spark: Any, store:
     assert sum(s.bytes for s in cut.subpartitions) == manifest.total_bytes
     assert all(o.subpartition in range(4) for o in manifest.objects)
     io = StoreIO(store)
-    ref = PartitionRef("orders", 0, "BLOCKING", "etl", "run", 1)
+    ref = PartitionRef("orders", 0, Exchange.BLOCKING, "etl", "run", 1)
     parts = []
     for j in range(4):
         groups = key_group_range(128, 4, j)
@@ -100,7 +101,7 @@ def test_a_consumer_at_another_parallelism_reads_exactly_its_keys(spark: Any, st
     df = rows(spark)
     store.write(df, "etl", "run", P, 1, cut=Cut(KEYS, 128, 4))
     io = StoreIO(store)
-    ref = PartitionRef("orders", 0, "BLOCKING", "etl", "run", 1)
+    ref = PartitionRef("orders", 0, Exchange.BLOCKING, "etl", "run", 1)
     edge = edge_to(3)
     seen: list[tuple[Any, ...]] = []
     for j in range(3):

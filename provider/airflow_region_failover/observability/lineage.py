@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from airflow_region_failover import conf
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, TaskLedger
 from airflow_region_failover.store.config import DEFAULT_PREFIX
 from airflow_region_failover.store.keys import Layout
 
@@ -81,49 +82,46 @@ def _run_facet_class() -> Any:
     return RegionFailoverRunFacet
 
 
-def run_facet(region: str, attempt: int, summary: Mapping[str, Any] | None = None) -> Any:
+def run_facet(region: str, attempt: int, ledger: TaskLedger | None = None) -> Any:
     """The ``regionFailover`` run facet (module rule)."""
-    restart = dict((summary or {}).get("restart") or {})
-    outputs = dict((summary or {}).get("outputs") or {})
-    kept = bool(outputs) and all(o.get("kept") for o in outputs.values())
-    return _run_facet_class()(region=region, attempt=attempt, restartReason=str(restart.get("reason", "")),
-                              decision=restart.get("decision"), kept=kept)
+    restart = ledger.restart if ledger is not None else None
+    return _run_facet_class()(region=region, attempt=attempt, restartReason=restart.reason if restart else "",
+                              decision=restart.decision if restart else None,
+                              kept=ledger is not None and ledger.kept)
 
 
-def _output(layout: Layout, dag_id: str, run_id: str, partition: str, entry: Mapping[str, Any]) -> Any:
+def _output(layout: Layout, dag_id: str, run_id: str, partition: str, entry: OutputEntry) -> Any:
     from openlineage.client.event_v2 import OutputDataset
     from openlineage.client.facet_v2 import dataset_version_dataset, output_statistics_output_dataset
 
-    version = f"a{int(entry['attempt'])}" + (f"-{entry['checksum']}" if entry.get("checksum") else "")
+    version = f"a{entry.attempt}" + (f"-{entry.checksum}" if entry.checksum else "")
     stats = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-        rowCount=entry.get("rows"), size=entry.get("bytes"), fileCount=entry.get("objects"))
+        rowCount=entry.rows, size=entry.bytes, fileCount=entry.objects)
     return OutputDataset(namespace(layout), dataset_name(layout, dag_id, run_id, PartitionId.parse(partition)),
                          facets={"version": dataset_version_dataset.DatasetVersionDatasetFacet(version)},
                          outputFacets={"outputStatistics": stats})
 
 
-def _input(layout: Layout, dag_id: str, run_id: str, partition: str, entry: Mapping[str, Any]) -> Any:
+def _input(layout: Layout, dag_id: str, run_id: str, partition: str, entry: InputEntry) -> Any:
     from openlineage.client.event_v2 import InputDataset
     from openlineage.client.facet_v2 import dataset_version_dataset, input_statistics_input_dataset
 
-    stats = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-        size=entry.get("bytes"), fileCount=entry.get("objects"))
+    stats = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(size=entry.bytes, fileCount=entry.objects)
     return InputDataset(namespace(layout), dataset_name(layout, dag_id, run_id, PartitionId.parse(partition)),
-                        facets={"version": dataset_version_dataset.DatasetVersionDatasetFacet(
-                            f"a{int(entry['attempt'])}")},
+                        facets={"version": dataset_version_dataset.DatasetVersionDatasetFacet(f"a{entry.attempt}")},
                         inputFacets={"inputStatistics": stats})
 
 
 def task_lineage(layout: Layout, dag_id: str, run_id: str, region: str, attempt: int,
-                 summary: Mapping[str, Any] | None) -> Any:
-    """The ``OperatorLineage`` of one step task (module rule); ``summary``: what it returned (``None``: not yet
-    run, or failed — then only the run facet)."""
+                 ledger: TaskLedger | None) -> Any:
+    """The ``OperatorLineage`` of one step task (module rule); ``ledger``: the ledger of its summary (``None``:
+    not yet run, or failed — then only the run facet)."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    summary = summary or {}
-    inputs = [_input(layout, dag_id, run_id, p, e) for p, e in sorted(dict(summary.get("inputs") or {}).items())]
-    outputs = [_output(layout, dag_id, run_id, p, e) for p, e in sorted(dict(summary.get("outputs") or {}).items())]
-    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={RUN_FACET: run_facet(region, attempt, summary)})
+    found = ledger if ledger is not None else TaskLedger()
+    inputs = [_input(layout, dag_id, run_id, p, e) for p, e in sorted(found.inputs.items())]
+    outputs = [_output(layout, dag_id, run_id, p, e) for p, e in sorted(found.outputs.items())]
+    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={RUN_FACET: run_facet(region, attempt, ledger)})
 
 
 def dropped_lineage(layout: Layout, names: Iterable[str]) -> list[Any]:

@@ -19,10 +19,10 @@ Rules — each value is sent where it is known (docs/operator/observability.md d
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from airflow_region_failover.failover.run_log import Decision
+from airflow_region_failover.spark.ledger import TaskLedger
 
 log = logging.getLogger(__name__)
 PREFIX = "region_failover"
@@ -59,31 +59,27 @@ def emit_decision(dag_id: str, decision: Decision) -> None:
         log.warning("region failover: could not emit metrics", exc_info=True)
 
 
-def task_values(summary: Mapping[str, Any]) -> dict[str, int] | None:
-    """``results_kept``, ``recomputed_bytes`` and ``reused_bytes`` of one task's summary, or ``None`` when no
+def task_values(ledger: TaskLedger) -> dict[str, int] | None:
+    """``results_kept``, ``recomputed_bytes`` and ``reused_bytes`` of one task's ledger, or ``None`` when no
     clear of ours started the try (module rule)."""
-    if not summary.get("restart"):
+    if ledger.restart is None:
         return None
-    outputs = dict(summary.get("outputs") or {})
-    inputs = dict(summary.get("inputs") or {})
-    kept = [o for o in outputs.values() if o.get("kept")]
+    outputs = ledger.outputs.values()
     return {
-        "results_kept": len(kept),
-        "recomputed_bytes": sum(int(o.get("bytes", 0)) for o in outputs.values() if not o.get("kept")),
-        "reused_bytes": sum(int(o.get("bytes", 0)) for o in kept)
-        + sum(int(i.get("bytes", 0)) for i in inputs.values() if i.get("reused")),
+        "results_kept": sum(1 for o in outputs if o.kept),
+        "recomputed_bytes": sum(o.bytes or 0 for o in outputs if not o.kept),
+        "reused_bytes": sum(o.bytes or 0 for o in outputs if o.kept)
+        + sum(i.bytes for i in ledger.inputs.values() if i.reused),
     }
 
 
-def emit_task(dag_id: str, step: str, summary: Mapping[str, Any]) -> dict[str, int] | None:
+def emit_task(dag_id: str, step: str, ledger: TaskLedger) -> dict[str, int] | None:
     """Send the task metrics of a try started by one of our clears (none otherwise); returns what was sent."""
     try:
-        values = task_values(summary)
-        if values is None:
+        values = task_values(ledger)
+        if values is None or ledger.restart is None:
             return None
-        restart = summary["restart"]
-        tags = {"dag_id": dag_id, "strategy": str(restart.get("strategy", "")), "step": step,
-                "reason": str(restart.get("reason", ""))}
+        tags = {"dag_id": dag_id, "strategy": ledger.restart.strategy, "step": step, "reason": ledger.restart.reason}
         client = stats()
         for name, value in values.items():
             client.incr(f"{PREFIX}.{name}", count=value, tags=tags)

@@ -30,6 +30,8 @@ from airflow_region_failover.spark.chain import run_chain
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_region_failover.spark.ledger import TaskLedger
+
 log = logging.getLogger(__name__)
 
 SLEEP_BELOW_S = 2.0
@@ -86,12 +88,14 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         self.doc_md = doc_of(runtime, members)
 
     def execute(self, context: Context) -> Any:
-        """Run the subtask; returns a summary (rows written per result, the task's ledger) that Airflow stores as
-        return value, and sends the task's restart metrics (:mod:`.metrics`)."""
+        """Run the subtask; returns its summary (rows written per result, the task's ledger:
+        :class:`~airflow_region_failover.spark.ledger.TaskSummary`, in its JSON form) that Airflow stores as return
+        value, and sends the task's restart metrics (:mod:`~airflow_region_failover.observability.metrics`)."""
         self._wait_for_restart_time(context)
-        self._summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
-        metrics.emit_task(context["ti"].dag_id, SubtaskId.parse(self.chain[-1]).step, self._summary)
-        return self._summary
+        summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
+        self._ledger = summary.ledger
+        metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
+        return summary.to_json()
 
     # -- OpenLineage (the openlineage provider calls these when it is installed; see observability/lineage.py) ------
     def get_openlineage_facets_on_start(self) -> Any:
@@ -100,13 +104,13 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Every BLOCKING partition the task read and committed or kept, and its run facet."""
-        return self._lineage(task_instance, getattr(self, "_summary", None))
+        return self._lineage(task_instance, getattr(self, "_ledger", None))
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """The run facet of the failed try."""
         return self._lineage(task_instance, None)
 
-    def _lineage(self, ti: Any, summary: Any) -> Any:
+    def _lineage(self, ti: Any, ledger: TaskLedger | None) -> Any:
         """The task's ``OperatorLineage``, or ``None`` when OpenLineage is not installed or lineage cannot be
         built (never raises into the task)."""
         try:
@@ -119,7 +123,7 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
             dag_id = getattr(ti, "dag_id", None) or self.dag_id
             run_id = getattr(ti, "run_id", "")
             attempt = int(getattr(ti, "try_number", 0) or 0)
-            return lineage.task_lineage(lineage.configured_layout(), dag_id, run_id, region, attempt, summary)
+            return lineage.task_lineage(lineage.configured_layout(), dag_id, run_id, region, attempt, ledger)
         except Exception:
             self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
             return None

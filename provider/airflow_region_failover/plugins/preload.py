@@ -32,7 +32,7 @@ MODULES: tuple[str, ...] = (
     "pyspark.sql.connect.session",
     "pyspark.sql.connect.dataframe",
     "airflow.providers.amazon.aws.hooks.s3",
-    "airflow_region_failover.spark.subtask",
+    "airflow_region_failover.spark.chain",
     "airflow_region_failover.store.facade",
     "airflow_region_failover.store.parquet",
 )

@@ -19,7 +19,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, StepOutputError
@@ -34,11 +34,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PartitionRef:
-    """Where one partition written by one producer try lives (the XCom value, JSON-able)."""
+    """Where one partition written by one producer try lives (the XCom value: :meth:`to_json`, the exchange by
+    its name)."""
 
     result: str
     index: int
-    exchange: str
+    exchange: Exchange
     dag_id: str
     run_id: str
     attempt: int
@@ -51,7 +52,8 @@ class PartitionRef:
 
     def to_json(self) -> dict[str, Any]:
         """The XCom value."""
-        return asdict(self)
+        return {"result": self.result, "index": self.index, "exchange": self.exchange.value, "dag_id": self.dag_id,
+                "run_id": self.run_id, "attempt": self.attempt, "rows": self.rows}
 
     @classmethod
     def from_json(cls, value: object, *, partition: PartitionId) -> PartitionRef:
@@ -59,8 +61,8 @@ class PartitionRef:
         if not isinstance(value, dict):
             raise InputUnavailable(partition, "its producer published no location (XCom missing)")
         try:
-            ref = cls(**value)
-        except TypeError as exc:
+            ref = cls(**{**value, "exchange": Exchange(value.get("exchange"))})
+        except (TypeError, ValueError) as exc:
             raise InputUnavailable(partition, f"malformed location XCom ({exc})") from None
         if ref.partition != partition:
             raise InputUnavailable(partition, f"its producer published {ref.partition} instead")

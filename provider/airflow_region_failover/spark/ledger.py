@@ -1,7 +1,7 @@
 """What one task read and wrote, and which restart started it — the facts its lineage
 (:mod:`~airflow_region_failover.observability.lineage`) and its metrics
 (:mod:`~airflow_region_failover.observability.metrics`) report, kept in the task's summary (its return value) so
-both say the same.
+both say the same. This module is the only one that knows the summary's JSON keys.
 
 Rules:
 
@@ -14,86 +14,233 @@ Rules:
   (:mod:`.reuse`), not recomputed. PIPELINED partitions are attempt-scoped scratch and appear in neither;
 * ``restart``: the applied decision whose clear started this try (``decision`` id, ``strategy``, this task's
   region ``reason``), or absent when none did (a first try, Airflow's retry, a person's clear).
+
+The summary (:class:`TaskSummary`, the step task's XCom ``return_value``) is the ledger plus the task's
+``subtask`` (a chain's tail, with ``chain`` its members when there are several), ``attempt``, ``rows`` per result
+published, ``kept`` (result -> attempt, only when the outputs were kept) and ``read`` (what it read from the
+store: bytes and objects fetched, and the bytes of the partitions they belong to).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
-from airflow_region_failover.failover.handler import restarted_by
-from airflow_region_failover.failover.run_log import Decision
+from airflow_region_failover.failover.run_log import Decision, frozen
 from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.graph.subtasks import read_key_groups
-from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.store_io import StoreIO
-from airflow_region_failover.store.manifest import Manifest
+
+if TYPE_CHECKING:
+    from airflow_region_failover.spark.exchange import PartitionRef
+    from airflow_region_failover.spark.run import SubtaskRun
+    from airflow_region_failover.spark.store_io import ReadCounter, StoreIO
+    from airflow_region_failover.store.manifest import Manifest
 
 log = logging.getLogger(__name__)
-BLOCKING = Exchange.BLOCKING.value
 
 
-def restart_of(ti: Any, logs: RunLogs | None = None) -> Decision | None:
-    """The applied decision whose clear started this try of ``ti``, or ``None`` (also when the run's decision log
-    cannot be read: then nothing is kept and the try is reported as not restarted)."""
-    try_number = int(getattr(ti, "try_number", 1) or 1)
-    if try_number <= 1:
-        return None
-    try:
-        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
-    except Exception:
-        log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id, exc_info=True)
-        return None
-    return restarted_by(doc, ti.task_id, try_number)
+@dataclass(frozen=True)
+class InputEntry:
+    """One BLOCKING partition the task read (module rule)."""
+
+    attempt: int
+    bytes: int
+    objects: int
+    reused: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"attempt": self.attempt, "bytes": self.bytes, "objects": self.objects, "reused": self.reused}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> InputEntry:
+        """Parse the JSON form."""
+        return cls(int(body["attempt"]), int(body["bytes"]), int(body["objects"]), bool(body["reused"]))
 
 
-def ledger(io: StoreIO, graph: JobGraph, head: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-           published: Sequence[PartitionRef], task_id: str, restart: Decision | None,
-           kept: bool = False) -> dict[str, Any]:
-    """The summary entries ``inputs``, ``outputs`` and ``restart`` of a task whose chain head is ``head`` (module
-    rule); ``published``: the refs it published, ``kept``: they were kept, not written by this try."""
-    reused = set(restart.reused) if restart is not None else set()
-    entry: dict[str, Any] = {"inputs": _inputs(io, graph, head, refs, reused),
-                             "outputs": _outputs(io, published, kept)}
-    if restart is not None:
-        entry["restart"] = {"decision": restart.id, "strategy": restart.strategy,
-                            "reason": restart.reasons.get(task_id, "")}
-    return entry
+@dataclass(frozen=True)
+class OutputEntry:
+    """One BLOCKING partition the task published (module rule); ``bytes``, ``objects`` and ``checksum`` are
+    ``None`` when its manifest could not be read."""
+
+    attempt: int
+    rows: int
+    kept: bool
+    bytes: int | None = None
+    objects: int | None = None
+    checksum: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (the sizes only when known)."""
+        body: dict[str, Any] = {"attempt": self.attempt, "rows": self.rows}
+        sizes = {"bytes": self.bytes, "objects": self.objects, "checksum": self.checksum}
+        body.update({k: v for k, v in sizes.items() if v is not None})
+        return {**body, "kept": self.kept}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> OutputEntry:
+        """Parse the JSON form."""
+        size, objects, checksum = body.get("bytes"), body.get("objects"), body.get("checksum")
+        return cls(int(body["attempt"]), int(body["rows"]), bool(body["kept"]),
+                   None if size is None else int(size), None if objects is None else int(objects),
+                   None if checksum is None else str(checksum))
 
 
-def _inputs(io: StoreIO, graph: JobGraph, head: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-            reused: set[str]) -> dict[str, dict[str, Any]]:
-    inputs: dict[str, dict[str, Any]] = {}
-    for edge, edge_refs in refs.items():
-        groups = read_key_groups(graph, edge, head.index)
+@dataclass(frozen=True)
+class RestartEntry:
+    """The applied decision whose clear started the try: its id, strategy and this task's region reason."""
+
+    decision: int
+    strategy: str
+    reason: str
+
+    @classmethod
+    def of(cls, decision: Decision, task_id: str) -> RestartEntry:
+        """The entry of ``decision`` for the task ``task_id``."""
+        return cls(decision.id, decision.strategy, decision.reasons.get(task_id, ""))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"decision": self.decision, "strategy": self.strategy, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> RestartEntry:
+        """Parse the JSON form."""
+        return cls(int(body["decision"]), str(body["strategy"]), str(body["reason"]))
+
+
+@dataclass(frozen=True)
+class TaskLedger:
+    """What the task read and published, by partition (``result#index``), and the restart that started it."""
+
+    inputs: Mapping[str, InputEntry] = field(default_factory=frozen)
+    outputs: Mapping[str, OutputEntry] = field(default_factory=frozen)
+    restart: RestartEntry | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Whether the task kept its outputs (it published some, all kept)."""
+        return bool(self.outputs) and all(o.kept for o in self.outputs.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form: ``inputs``, ``outputs`` and, when a clear of ours started the try, ``restart``."""
+        body: dict[str, Any] = {"inputs": {p: e.to_json() for p, e in self.inputs.items()},
+                                "outputs": {p: e.to_json() for p, e in self.outputs.items()}}
+        if self.restart is not None:
+            body["restart"] = self.restart.to_json()
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TaskLedger:
+        """Parse the JSON form (the keys of a summary other than the ledger's are ignored)."""
+        restart = body.get("restart")
+        return cls(frozen({p: InputEntry.from_json(e) for p, e in body.get("inputs", {}).items()}),
+                   frozen({p: OutputEntry.from_json(e) for p, e in body.get("outputs", {}).items()}),
+                   RestartEntry.from_json(restart) if restart else None)
+
+
+@dataclass(frozen=True)
+class ReadTotals:
+    """What the task read from the store: bytes and objects fetched, and the bytes of their partitions."""
+
+    bytes: int
+    objects: int
+    partition_bytes: int
+
+    @classmethod
+    def of(cls, counter: ReadCounter) -> ReadTotals:
+        """The totals counted so far by ``counter``."""
+        return cls(counter.bytes, counter.objects, counter.partition_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"bytes": self.bytes, "objects": self.objects, "partition_bytes": self.partition_bytes}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ReadTotals:
+        """Parse the JSON form."""
+        return cls(int(body["bytes"]), int(body["objects"]), int(body["partition_bytes"]))
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """A step task's return value (module rule): ``members`` is the chain, head first (one for a lone subtask)."""
+
+    members: tuple[SubtaskId, ...]
+    attempt: int
+    rows: Mapping[str, int]
+    read: ReadTotals
+    ledger: TaskLedger
+    kept: Mapping[str, int] = field(default_factory=frozen)
+
+    @property
+    def subtask(self) -> SubtaskId:
+        """The subtask whose outputs the task published (a chain's tail)."""
+        return self.members[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (``chain`` only for a chain of several, ``kept`` only when the outputs were kept)."""
+        body: dict[str, Any] = {"subtask": str(self.subtask)}
+        if len(self.members) > 1:
+            body["chain"] = [str(m) for m in self.members]
+        body.update({"attempt": self.attempt, "rows": dict(self.rows)})
+        if self.kept:
+            body["kept"] = dict(self.kept)
+        return {**body, "read": self.read.to_json(), **self.ledger.to_json()}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TaskSummary:
+        """Parse the JSON form."""
+        members = tuple(SubtaskId.parse(m) for m in body.get("chain", [body["subtask"]]))
+        return cls(members, int(body["attempt"]), frozen({str(r): int(n) for r, n in body["rows"].items()}),
+                   ReadTotals.from_json(body["read"]), TaskLedger.from_json(body),
+                   frozen({str(r): int(a) for r, a in body.get("kept", {}).items()}))
+
+
+def summary(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False) -> TaskSummary:
+    """The summary of ``run`` after it published ``published`` (``kept``: kept, not written by this try)."""
+    return TaskSummary(run.members, run.try_number, frozen({r.result: r.rows for r in published}),
+                       ReadTotals.of(run.io.reads), ledger(run, published, kept),
+                       frozen({r.result: r.attempt for r in published} if kept else {}))
+
+
+def ledger(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False) -> TaskLedger:
+    """The ledger of ``run`` (module rule); ``published``: the refs it published, ``kept``: they were kept."""
+    restart = run.restart
+    return TaskLedger(_inputs(run, set(restart.reused) if restart is not None else set()),
+                      _outputs(run.io, published, kept),
+                      RestartEntry.of(restart, run.task_id) if restart is not None else None)
+
+
+def _inputs(run: SubtaskRun, reused: set[str]) -> Mapping[str, InputEntry]:
+    inputs: dict[str, InputEntry] = {}
+    for edge, edge_refs in run.refs.items():
+        groups = read_key_groups(run.graph, edge, run.head.index)
         for ref in edge_refs:
-            manifest = io.seen.get(ref.partition)
-            if ref.exchange != BLOCKING or manifest is None or manifest.attempt != ref.attempt:
+            manifest = run.current.get(ref)
+            if manifest is None:
                 continue
             selection = manifest.select(groups, edge.partition_by, edge.max_parallelism)
-            inputs[str(ref.partition)] = {"attempt": ref.attempt, "bytes": selection.bytes,
-                                          "objects": len(selection.objects), "reused": str(ref.partition) in reused}
-    return inputs
+            inputs[str(ref.partition)] = InputEntry(ref.attempt, selection.bytes, len(selection.objects),
+                                                    str(ref.partition) in reused)
+    return frozen(inputs)
 
 
-def _outputs(io: StoreIO, published: Sequence[PartitionRef], kept: bool) -> dict[str, dict[str, Any]]:
-    outputs: dict[str, dict[str, Any]] = {}
-    for ref in published:
-        if ref.exchange != BLOCKING:
-            continue
+def _outputs(io: StoreIO, published: Sequence[PartitionRef], kept: bool) -> Mapping[str, OutputEntry]:
+    outputs: dict[str, OutputEntry] = {}
+    for ref in (r for r in published if r.exchange is Exchange.BLOCKING):
         manifest = _committed(io, ref)
         if manifest is None:
             log.warning("region failover: %s attempt %d has no readable manifest; its lineage has no sizes",
                         ref.partition, ref.attempt)
-            outputs[str(ref.partition)] = {"attempt": ref.attempt, "rows": ref.rows, "kept": kept}
+            outputs[str(ref.partition)] = OutputEntry(ref.attempt, ref.rows, kept)
             continue
-        outputs[str(ref.partition)] = {"attempt": manifest.attempt, "rows": manifest.row_count,
-                                       "bytes": manifest.total_bytes, "objects": len(manifest.objects),
-                                       "checksum": manifest.content_checksum, "kept": kept}
-    return outputs
+        outputs[str(ref.partition)] = OutputEntry(manifest.attempt, manifest.row_count, kept, manifest.total_bytes,
+                                                  len(manifest.objects), manifest.content_checksum)
+    return frozen(outputs)
 
 
 def _committed(io: StoreIO, ref: PartitionRef) -> Manifest | None:

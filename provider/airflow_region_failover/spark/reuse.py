@@ -7,7 +7,7 @@ Flink (DESIGN rule 2), a restarted try (try > 1, ``region`` failover strategy) k
    clears is this one, and its region restarts only because it reads a re-produced result (``consumer``). A try
    started by a person's clear, by Airflow's retry, or as the failed or a producer region, always runs;
 2. it exchanges data only through BLOCKING results (a PIPELINED input or output lives only within one region
-   attempt), and reads at least one;
+   attempt), and reads at least one — so a chain subtask, whose interior is PIPELINED, never keeps;
 3. every output has a committed version whose manifest records the input versions it was computed from and the
    fingerprint of the code that computed it, and that **code fingerprint is this try's**;
 4. **what it reads is byte-identical**: for every input partition, the objects this try would read — the whole
@@ -22,54 +22,39 @@ The task then republishes its kept outputs and ends without running Spark. Any d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterable
 
 from airflow_region_failover.failover.options import FailoverStrategy
 from airflow_region_failover.failover.restart_plan import Reason
-from airflow_region_failover.graph.ids import PartitionId, SubtaskId
-from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
-from airflow_region_failover.spark.context import StepContext
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef, output_results
-from airflow_region_failover.store.manifest import InputVersion, Manifest
+from airflow_region_failover.spark.run import SubtaskRun
+from airflow_region_failover.store.manifest import InputVersion
 
 
-class CommittedOutputs(Protocol):
-    """What the rule reads from the store: a partition's current committed manifest (``None`` if it has none)."""
-
-    def committed(self, dag_id: str, run_id: str, partition: PartitionId) -> Manifest | None:
-        """The current committed manifest of ``partition``."""
-        ...
-
-
-def kept_outputs(io: CommittedOutputs, graph: JobGraph, subtask: SubtaskId,
-                 refs: Mapping[Edge, Sequence[PartitionRef]], current: Iterable[InputVersion], sctx: StepContext,
-                 strategy: FailoverStrategy | str, restarted_as: str | None, code: str,
-                 opted_out: bool = False) -> tuple[PartitionRef, ...] | None:
-    """The refs of ``subtask``'s committed outputs if this try may keep them (module rule), else None.
-
-    ``current``: the versions of the BLOCKING inputs this try would read; ``restarted_as``: why our clear started
-    this try (``None`` if it did not); ``code``: this try's code fingerprint; ``opted_out``: rule 5.
-    """
-    region = FailoverStrategy.parse(strategy) is FailoverStrategy.REGION
-    if opted_out or not region or sctx.try_number <= 1 or restarted_as != Reason.CONSUMER.value:
+def kept_outputs(run: SubtaskRun) -> tuple[PartitionRef, ...] | None:
+    """The refs of the run's committed outputs if this try may keep them (module rule), else ``None``."""
+    if run.opted_out or run.strategy is not FailoverStrategy.REGION or run.try_number <= 1 \
+            or run.restarted_as != Reason.CONSUMER.value:
         return None
-    if not _only_blocking(graph, subtask.step) or not any(refs.values()):
+    if not _only_blocking(run) or not any(run.refs.values()):
         return None
-    manifests = [io.committed(sctx.dag_id, sctx.run_id, PartitionId(r.id, subtask.index))
-                 for r in output_results(graph, subtask.step)]
-    if not manifests or any(m is None or not m.code or m.code != code for m in manifests):
+    sctx = run.contexts[-1]
+    manifests = [run.io.committed(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index)) for r in run.outputs]
+    if not manifests or any(m is None or not m.code or m.code != run.code for m in manifests):
         return None
-    versions = tuple(current)
-    if not all(_unchanged(m.inputs, versions) for m in manifests if m is not None):
+    if not all(_unchanged(m.inputs, run.versions) for m in manifests if m is not None):
         return None
-    return tuple(PartitionRef(m.partition.result, m.partition.index, Exchange.BLOCKING.value, sctx.dag_id,
-                              sctx.run_id, m.attempt, m.row_count) for m in manifests if m is not None)
+    return tuple(PartitionRef(m.partition.result, m.partition.index, Exchange.BLOCKING, sctx.dag_id, sctx.run_id,
+                              m.attempt, m.row_count) for m in manifests if m is not None)
 
 
-def _only_blocking(graph: JobGraph, step_id: str) -> bool:
-    return all(e.exchange is Exchange.BLOCKING for e in graph.inputs(step_id)) and \
-        all(r.exchange is Exchange.BLOCKING for r in output_results(graph, step_id))
+def _only_blocking(run: SubtaskRun) -> bool:
+    """Rule 2: every member's inputs and outputs are BLOCKING (a chain's interior edges are PIPELINED)."""
+    steps = [m.step for m in run.members]
+    return all(e.exchange is Exchange.BLOCKING for s in steps for e in run.graph.inputs(s)) and \
+        all(r.exchange is Exchange.BLOCKING for s in steps for r in output_results(run.graph, s))
 
 
 def _unchanged(recorded: Iterable[InputVersion], current: Iterable[InputVersion]) -> bool:

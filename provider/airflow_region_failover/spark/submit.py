@@ -29,16 +29,18 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow_region_failover import conf
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.graph.model import Edge, JobGraph
+from airflow_region_failover.graph.subtasks import consumed_partitions
 from airflow_region_failover.job import StepImpl
 from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.context import StepContext, input_name
-from airflow_region_failover.spark.exchange import PartitionRef, output_results
+from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.run import SubtaskRun, current_inputs, input_versions
 from airflow_region_failover.spark.session import CLUSTER, default_conf, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
@@ -62,17 +64,16 @@ def decode_spec(argv: Sequence[str]) -> dict[str, Any]:
     return spec
 
 
-def build_spec(graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-               sctx: StepContext, store: ResultStore, code: str = "") -> dict[str, Any]:
+def build_spec(run: SubtaskRun, store: ResultStore) -> dict[str, Any]:
     """What the script needs: graph, subtask, input refs, its attempt, the script's code fingerprint and the
     store location (no secrets)."""
-    config = store.config
+    config, sctx = store.config, run.contexts[0]
     return {
-        "graph": jsonformat.to_dict(graph), "subtask": str(subtask),
-        "inputs": [[input_name(e), [r.to_json() for r in rs]] for e, rs in refs.items()],
+        "graph": jsonformat.to_dict(run.graph), "subtask": str(run.head),
+        "inputs": [[input_name(e), [r.to_json() for r in rs]] for e, rs in run.refs.items()],
         "context": {"dag_id": sctx.dag_id, "run_id": sctx.run_id, "try_number": sctx.try_number,
                     "params": _jsonable(sctx.params)},
-        "code": code,
+        "code": run.code,
         "store": {"bucket": config.bucket, "prefix": config.prefix, "endpoint_url": config.access.endpoint_url,
                   "region": config.access.region, "spark_io": config.spark_io},
     }
@@ -101,30 +102,28 @@ def script_environment(store: ResultStore, master: str) -> dict[str, str]:
     return env
 
 
-def submit_script(impl: StepImpl, graph: JobGraph, subtask: SubtaskId, refs: Mapping[Edge, Sequence[PartitionRef]],
-                  sctx: StepContext, io: StoreIO) -> tuple[PartitionRef, ...]:
-    """spark-submit ``impl.script`` for ``subtask``, then verify its committed outputs; returns their refs."""
+def submit_script(run: SubtaskRun) -> tuple[PartitionRef, ...]:
+    """spark-submit the lone script step of ``run``, then verify its committed outputs; returns their refs."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # deferred: optional provider
 
+    impl, subtask, store = run.impls[0], run.head, run.io.store
     assert impl.script is not None
     conn_id = submit_conn_id(impl.spark_conn_id)
     hook = SparkSubmitHook(
         conn_id=conn_id, conf=dict(default_conf()),
-        name=f"{sctx.dag_id}.{subtask.step}.{subtask.index}",
-        application_args=[SPEC_ARG,
-                          encode_spec(build_spec(graph, subtask, refs, sctx, io.store, impl.fingerprint))],
-        env_vars=script_environment(io.store, resolve_target(conn_id).url),
+        name=f"{run.contexts[0].dag_id}.{subtask.step}.{subtask.index}",
+        application_args=[SPEC_ARG, encode_spec(build_spec(run, store))],
+        env_vars=script_environment(store, resolve_target(conn_id).url),
     )
     hook.submit(application=impl.script)
     written = []
-    for result in output_results(graph, subtask.step):
-        ref = PartitionRef(result.id, subtask.index, result.exchange.value, sctx.dag_id, sctx.run_id,
-                           sctx.try_number)
-        manifest = io.store.manifest(ref.dag_id, ref.run_id, ref.partition)
+    for result in run.outputs:
+        ref = run.output_ref(result)
+        manifest = store.manifest(ref.dag_id, ref.run_id, ref.partition)
         if manifest.attempt != ref.attempt:
             raise RuntimeError(f"script step {subtask} finished but {ref.partition} is committed by attempt "
                                f"{manifest.attempt}, not this try's attempt {ref.attempt}")
-        written.append(PartitionRef(**{**ref.to_json(), "rows": manifest.row_count}))
+        written.append(replace(ref, rows=manifest.row_count))
     return tuple(written)
 
 
@@ -148,17 +147,26 @@ def run_script_step(fn: Callable[..., Any], argv: Sequence[str] | None = None) -
     from pyspark.sql import SparkSession  # deferred: only the spark-submitted application needs pyspark here
 
     spec = decode_spec(sys.argv if argv is None else argv)
+    compute(SparkSession.builder.getOrCreate(), script_run(spec, fn))
+
+
+def script_run(spec: Mapping[str, Any], fn: Callable[..., Any]) -> SubtaskRun:
+    """The :class:`~.run.SubtaskRun` the operator passed in ``spec`` (a lone subtask that runs ``fn``; nothing is
+    kept on this side, the operator decided that)."""
     graph = jsonformat.from_dict(spec["graph"])
     subtask = SubtaskId.parse(spec["subtask"])
-    edges = {input_name(e): e for e in graph.inputs(subtask.step)}
-    refs = {edges[name]: tuple(PartitionRef(**r) for r in rs) for name, rs in spec["inputs"]}
-    context = spec["context"]
-    step = graph.step(subtask.step)
+    published = {name: rs for name, rs in spec["inputs"]}
+    refs = {edge: tuple(PartitionRef.from_json(r, partition=p)
+                        for r, p in zip(published[input_name(edge)], partitions, strict=True))
+            for edge, partitions in consumed_partitions(graph, subtask).items()}
+    context, step = spec["context"], graph.step(subtask.step)
     sctx = StepContext(subtask, step.parallelism, step.deterministic,
                        {input_name(e): tuple(r.partition for r in rs) for e, rs in refs.items()},
                        context["dag_id"], context["run_id"], int(context["try_number"]), context["params"])
-    compute(SparkSession.builder.getOrCreate(), StoreIO(_store(spec["store"])), graph, subtask, refs, sctx, fn,
-            str(spec.get("code", "")))
+    io = StoreIO(_store(spec["store"]))
+    current = current_inputs(io, refs)
+    return SubtaskRun(graph, (subtask,), (StepImpl(subtask.step, fn=fn),), (sctx,), refs, io, current,
+                      input_versions(current, graph, subtask, refs), str(spec.get("code", "")))
 
 
 def _store(location: Mapping[str, Any]) -> ResultStore:

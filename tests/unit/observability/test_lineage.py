@@ -14,11 +14,12 @@ from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
 from airflow_region_failover.observability import lineage
 from airflow_region_failover.operators import step
+from airflow_region_failover.spark.ledger import TaskLedger, TaskSummary
 from airflow_region_failover.store.keys import Layout
 
 LAYOUT = Layout("results", "team/rf")
 SUMMARY = {
-    "subtask": "c#0", "attempt": 2, "rows": {"c->d": 5},
+    "subtask": "c#0", "attempt": 2, "rows": {"c->d": 5}, "read": {"bytes": 170, "objects": 3, "partition_bytes": 170},
     "restart": {"decision": 3, "strategy": "region", "reason": "consumer"},
     "inputs": {"b->c#0": {"attempt": 2, "bytes": 100, "objects": 1, "reused": False},
                "b->c#1": {"attempt": 1, "bytes": 70, "objects": 2, "reused": True}},
@@ -45,7 +46,7 @@ def test_a_partition_is_named_by_the_key_prefix_its_commits_live_under() -> None
 
 
 def test_a_tasks_lineage_lists_what_it_read_and_committed_with_statistics_and_its_run_facet() -> None:
-    got = lineage.task_lineage(LAYOUT, "rf", "r", "c#0+d#0", 2, SUMMARY)
+    got = lineage.task_lineage(LAYOUT, "rf", "r", "c#0+d#0", 2, TaskLedger.from_json(SUMMARY))
     inputs = [_event_json(d) for d in got.inputs]
     outputs = [_event_json(d) for d in got.outputs]
     prefix = "team/rf/v1/rf/r/"
@@ -89,7 +90,7 @@ class _TI:
 
 def test_the_operator_reports_its_lineage_through_the_providers_methods(monkeypatch: pytest.MonkeyPatch) -> None:
     op = _operator()
-    monkeypatch.setattr(step, "run_chain", lambda runtime, members, context: SUMMARY)
+    monkeypatch.setattr(step, "run_chain", lambda runtime, members, context: TaskSummary.from_json(SUMMARY))
     monkeypatch.setattr(step, "restart_delay_left", lambda ti: 0.0)
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", LAYOUT.bucket)
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", LAYOUT.prefix)
@@ -109,13 +110,13 @@ def test_without_the_openlineage_provider_the_operator_runs_and_reports_no_linea
                  "airflow.providers.openlineage", "airflow.providers.openlineage.extractors"):
         monkeypatch.setitem(sys.modules, name, None)
     sent: list[Any] = []
-    monkeypatch.setattr(step, "run_chain", lambda runtime, members, context: SUMMARY)
+    monkeypatch.setattr(step, "run_chain", lambda runtime, members, context: TaskSummary.from_json(SUMMARY))
     monkeypatch.setattr(step, "restart_delay_left", lambda ti: 0.0)
     monkeypatch.setattr(step.metrics, "emit_task", lambda *args: sent.append(args))
     op = _operator()
     assert not lineage.available()
     assert op.execute({"ti": _TI()}) == SUMMARY  # type: ignore[arg-type]
-    assert sent == [("rf", "c", SUMMARY)]
+    assert sent == [("rf", "c", TaskLedger.from_json(SUMMARY))]
     assert op.get_openlineage_facets_on_start() is None
     assert op.get_openlineage_facets_on_complete(_TI()) is None
 

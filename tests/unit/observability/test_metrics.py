@@ -12,6 +12,7 @@ import pytest
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus
 from airflow_region_failover.observability import metrics
 from airflow_region_failover.plugins import history
+from airflow_region_failover.spark.ledger import TaskLedger
 from tests.support.statsd import StatsdListener
 
 RESTARTED = {
@@ -24,19 +25,20 @@ RESTARTED = {
 
 
 def test_a_restarted_try_that_kept_its_results_reports_them_kept_and_reused() -> None:
-    assert metrics.task_values(RESTARTED) == {"results_kept": 2, "recomputed_bytes": 0,
-                                              "reused_bytes": 70 + 40 + 30}
+    assert metrics.task_values(TaskLedger.from_json(RESTARTED)) == {"results_kept": 2, "recomputed_bytes": 0,
+                                                                    "reused_bytes": 70 + 40 + 30}
 
 
 def test_a_restarted_try_that_recomputed_reports_the_bytes_it_wrote() -> None:
     summary = {**RESTARTED, "outputs": {"c->d#0": {"attempt": 2, "rows": 5, "bytes": 44, "objects": 1,
                                                    "kept": False}}}
-    assert metrics.task_values(summary) == {"results_kept": 0, "recomputed_bytes": 44, "reused_bytes": 70}
+    assert metrics.task_values(TaskLedger.from_json(summary)) == {"results_kept": 0, "recomputed_bytes": 44,
+                                                                  "reused_bytes": 70}
 
 
 def test_a_try_no_clear_of_ours_started_sends_nothing() -> None:
-    assert metrics.task_values({k: v for k, v in RESTARTED.items() if k != "restart"}) is None
-    assert metrics.emit_task("d", "c", {"outputs": {}}) is None
+    assert metrics.task_values(TaskLedger.from_json({k: v for k, v in RESTARTED.items() if k != "restart"})) is None
+    assert metrics.emit_task("d", "c", TaskLedger.from_json({"outputs": {}})) is None
 
 
 @pytest.fixture
@@ -73,8 +75,9 @@ def test_decision_metrics_reach_statsd_in_a_process_airflow_did_not_initialise(s
 
 
 def test_task_metrics_reach_statsd_with_their_tags(statsd: StatsdListener) -> None:
-    assert metrics.emit_task("rf", "c", RESTARTED) == {"results_kept": 2, "recomputed_bytes": 0,
-                                                       "reused_bytes": 140}
+    assert metrics.emit_task("rf", "c", TaskLedger.from_json(RESTARTED)) == {"results_kept": 2,
+                                                                             "recomputed_bytes": 0,
+                                                                             "reused_bytes": 140}
     tags = {"dag_id": "rf", "strategy": "region", "step": "c", "reason": "consumer"}
     assert _values(statsd, "results_kept", **tags) == [(2.0, "c")]
     assert _values(statsd, "reused_bytes", **tags) == [(140.0, "c")]
@@ -88,4 +91,4 @@ def test_a_broken_stats_backend_never_raises(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(metrics, "stats", broken)
     decision = Decision(id=1, status=DecisionStatus.APPLIED, created=0.0, failures=())
     metrics.emit_decision("rf", decision)
-    assert metrics.emit_task("rf", "c", RESTARTED) is None
+    assert metrics.emit_task("rf", "c", TaskLedger.from_json(RESTARTED)) is None

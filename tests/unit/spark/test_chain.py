@@ -11,9 +11,11 @@ import logging
 import pytest
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.job import JobSpec, StepImpl
-from airflow_region_failover.spark.chain import chain_contexts, chain_fingerprint, log_scratch_inputs
+from airflow_region_failover.spark.chain import log_scratch_inputs
 from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.run import chain_contexts, chain_fingerprint
 
 GRAPH = (JobGraphBuilder().step("a", parallelism=2).step("b", parallelism=2).step("c", parallelism=2)
          .step("d", parallelism=2, deterministic=True)
@@ -35,8 +37,8 @@ def test_a_chain_head_logs_once_why_its_pipelined_input_is_read_from_the_store(
 
 
 def test_each_member_gets_the_context_of_its_own_step() -> None:
-    head_ref = PartitionRef("b->c", 0, "PIPELINED", "d", "r", 1)
-    refs = {GRAPH.inputs("c")[0]: (head_ref, PartitionRef("b->c", 1, "PIPELINED", "d", "r", 1))}
+    head_ref = PartitionRef("b->c", 0, Exchange.PIPELINED, "d", "r", 1)
+    refs = {GRAPH.inputs("c")[0]: (head_ref, PartitionRef("b->c", 1, Exchange.PIPELINED, "d", "r", 1))}
     c, d = chain_contexts(GRAPH, (SubtaskId("c", 1), SubtaskId("d", 1)), refs, {"params": {"k": 2}})
     assert c.subtask == SubtaskId("c", 1) and c.partitions == {"b": (PartitionId("b->c", 0), PartitionId("b->c", 1))}
     assert d.subtask == SubtaskId("d", 1) and d.deterministic and not c.deterministic

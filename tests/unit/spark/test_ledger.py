@@ -8,13 +8,16 @@ with attempts and bytes from their manifests, and the restart that started it (f
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.ledger import ledger, restart_of
+from airflow_region_failover.spark.ledger import ReadTotals, TaskLedger, TaskSummary, ledger, summary
+from airflow_region_failover.spark.run import SubtaskRun, current_inputs, restart_of, step_context
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 
@@ -35,13 +38,13 @@ class FakeStore:
         return self.manifests[partition]
 
 
-def ref(result: str, index: int, attempt: int, exchange: str = "BLOCKING") -> PartitionRef:
+def ref(result: str, index: int, attempt: int, exchange: Exchange = Exchange.BLOCKING) -> PartitionRef:
     return PartitionRef(result, index, exchange, "d", "r", attempt, 7)
 
 
 def refs() -> dict[Any, tuple[PartitionRef, ...]]:
     edges = {e.source: e for e in GRAPH.inputs("c")}
-    return {edges["a"]: (ref("a->c", 0, 2), ref("a->c", 1, 1)), edges["p"]: (ref("p->c", 0, 1, "PIPELINED"),)}
+    return {edges["a"]: (ref("a->c", 0, 2), ref("a->c", 1, 1)), edges["p"]: (ref("p->c", 0, 1, Exchange.PIPELINED),)}
 
 
 def decision(reused: tuple[str, ...]) -> Decision:
@@ -49,14 +52,19 @@ def decision(reused: tuple[str, ...]) -> Decision:
                     restart=("a.0", "c.0"), reasons={"a.0": "failed", "c.0": "consumer"}, reused=reused)
 
 
+def run_of(io: StoreIO, refs: dict[Any, tuple[PartitionRef, ...]], restart: Decision | None) -> SubtaskRun:
+    """The run of task c.0, its BLOCKING inputs' current manifests looked up (as before reading them)."""
+    head = SubtaskId("c", 0)
+    return SubtaskRun(GRAPH, (head,), (), (step_context(GRAPH, head, refs, {}),), refs, io, current_inputs(io, refs),
+                      (), "", restart, "c.0")
+
+
 def test_a_restarted_task_that_recomputed_lists_its_blocking_inputs_and_its_sink_output() -> None:
     store = FakeStore({PartitionId("a->c", 0): manifest(PartitionId("a->c", 0), 2, (10, 20)),
                        PartitionId("a->c", 1): manifest(PartitionId("a->c", 1), 1, (5,))})
-    io = StoreIO(store)  # type: ignore[arg-type]
-    for r in (ref("a->c", 0, 2), ref("a->c", 1, 1)):
-        io.current(r)  # what current_inputs looks up before reading
+    run = run_of(StoreIO(store), refs(), decision(("a->c#1",)))  # type: ignore[arg-type]
     store.manifests[PartitionId("c", 0)] = manifest(PartitionId("c", 0), 2, (3, 4, 5))  # a script step committed it
-    got = ledger(io, GRAPH, SubtaskId("c", 0), refs(), (ref("c", 0, 2),), "c.0", decision(("a->c#1",)))
+    got = ledger(run, (ref("c", 0, 2),)).to_json()
     assert got["inputs"] == {"a->c#0": {"attempt": 2, "bytes": 30, "objects": 2, "reused": False},
                              "a->c#1": {"attempt": 1, "bytes": 5, "objects": 1, "reused": True}}
     assert got["outputs"] == {"c#0": {"attempt": 2, "rows": 7, "bytes": 12, "objects": 3, "kept": False,
@@ -66,7 +74,7 @@ def test_a_restarted_task_that_recomputed_lists_its_blocking_inputs_and_its_sink
 
 def test_a_try_no_clear_started_has_no_restart_and_an_output_of_another_attempt_has_no_sizes() -> None:
     store = FakeStore({PartitionId("c", 0): manifest(PartitionId("c", 0), 3, (1,))})
-    got = ledger(StoreIO(store), GRAPH, SubtaskId("c", 0), {}, (ref("c", 0, 2),), "c.0", None)  # type: ignore[arg-type]
+    got = ledger(run_of(StoreIO(store), {}, None), (ref("c", 0, 2),)).to_json()  # type: ignore[arg-type]
     assert "restart" not in got and got["inputs"] == {}
     assert got["outputs"] == {"c#0": {"attempt": 2, "rows": 7, "kept": False}}
 
@@ -95,3 +103,28 @@ def test_the_restart_is_the_applied_decision_whose_clear_started_this_try() -> N
     assert restart_of(FakeTI(3), Logs(doc)) is None, "a later try (Airflow's retry) was not started by the clear"
     assert restart_of(FakeTI(1), Logs(OSError("never read"))) is None  # type: ignore[arg-type]
     assert restart_of(FakeTI(2), Logs(OSError("S3 down"))) is None  # type: ignore[arg-type]
+
+
+def test_the_summary_of_a_kept_try_keeps_its_json_form_and_reads_back_as_it_was() -> None:
+    """The summary is the step task's XCom ``return_value``: its JSON keys are the ones the task always returned."""
+    store = FakeStore({PartitionId("a->c", 0): manifest(PartitionId("a->c", 0), 2, (10, 20)),
+                       PartitionId("a->c", 1): manifest(PartitionId("a->c", 1), 1, (5,)),
+                       PartitionId("c", 0): manifest(PartitionId("c", 0), 1, (3,))})
+    run = run_of(StoreIO(store), refs(), decision(()))  # type: ignore[arg-type]
+    got = summary(run, (ref("c", 0, 1),), kept=True)
+    body = got.to_json()
+    assert list(body) == ["subtask", "attempt", "rows", "kept", "read", "inputs", "outputs", "restart"]
+    assert (body["subtask"], body["attempt"], body["rows"], body["kept"]) == ("c#0", 1, {"c": 7}, {"c": 1})
+    assert body["read"] == {"bytes": 0, "objects": 0, "partition_bytes": 0}
+    assert body["outputs"]["c#0"]["kept"] is True and got.ledger.kept
+    assert json.loads(json.dumps(body)) == body, "plain JSON"
+    assert TaskSummary.from_json(body) == got
+
+
+def test_a_chain_summary_names_its_members_and_a_first_try_has_no_restart() -> None:
+    members = (SubtaskId("a", 0), SubtaskId("b", 0))
+    got = TaskSummary(members, 1, {"b->c": 3}, ReadTotals(5, 1, 5), TaskLedger())
+    body = got.to_json()
+    assert body == {"subtask": "b#0", "chain": ["a#0", "b#0"], "attempt": 1, "rows": {"b->c": 3},
+                    "read": {"bytes": 5, "objects": 1, "partition_bytes": 5}, "inputs": {}, "outputs": {}}
+    assert TaskSummary.from_json(body) == got and got.subtask == SubtaskId("b", 0)

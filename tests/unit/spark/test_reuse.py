@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 import pytest
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
+from airflow_region_failover.failover.options import FailoverStrategy
+from airflow_region_failover.failover.run_log import Decision, DecisionStatus
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.spark.context import StepContext
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.reuse import kept_outputs
+from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.store.manifest import InputVersion, Manifest
 
 GRAPH = (JobGraphBuilder().step("gen", parallelism=2, deterministic=True).step("join", parallelism=2)
@@ -51,7 +54,7 @@ class FakeIO:
 def refs_of(graph: object, subtask: SubtaskId, attempts: dict[str, int]) -> dict[Edge, tuple[PartitionRef, ...]]:
     from airflow_region_failover.graph.subtasks import consumed_partitions
 
-    return {e: tuple(PartitionRef(p.result, p.index, e.exchange.value, "d", "r", attempts.get(str(p), 1))
+    return {e: tuple(PartitionRef(p.result, p.index, e.exchange, "d", "r", attempts.get(str(p), 1))
                      for p in ps)
             for e, ps in consumed_partitions(graph, subtask).items()}  # type: ignore[arg-type]
 
@@ -68,9 +71,15 @@ JOIN0 = SubtaskId("join", 0)
 def keep(io: FakeIO, current: tuple[InputVersion, ...], try_number: int = 2, graph: object = GRAPH,
          subtask: SubtaskId = JOIN0, strategy: str = "region", restarted_as: str | None = "consumer",
          code: str = CODE, opted_out: bool = False) -> tuple[PartitionRef, ...] | None:
+    """Whether ``subtask``'s try keeps its outputs, reading inputs of the versions ``current``; ``restarted_as``:
+    its region's reason in the decision whose clear started it (``None``: no clear of ours did)."""
     refs = refs_of(graph, subtask, {str(c.partition): c.attempt for c in current})
-    return kept_outputs(io, graph, subtask, refs, current, ctx(subtask, try_number), strategy,  # type: ignore[arg-type]
-                        restarted_as, code, opted_out)
+    task_id = f"{subtask.step}.{subtask.index}"
+    restart = None if restarted_as is None else Decision(
+        id=1, status=DecisionStatus.APPLIED, created=0.0, failures=(), reasons={task_id: restarted_as})
+    run = SubtaskRun(graph, (subtask,), (), (ctx(subtask, try_number),), refs, io, {}, current,  # type: ignore[arg-type]
+                     code, restart, task_id, FailoverStrategy.parse(strategy), opted_out)
+    return kept_outputs(run)
 
 
 def test_consumer_of_a_deterministic_producer_re_produced_byte_identical_is_kept() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from airflow_region_failover import GraphError, JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.naming import xcom_key
 from airflow_region_failover.spark.exchange import (
     InputUnavailable,
@@ -19,8 +20,8 @@ from airflow_region_failover.spark.exchange import (
     match_outputs,
     output_results,
 )
+from airflow_region_failover.spark.run import pull_refs, step_context
 from airflow_region_failover.spark.store_io import StoreIO
-from airflow_region_failover.spark.subtask import pull_refs, step_context
 
 GRAPH = (JobGraphBuilder().step("gen", parallelism=2).step("clean", parallelism=2).step("join", parallelism=2)
          .step("report")
@@ -29,7 +30,7 @@ GRAPH = (JobGraphBuilder().step("gen", parallelism=2).step("clean", parallelism=
          .edge("join", "report", exchange="BLOCKING").build())
 
 
-def ref(result: str, index: int, exchange: str = "BLOCKING", attempt: int = 1) -> PartitionRef:
+def ref(result: str, index: int, exchange: Exchange = Exchange.BLOCKING, attempt: int = 1) -> PartitionRef:
     return PartitionRef(result, index, exchange, "d", "r", attempt, 10)
 
 
@@ -53,7 +54,7 @@ def test_all_to_all_consumer_pulls_every_producer_partition() -> None:
 
 
 def test_pointwise_consumer_pulls_only_its_producer() -> None:
-    ti = FakeTI({("gen.1", xcom_key("gen->clean")): ref("gen->clean", 1, "PIPELINED").to_json()})
+    ti = FakeTI({("gen.1", xcom_key("gen->clean")): ref("gen->clean", 1, Exchange.PIPELINED).to_json()})
     refs = pull_refs(ti, GRAPH, SubtaskId("clean", 1))
     assert ti.pulled == [("gen.1", "partition:gen->clean")]
     context = step_context(GRAPH, SubtaskId("clean", 1), refs, {"params": {"region_failover_job": {}, "x": 1}})
@@ -72,6 +73,17 @@ def test_missing_xcom_is_an_unavailable_input_naming_the_partition() -> None:
 def test_ref_of_another_partition_is_refused() -> None:
     with pytest.raises(InputUnavailable, match=r"published rows#0 instead"):
         PartitionRef.from_json(ref("rows", 0).to_json(), partition=PartitionId("rows", 1))
+
+
+def test_a_ref_s_exchange_is_the_graph_s_enum_and_its_json_form_the_plain_name() -> None:
+    body = ref("gen->clean", 1, Exchange.PIPELINED).to_json()
+    assert body == {"result": "gen->clean", "index": 1, "exchange": "PIPELINED", "dag_id": "d", "run_id": "r",
+                    "attempt": 1, "rows": 10}
+    assert type(body["exchange"]) is str
+    parsed = PartitionRef.from_json(body, partition=PartitionId("gen->clean", 1))
+    assert parsed.exchange is Exchange.PIPELINED and parsed == ref("gen->clean", 1, Exchange.PIPELINED)
+    with pytest.raises(InputUnavailable, match=r"gen->clean#1 is unavailable: malformed location XCom"):
+        PartitionRef.from_json({**body, "exchange": "pipelined!"}, partition=PartitionId("gen->clean", 1))
 
 
 @dataclass
@@ -136,10 +148,10 @@ def test_write_records_rows_of_the_commit_and_the_input_versions() -> None:
 
 def test_input_versions_are_checked_like_reads_and_name_the_partition() -> None:
     """Only BLOCKING inputs have versions; a superseded one is the failover cause, named."""
-    from airflow_region_failover.spark.compute import current_inputs, input_versions
+    from airflow_region_failover.spark.run import current_inputs, input_versions
 
     refs = {GRAPH.inputs("join")[0]: (ref("rows", 0, attempt=2), ref("rows", 1, attempt=2)),
-            GRAPH.inputs("clean")[0]: (ref("gen->clean", 0, "PIPELINED", attempt=2),)}
+            GRAPH.inputs("clean")[0]: (ref("gen->clean", 0, Exchange.PIPELINED, attempt=2),)}
     versions = input_versions(current_inputs(StoreIO(FakeStore(2)), refs), GRAPH,  # type: ignore[arg-type]
                               SubtaskId("join", 0), refs)
     assert [(str(v.partition), v.attempt) for v in versions] == [("rows#0", 2), ("rows#1", 2)]

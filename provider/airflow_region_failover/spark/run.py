@@ -1,0 +1,226 @@
+"""One try of a step task, looked up once before anything runs: :class:`SubtaskRun`.
+
+Rule (Flink runs every task as an ``OperatorChain``; a lone operator is a chain of one): a step task runs the chain
+subtask ``members`` — several chained steps' subtask ``i`` (:mod:`~airflow_region_failover.graph.chains`), or one
+unchained subtask as a chain of one. Everything the try needs is looked up once, into one frozen value
+(:func:`start`):
+
+* the head's inputs: exactly the refs its producers' current tries published (XComs ``partition:<result>``,
+  :func:`pull_refs`; see :mod:`.exchange` for the data contract), and the current committed manifest of each
+  BLOCKING one, which must be the published attempt (:func:`current_inputs`) — what the outputs' manifests record
+  as the inputs they were computed from (:func:`input_versions`: over a keyed edge, the checksum of exactly the
+  subpartitions the head reads);
+* each member's :class:`StepContext` (its subtask, parallelism and partitions: an interior input names the
+  partition it would have been, :func:`chain_contexts`);
+* the code fingerprint — a lone step's own, a chain's over every member's (:func:`chain_fingerprint`);
+* what decides whether the try may keep its committed outputs (:mod:`.reuse`): the applied decision whose clear
+  started it (:func:`restart_of`), the job's failover strategy, and whether the step or the run opted out.
+
+Only a lone step may be a script step (a chain's members are step functions, :mod:`.submit` is spark-submitted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
+from airflow_region_failover.exceptions import GraphError, InputUnavailable, NotAvailable
+from airflow_region_failover.failover.handler import restarted_by
+from airflow_region_failover.failover.options import FailoverStrategy
+from airflow_region_failover.failover.run_log import Decision
+from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
+from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
+from airflow_region_failover.job import REUSE_PARAM, JobRuntime, StepFunction, StepImpl
+from airflow_region_failover.naming import JOB_PARAM, task_id_of, xcom_key
+from airflow_region_failover.spark.context import StepContext, input_name
+from airflow_region_failover.spark.exchange import PartitionRef, output_results
+from airflow_region_failover.spark.store_io import StoreIO
+from airflow_region_failover.store.manifest import InputVersion, Manifest
+
+log = logging.getLogger(__name__)
+
+Refs = Mapping[Edge, Sequence[PartitionRef]]
+
+
+@dataclass(frozen=True)
+class SubtaskRun:
+    """One try of chain subtask ``members`` (head first), everything it needs looked up once (module rule).
+
+    ``impls``/``contexts``: each member's implementation and step context; ``refs``: the head's input refs;
+    ``io``: the store view; ``current``: the current manifest of each BLOCKING input, ``versions``: what the
+    outputs' manifests record of them; ``code``: the code fingerprint; ``restart``: the applied decision whose
+    clear started this try (``None``: none did, so nothing is kept), ``task_id``: this task's id in it;
+    ``strategy``: the job's failover strategy; ``opted_out``: the step or the run turned reuse off.
+    """
+
+    graph: JobGraph
+    members: tuple[SubtaskId, ...]
+    impls: tuple[StepImpl, ...]
+    contexts: tuple[StepContext, ...]
+    refs: Refs
+    io: StoreIO
+    current: Mapping[PartitionRef, Manifest]
+    versions: tuple[InputVersion, ...]
+    code: str
+    restart: Decision | None = None
+    task_id: str = ""
+    strategy: FailoverStrategy = FailoverStrategy.REGION
+    opted_out: bool = False
+
+    @property
+    def head(self) -> SubtaskId:
+        """The member that reads the chain's inputs."""
+        return self.members[0]
+
+    @property
+    def tail(self) -> SubtaskId:
+        """The member whose outputs the task writes and publishes."""
+        return self.members[-1]
+
+    @property
+    def try_number(self) -> int:
+        """This try's number: the attempt its outputs are written under."""
+        return self.contexts[-1].try_number
+
+    @property
+    def restarted_as(self) -> str | None:
+        """Why our clear started this try (its region's reason), or ``None`` when none of our clears did."""
+        return self.restart.reasons.get(self.task_id) if self.restart is not None else None
+
+    @property
+    def script(self) -> str | None:
+        """The script of a lone script step (spark-submitted), else ``None``."""
+        return self.impls[0].script if len(self.impls) == 1 else None
+
+    @property
+    def functions(self) -> tuple[StepFunction, ...]:
+        """Each member's step function (:class:`GraphError` naming a script step among them)."""
+        return tuple(_function(impl) for impl in self.impls)
+
+    @property
+    def outputs(self) -> tuple[Result, ...]:
+        """The results the task writes: the tail's."""
+        return output_results(self.graph, self.tail.step)
+
+    def output_ref(self, result: Result) -> PartitionRef:
+        """The ref of this try's partition of ``result`` (rows unknown until written)."""
+        sctx = self.contexts[-1]
+        return PartitionRef(result.id, self.tail.index, result.exchange, sctx.dag_id, sctx.run_id, sctx.try_number)
+
+
+def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any], io: StoreIO) -> SubtaskRun:
+    """The run of chain subtask ``members`` (head first) in the Airflow task whose context is ``context``, reading
+    and writing through ``io`` (module rule)."""
+    ti = context["ti"]
+    graph, head = runtime.graph, members[0]
+    impls = tuple(runtime.impl(m.step) for m in members)
+    if len(impls) > 1:
+        for impl in impls:
+            _function(impl)
+    refs = pull_refs(ti, graph, head, runtime.spec.names.task_id)
+    current = current_inputs(io, refs)
+    opted_out = not all(i.reuse for i in impls) or (context.get("params") or {}).get(REUSE_PARAM) is False
+    return SubtaskRun(graph, tuple(members), impls, chain_contexts(graph, members, refs, context), refs, io, current,
+                      input_versions(current, graph, head, refs), chain_fingerprint(impls), restart_of(ti),
+                      str(ti.task_id), runtime.spec.config.failover_strategy, opted_out)
+
+
+def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId,
+              task_id: Callable[[SubtaskId], str] = task_id_of) -> dict[Edge, tuple[PartitionRef, ...]]:
+    """For every input edge, the refs its producers' current tries published (:class:`InputUnavailable` if
+    one is missing); ``task_id`` names the producer subtasks' tasks (a chain's task for a chained producer)."""
+    refs: dict[Edge, tuple[PartitionRef, ...]] = {}
+    for edge, partitions in consumed_partitions(graph, subtask).items():
+        refs[edge] = tuple(
+            PartitionRef.from_json(
+                ti.xcom_pull(task_ids=task_id(SubtaskId(edge.source, p.index)), key=xcom_key(p.result)),
+                partition=p,
+            )
+            for p in partitions
+        )
+    return refs
+
+
+def current_inputs(io: StoreIO, refs: Refs) -> dict[PartitionRef, Manifest]:
+    """The current manifest of every BLOCKING partition this try reads, checked to be the published attempt
+    (:class:`InputUnavailable` naming a missing or superseded one)."""
+    current = {}
+    for ref in (r for rs in refs.values() for r in rs if r.exchange is Exchange.BLOCKING):
+        try:
+            current[ref] = io.current(ref)
+        except NotAvailable as exc:
+            raise InputUnavailable(ref.partition, str(exc)) from exc
+    return current
+
+
+def input_versions(current: Mapping[PartitionRef, Manifest], graph: JobGraph, subtask: SubtaskId,
+                   refs: Refs) -> tuple[InputVersion, ...]:
+    """The versions of the inputs in ``current`` as ``subtask``'s manifests record them (sorted by partition):
+    over a keyed edge, the checksum of the subpartitions it reads and their key groups."""
+    versions = []
+    for edge, edge_refs in refs.items():
+        groups = read_key_groups(graph, edge, subtask.index)
+        for ref in edge_refs:
+            if ref in current:
+                versions.append(current[ref].version(groups, edge.partition_by, edge.max_parallelism))
+    return tuple(sorted(versions, key=lambda v: v.partition))
+
+
+def step_context(graph: JobGraph, subtask: SubtaskId, refs: Refs, context: Mapping[str, Any]) -> StepContext:
+    """The :class:`StepContext` handed to the step function of ``subtask``, which reads ``refs``."""
+    ti = context.get("ti")
+    step = graph.step(subtask.step)
+    params = {k: v for k, v in dict(context.get("params") or {}).items() if k not in (JOB_PARAM, REUSE_PARAM)}
+    return StepContext(
+        subtask=subtask, parallelism=step.parallelism, deterministic=step.deterministic,
+        partitions={input_name(e): tuple(r.partition for r in rs) for e, rs in refs.items()},
+        dag_id=getattr(ti, "dag_id", ""), run_id=getattr(ti, "run_id", ""),
+        try_number=int(getattr(ti, "try_number", 1) or 1), params=params, airflow=context,
+    )
+
+
+def chain_contexts(graph: JobGraph, members: Sequence[SubtaskId], refs: Refs,
+                   context: Mapping[str, Any]) -> tuple[StepContext, ...]:
+    """Each member's :class:`StepContext`: the head's from its refs, the others' from their interior input."""
+    head = step_context(graph, members[0], refs, context)
+    contexts = [head]
+    for member in members[1:]:
+        step = graph.step(member.step)
+        partitions = {input_name(e): ps for e, ps in consumed_partitions(graph, member).items()}
+        contexts.append(replace(head, subtask=member, parallelism=step.parallelism,
+                                deterministic=step.deterministic, partitions=partitions))
+    return tuple(contexts)
+
+
+def chain_fingerprint(impls: Sequence[StepImpl]) -> str:
+    """The code fingerprint of a chain: SHA-256 over its members' fingerprints, in order (a chain of one: its
+    step's own)."""
+    if len(impls) == 1:
+        return impls[0].fingerprint
+    return hashlib.sha256("\n".join(impl.fingerprint for impl in impls).encode()).hexdigest()
+
+
+def restart_of(ti: Any, logs: RunLogs | None = None) -> Decision | None:
+    """The applied decision whose clear started this try of ``ti``, or ``None`` (also when the run's decision log
+    cannot be read: then nothing is kept and the try is reported as not restarted)."""
+    try_number = int(getattr(ti, "try_number", 1) or 1)
+    if try_number <= 1:
+        return None
+    try:
+        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
+    except Exception:
+        log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id, exc_info=True)
+        return None
+    return restarted_by(doc, ti.task_id, try_number)
+
+
+def _function(impl: StepImpl) -> StepFunction:
+    if impl.fn is None:
+        raise GraphError(f"step {impl.step_id!r} is a script step and cannot run in a chain; re-render the DAG "
+                         "with this provider version (script steps are never chained)")
+    return impl.fn

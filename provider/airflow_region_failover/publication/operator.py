@@ -15,7 +15,10 @@ Airflow (``retries``, default 2), not by region failover. The table root is ``[r
 ``AssetAlias("region-failover-table:T")`` (:func:`table_alias`) and adds one event for the table's Asset through it
 only when its commit made a new table version, with ``extra`` naming the version
 (``{"table", "version", "mode", "run_key", "rows"}``): exactly one asset event per published version. A retry, a
-restart, a clear of the whole run or a re-run that finds the run already published succeeds without one. (A
+restart, a clear of the whole run or a re-run that finds the run already published succeeds without one —
+unless the version this run committed has no event yet (the try that committed it ended before Airflow recorded
+its success, e.g. its worker was killed): the alias is also the task's inlet, and the events it carries say which
+versions were announced, so such a version is announced once, by the next try. (A
 plain ``Asset`` outlet would not do: Airflow emits an event for it whenever the task *succeeds*, so every no-op
 re-run would trigger the consumers again; an alias emits only what the task adds, and the task stays a success —
 raising a skip instead would mark a task that did its job ``skipped`` and skip whatever follows it.)
@@ -98,6 +101,7 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
         default_args = getattr(dag, "default_args", None) or {}
         kwargs.setdefault("retries", default_args.get("retries", DEFAULT_RETRIES))
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), table_alias(publication.table)]
+        kwargs["inlets"] = [*(kwargs.get("inlets") or []), table_alias(publication.table)]  # what was announced
         super().__init__(**kwargs)
         self.publication = publication
         self.partitions = partitions
@@ -120,8 +124,24 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
                           self.publication.mode.value, txn.app_id, txn.version)
         else:
             self.log.info("not published again to %s (table version %s): %s", uri, outcome.version, outcome.reason)
+            self._announce_missed(context, target, run, uri, txn.run_key)
         return {"table": uri, "committed": outcome.committed, "version": outcome.version, "rows": outcome.rows,
                 "run_key": txn.run_key}
+
+    def _announce_missed(self, context: Context, target: tables.TableTarget, run: RunTimes, uri: str,
+                         run_key: str) -> None:
+        """Announce the version this run committed in an earlier try if no event names it yet (module rule)."""
+        commit = tables.run_commit(target, run.dag_id, run.run_id)
+        if commit is None:
+            return
+        table, version = self.publication.table, int(commit["version"])
+        alias = table_alias(table)
+        if any((event.extra or {}).get("table") == table and (event.extra or {}).get("version") == version
+               for event in context["inlet_events"][alias]):
+            return
+        self.log.warning("table version %d of %s was committed by this run in a try that ended before Airflow "
+                         "recorded it: announcing it now", version, uri)
+        self._announce(context, uri, version, int(commit.get(tables.ROWS_KEY, 0)), run_key)
 
     def _announce(self, context: Context, uri: str, version: int | None, rows: int, run_key: str) -> None:
         """One asset event for the table's new ``version``, through the task's alias (module rule)."""

@@ -43,13 +43,12 @@ CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Jar:
-    """One Maven Central artifact: coordinates, the SHA-256 of its jar, and why the tests need it."""
+    """One Maven Central artifact: its coordinates and the SHA-256 of its jar."""
 
     group: str
     artifact: str
     version: str
     sha256: str
-    why: str
 
     @property
     def file_name(self) -> str:
@@ -68,23 +67,17 @@ class Jar:
 
 
 JARS: tuple[Jar, ...] = (
-    Jar("io.delta", "delta-spark_2.13", "4.4.0",
-        "27d4fd8b1f879535c573ed1c718177d6a27f24d3e626ba02e216369725721ead",
-        "Spark's Delta reader (built for Spark 4.2.0, Scala 2.13)"),
-    Jar("io.delta", "delta-storage", "4.4.0",
-        "c46735481fa8e326b0957be02b4420cbcab4b325bb08009b7f2045a95133f1cc",
-        "delta-spark's one runtime dependency Spark does not bundle (its LogStores)"),
-    Jar("org.apache.hadoop", "hadoop-aws", "3.5.0",
-        "66bd9eefb938b1a1657487324b63c13df2d8b17164a1dd24e0ef37b905bc5baa",
-        "the s3a:// file system; 3.5.0 = the Hadoop pyspark 4.2.0 and 4.3.0 bundle"),
+    Jar("io.delta", "delta-spark_2.13", "4.4.0", "27d4fd8b1f879535c573ed1c718177d6a27f24d3e626ba02e216369725721ead"),
+    Jar("io.delta", "delta-storage", "4.4.0", "c46735481fa8e326b0957be02b4420cbcab4b325bb08009b7f2045a95133f1cc"),
+    Jar("org.apache.hadoop", "hadoop-aws", "3.5.0", "66bd9eefb938b1a1657487324b63c13df2d8b17164a1dd24e0ef37b905bc5baa"),
     Jar("software.amazon.awssdk", "bundle", "2.35.4",
-        "db4b55f24ad1b4e70f17eb1717a4de76a8dadc5a27d764be7c44ff67b2c1c677",
-        "the AWS SDK v2 hadoop-aws 3.5.0 declares (hadoop-project 3.5.0: aws-java-sdk-v2.version)"),
+        sha256="db4b55f24ad1b4e70f17eb1717a4de76a8dadc5a27d764be7c44ff67b2c1c677"),
     Jar("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", "1.3.1",
-        "4959a9747cbb479c73c3ffbcd479bee5b014f8b2880994585a8693fb9d24675e",
-        "hadoop-aws 3.5.0's other compile-scope dependency (its analytics input stream)"),
+        sha256="4959a9747cbb479c73c3ffbcd479bee5b014f8b2880994585a8693fb9d24675e"),
 )
-"""Every pinned jar, in classpath order."""
+"""Every pinned jar, in classpath order (``docs/versions.md`` says why each is there and how its version was
+chosen): Spark's Delta reader and its one dependency Spark does not bundle, then ``s3a://`` — hadoop-aws at the
+Hadoop pyspark bundles, the AWS SDK v2 bundle and the analytics accelerator hadoop-aws declares."""
 
 READER_PYSPARK = (
     "pyspark==4.2.0 --hash=sha256:5ad689d53570ee1674193fd4f9bda065f0db3be9363a27d2a3406cc457b70b61",

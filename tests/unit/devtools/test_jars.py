@@ -39,7 +39,7 @@ def test_a_download_that_does_not_match_its_pin_is_refused(tmp_path: Path, monke
     jar = repository(tmp_path / "maven")
     monkeypatch.setattr(jars, "MAVEN", (tmp_path / "maven").as_uri())
     wrong = jars.Jar(jar.group, jar.artifact, jar.version, "0" * 64)
-    with pytest.raises(RuntimeError, match="org.example:thing_2.13:1.0: SHA-256 .* is not the pinned"):
+    with pytest.raises(RuntimeError, match=r"org\.example:thing_2\.13:1\.0: SHA-256 \w+ is not the pinned"):
         jars.install([wrong], tmp_path / "jars", tmp_path / "cache")
     assert not (tmp_path / "cache" / jar.path).exists() and not (tmp_path / "jars" / jar.file_name).exists()
 
@@ -52,7 +52,7 @@ def test_a_download_that_does_not_match_mavens_sha1_is_refused(tmp_path: Path, m
 
 
 def test_a_missing_jar_names_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="run ./dev bootstrap"):
+    with pytest.raises(FileNotFoundError, match=r"run \./dev bootstrap"):
         jars.classpath(tmp_path)
 
 

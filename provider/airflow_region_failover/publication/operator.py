@@ -18,10 +18,12 @@ only when its commit made a new table version, with ``extra`` naming the version
 restart, a clear of the whole run or a re-run that finds the run already published succeeds without one —
 unless the version this run committed has no event yet (the try that committed it ended before Airflow recorded
 its success, e.g. its worker was killed): the alias is also the task's inlet, and the events it carries say which
-versions were announced, so such a version is announced once, by the next try. (A
-plain ``Asset`` outlet would not do: Airflow emits an event for it whenever the task *succeeds*, so every no-op
-re-run would trigger the consumers again; an alias emits only what the task adds, and the task stays a success —
-raising a skip instead would mark a task that did its job ``skipped`` and skip whatever follows it.)
+versions were announced, so such a version is announced once, by the next try.
+
+Why an alias: a plain ``Asset`` outlet would not do, since Airflow emits an event for it whenever the task
+*succeeds*, so every no-op re-run would trigger the consumers again; an alias emits only what the task adds, and
+the task stays a success. Raising a skip instead would mark a task that did its job ``skipped`` and skip whatever
+follows it.
 """
 
 from __future__ import annotations

@@ -150,10 +150,11 @@ def violations(found: list[Import]) -> list[str]:
 
 
 def cycles(found: list[Import]) -> list[list[str]]:
-    """Cycles among our modules through module-level (run-time) imports."""
+    """Cycles among our modules through any import: module-level, function-local (a deferred import only hides a
+    circle from the interpreter) or under ``TYPE_CHECKING`` (the two modules still need each other to be read)."""
     graph: dict[str, set[str]] = {}
     for imp in found:
-        if imp.local or imp.typing_only or not _is_our_module(imp.target):
+        if not _is_our_module(imp.target):
             continue
         if imp.target != imp.source and not imp.source.startswith(imp.target + "."):  # a package's own parent
             graph.setdefault(imp.source, set()).add(imp.target)
@@ -213,4 +214,11 @@ def test_the_contract_catches_what_it_forbids(source: str, unit: str, expected: 
 def test_cycles_are_found() -> None:
     a = Import(f"{PACKAGE}.graph.model", f"{PACKAGE}.graph.validation", 1, False, False, False)
     b = Import(f"{PACKAGE}.graph.validation", f"{PACKAGE}.graph.model", 1, False, False, False)
+    assert cycles([a, b])
+
+
+@pytest.mark.parametrize("local, typing_only", [(True, False), (False, True)])
+def test_cycles_through_deferred_or_typing_imports_are_found(local: bool, typing_only: bool) -> None:
+    a = Import(f"{PACKAGE}.store.objects", f"{PACKAGE}.store.upload", 1, local, typing_only, local)
+    b = Import(f"{PACKAGE}.store.upload", f"{PACKAGE}.store.objects", 1, False, False, False)
     assert cycles([a, b])

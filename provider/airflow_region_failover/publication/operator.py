@@ -36,7 +36,7 @@ DEFAULT_RETRIES = 2
 
 def publish_root(config: StoreConfig) -> str:
     """``[region_failover] publish_root``, or ``s3://<store bucket>/<store prefix>/tables`` when unset."""
-    return conf.value("publish_root", "").strip() or default_root(config.bucket, config.prefix)
+    return conf.publish_root() or default_root(config.bucket, config.prefix)
 
 
 def run_times(context: Context) -> RunTimes:

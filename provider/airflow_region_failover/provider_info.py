@@ -117,6 +117,17 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
 }.items()}
 
 
+def options_table() -> str:
+    """The ``[region_failover]`` options as a Markdown table (option, environment variable, default, meaning): what
+    the docs show between ``<!-- options-table -->`` markers, checked against :data:`CONFIG_OPTIONS` by the tests."""
+    rows = ["| option | environment variable | default | what it sets |", "| --- | --- | --- | --- |"]
+    for key, option in CONFIG_OPTIONS.items():
+        default = f"`{option.default}`" if option.default else "(empty)"
+        text = option.description.replace("|", "\\|")
+        rows.append(f"| `{key}` | `AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}` | {default} | {text} |")
+    return "\n".join(rows) + "\n"
+
+
 def _config_section() -> dict[str, Any]:
     options = {
         key: {"description": description, "version_added": "0.1.0", "type": "string", "example": None,

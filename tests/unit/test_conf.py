@@ -15,7 +15,7 @@ import pytest
 import airflow_region_failover
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import OptionError
-from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION, get_provider_info
+from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION, get_provider_info, options_table
 
 ROOT = Path(airflow_region_failover.__file__).parent
 READERS = {"_text", "_optional", "_seconds", "_json_object"}
@@ -159,3 +159,16 @@ def _default_of(monkeypatch: pytest.MonkeyPatch, key: str) -> Any:
 def test_max_start_delay_may_be_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(env("max_start_delay"), "0")
     assert conf.max_start_delay() == 0.0
+
+
+def test_the_documented_options_table_is_the_declared_one() -> None:
+    """The options table of the docs (between ``<!-- options-table -->`` markers, wherever the docs keep it) is
+    generated from the declarations: ``python -c 'from airflow_region_failover.provider_info import options_table;
+    print(options_table(), end="")'``."""
+    marker = "<!-- options-table -->"
+    docs = ROOT.parents[1] / "docs"
+    tables = [p for p in sorted(docs.rglob("*.md")) if marker in p.read_text()]
+    assert tables, f"no page of {docs} holds the options table"
+    for page in tables:
+        body = page.read_text().split(marker)
+        assert len(body) == 3 and body[1].strip() == options_table().strip(), f"{page}: regenerate the table"

@@ -10,8 +10,9 @@ to Spark executors, the environment of a spark-submitted script — carries cred
 windows at least ~10 minutes, typically an hour for STS). Tests, the CLI and :meth:`ResultStore.from_endpoint`
 pass static credentials; without either, boto3's default chain applies. Secrets are never part of a ``repr`` or a
 log line. A boto3 client is created once per process and :class:`S3Access` and reused (creating one costs
-~0.5 s; a forked child builds its own, :mod:`~airflow_region_failover.process_cache`); retries and timeouts are bounded so an unreachable server yields
-:class:`~airflow_region_failover.exceptions.StoreUnreachable` quickly.
+~0.5 s; a forked child builds its own, :mod:`~airflow_region_failover.process_cache`); retries and timeouts
+are bounded so an unreachable server yields :class:`~airflow_region_failover.exceptions.StoreUnreachable`
+quickly.
 """
 
 from __future__ import annotations

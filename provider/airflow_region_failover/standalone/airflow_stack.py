@@ -7,7 +7,10 @@ Rules:
   own database, executor and components (two schedulers, a triggerer, a Celery worker): each component instance
   gets its own log file and its own free ports for the servers a component opens (health check, log server).
 - The API listens on 127.0.0.1 on a free port; the simple auth manager has one admin user whose password we
-  choose (written to its passwords file before start), so the REST API and the UI log-in are known.
+  choose (written to its passwords file before start), so the REST API and the UI log-in are known. The stack is
+  up once every component is healthy *and* listens itself on the ports picked for it (the API's, a log
+  server's): another process on one of them is a clash, and the stack starts again on new ports
+  (:func:`~.processes.ours_listening`).
 - The failover loop reaches the same API through the connection ``region_failover_api`` (set via
   ``AIRFLOW_CONN_REGION_FAILOVER_API``); extra connections/config come in ``extra_env``.
 - ``stop()`` ends every process it started, including task processes and the JVMs they may have spawned
@@ -35,7 +38,14 @@ from typing import IO, Any
 import psutil
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
-from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
+from airflow_region_failover.standalone.processes import (
+    PortTaken,
+    ensure_guard,
+    free_ports,
+    inherited_environment,
+    ours_listening,
+    register,
+)
 
 #: instance name -> ``airflow`` sub-command: what ``airflow standalone`` runs (LocalExecutor)
 COMPONENTS: dict[str, tuple[str, ...]] = {
@@ -43,6 +53,12 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
 #: components whose health the api-server's ``/api/v2/monitor/health`` reports, by sub-command
 _HEALTH = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 API_CONN_ENV = "AIRFLOW_CONN_REGION_FAILOVER_API"
+#: sub-command -> the ``[logging]`` port its log server listens on (a scheduler's only with an executor that runs
+#: tasks in the scheduler's machine: LocalExecutor)
+_LOG_SERVER = {"scheduler": "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT",
+               "celery": "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT",
+               "triggerer": "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"}
+START_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -106,19 +122,32 @@ class AirflowStack:
             self.home = Path(tempfile.mkdtemp(prefix="rf-airflow-"))
             self._own_home = True
         self.home.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or free_port()
+        given = self.port
+        self.port = given or free_port()
         self.passwords = {self.username: self.password,
                           **{name: secrets.token_urlsafe(12) for name in [*self.users, self.api_user]}}
-        env = self.env()
         (self.home / "passwords.json").write_text(json.dumps(self.passwords))
         ensure_guard()
-        self._run_once(["db", "migrate"], env, timeout)
-        for component in self.components:
-            self._spawn(component, env)
-        self.wait_healthy(timeout)
+        self._run_once(["db", "migrate"], self.env(), timeout)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start_components(timeout)
+                break
+            except PortTaken:
+                if given or attempt == START_ATTEMPTS:
+                    raise
+                with self._lock:
+                    self._stop_processes(10.0)
+                self.port, self._ports = free_port(), {}
         if self.supervise:
             threading.Thread(target=self._supervise, name="airflow-stack-supervisor", daemon=True).start()
         return self
+
+    def _start_components(self, timeout: float) -> None:
+        env = self.env()
+        for component in self.components:
+            self._spawn(component, env)
+        self.wait_healthy(timeout)
 
     def _supervise(self, every: float = 2.0) -> None:
         """Restart a component that exits (as systemd/Kubernetes would); count it in ``restarts``."""
@@ -278,14 +307,27 @@ class AirflowStack:
             while time.monotonic() < deadline:
                 self._check_alive()
                 try:
-                    last = api.health()
-                    if all(last.get(k, {}).get("status") == "healthy" for k in self._health_keys()):
+                    last = api.health() if self._listening() else last  # PortTaken: a clash, started again
+                    if last and all(last.get(k, {}).get("status") == "healthy" for k in self._health_keys()):
                         api.token()
                         return
                 except (RestError, OSError, ValueError):
                     pass
                 time.sleep(0.5)
         raise TimeoutError(f"Airflow not healthy after {timeout:.0f} s: {last}\n{self.log_tails()}")
+
+    def _listening(self) -> bool:
+        """Whether every component instance listens itself on the ports picked for it (the API's, a log
+        server's); :class:`PortTaken` if another process took one."""
+        found = []
+        for name, command in self.components.items():
+            ports = [self.port] if command[0] == "api-server" else []
+            key = _LOG_SERVER.get(command[0]) if command[0] != "scheduler" or self.executor == "LocalExecutor" else None
+            if key is not None:
+                ports.append(int(self._instance_ports(name)[key]))
+            if ports and name in self._procs:
+                found.append(ours_listening(self._procs[name].pid, ports, f"Airflow {name}"))
+        return all(found)
 
     def _health_keys(self) -> list[str]:
         commands = {command[0] for command in self.components.values()}

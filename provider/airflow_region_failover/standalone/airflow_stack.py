@@ -8,9 +8,7 @@ Rules:
   gets its own log file and its own free ports for the servers a component opens (health check, log server).
 - The API listens on 127.0.0.1 on a free port; the simple auth manager has one admin user whose password we
   choose (written to its passwords file before start), so the REST API and the UI log-in are known. The stack is
-  up once every component is healthy *and* listens itself on the ports picked for it (the API's, a log
-  server's): another process on one of them is a clash, and the stack starts again on new ports
-  (:func:`~.processes.ours_listening`).
+  up once its components are healthy and listen on their ports themselves (a clash: new ports, :mod:`.processes`).
 - The failover loop reaches the same API through the connection ``region_failover_api`` (set via
   ``AIRFLOW_CONN_REGION_FAILOVER_API``); extra connections/config come in ``extra_env``.
 - ``stop()`` ends every process it started, including task processes and the JVMs they may have spawned
@@ -38,14 +36,8 @@ from typing import IO, Any
 import psutil
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
-from airflow_region_failover.standalone.processes import (
-    PortTaken,
-    ensure_guard,
-    free_ports,
-    inherited_environment,
-    ours_listening,
-    register,
-)
+from airflow_region_failover.standalone import processes
+from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
 
 #: instance name -> ``airflow`` sub-command: what ``airflow standalone`` runs (LocalExecutor)
 COMPONENTS: dict[str, tuple[str, ...]] = {
@@ -53,12 +45,8 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
 #: components whose health the api-server's ``/api/v2/monitor/health`` reports, by sub-command
 _HEALTH = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 API_CONN_ENV = "AIRFLOW_CONN_REGION_FAILOVER_API"
-#: sub-command -> the ``[logging]`` port its log server listens on (a scheduler's only with an executor that runs
-#: tasks in the scheduler's machine: LocalExecutor)
-_LOG_SERVER = {"scheduler": "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT",
-               "celery": "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT",
-               "triggerer": "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"}
-START_ATTEMPTS = 3
+#: sub-command -> the ``[logging]`` port its log server listens on (a scheduler's with a LocalExecutor only)
+_LOG_SERVER = {"scheduler": "WORKER", "celery": "WORKER", "triggerer": "TRIGGER"}
 
 
 def free_port() -> int:
@@ -122,23 +110,14 @@ class AirflowStack:
             self.home = Path(tempfile.mkdtemp(prefix="rf-airflow-"))
             self._own_home = True
         self.home.mkdir(parents=True, exist_ok=True)
-        given = self.port
-        self.port = given or free_port()
+        given, self.port = self.port, self.port or free_port()
         self.passwords = {self.username: self.password,
                           **{name: secrets.token_urlsafe(12) for name in [*self.users, self.api_user]}}
         (self.home / "passwords.json").write_text(json.dumps(self.passwords))
         ensure_guard()
         self._run_once(["db", "migrate"], self.env(), timeout)
-        for attempt in range(1, START_ATTEMPTS + 1):
-            try:
-                self._start_components(timeout)
-                break
-            except PortTaken:
-                if given or attempt == START_ATTEMPTS:
-                    raise
-                with self._lock:
-                    self._stop_processes(10.0)
-                self.port, self._ports = free_port(), {}
+        processes.start_with_retries(lambda: self._start_components(timeout), lambda: self._stop_for_retry(given),
+                                     "Airflow", retry_on=(processes.PortTaken,))
         if self.supervise:
             threading.Thread(target=self._supervise, name="airflow-stack-supervisor", daemon=True).start()
         return self
@@ -148,6 +127,11 @@ class AirflowStack:
         for component in self.components:
             self._spawn(component, env)
         self.wait_healthy(timeout)
+
+    def _stop_for_retry(self, given: int) -> None:
+        with self._lock:
+            self._stop_processes(10.0)
+        self.port, self._ports = given or free_port(), {}
 
     def _supervise(self, every: float = 2.0) -> None:
         """Restart a component that exits (as systemd/Kubernetes would); count it in ``restarts``."""
@@ -322,11 +306,10 @@ class AirflowStack:
         found = []
         for name, command in self.components.items():
             ports = [self.port] if command[0] == "api-server" else []
-            key = _LOG_SERVER.get(command[0]) if command[0] != "scheduler" or self.executor == "LocalExecutor" else None
-            if key is not None:
-                ports.append(int(self._instance_ports(name)[key]))
+            if command[0] in _LOG_SERVER and (command[0] != "scheduler" or self.executor == "LocalExecutor"):
+                ports.append(int(self._instance_ports(name)[f"AIRFLOW__LOGGING__{_LOG_SERVER[command[0]]}_LOG_SERVER_PORT"]))
             if ports and name in self._procs:
-                found.append(ours_listening(self._procs[name].pid, ports, f"Airflow {name}"))
+                found.append(processes.ours_listening(self._procs[name].pid, ports, f"Airflow {name}"))
         return all(found)
 
     def _health_keys(self) -> list[str]:

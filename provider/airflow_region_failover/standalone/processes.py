@@ -135,15 +135,16 @@ def stop_group(process: subprocess.Popen[bytes] | None, grace: float) -> None:
     register(process.pid, stopped=True)
 
 
-def start_with_retries(start_once: Callable[[], _T], stop: Callable[[], None], what: str, attempts: int = 3) -> _T:
+def start_with_retries(start_once: Callable[[], _T], stop: Callable[[], None], what: str, attempts: int = 3,
+                       retry_on: tuple[type[Exception], ...] = (RuntimeError, TimeoutError)) -> _T:
     """``start_once()``, retried up to ``attempts`` times (new ports each time) after a clash (:class:`PortTaken`,
-    a server that exited) or a time-out."""
+    a server that exited) or a time-out (``retry_on``)."""
     ensure_guard()
     error: Exception | None = None
     for _ in range(attempts):
         try:
             return start_once()
-        except (RuntimeError, TimeoutError) as exc:
+        except retry_on as exc:
             error = exc
             stop()
     raise RuntimeError(f"{what} did not start after {attempts} attempts: {error}")

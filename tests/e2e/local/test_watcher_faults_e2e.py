@@ -7,6 +7,7 @@ restart the scheduler and take S3 away, so they run once no other run is active)
 
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -114,10 +115,23 @@ def test_a_local_executor_worker_forked_after_the_watcher_ran_inherits_no_client
     run_id, state = e2e.run("rf_e2e_fork", timeout=600)
     logs = {f"inherits_no_client_{i}": e2e.stack.task_log("rf_e2e_fork", run_id, f"inherits_no_client_{i}")
             for i in range(FORK_TASKS)}
-    assert state == "success", "\n".join(f"--- {task}\n{text[-3000:]}" for task, text in logs.items())
+    assert state == "success", "\n".join(f"{task}: {_errors(text)}" for task, text in logs.items())
     ran_in = {task: _returned(e2e, run_id, task)["worker"] for task in logs}
     old = {w.pid for w in before}
     assert [task for task, worker in ran_in.items() if worker not in old], f"no task ran in a new worker: {ran_in}"
+
+
+def _errors(task_log: str) -> str:
+    """What a task logged at level error (its exception's message first), or that it logged none."""
+    import json
+
+    found = []
+    for line in task_log.splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if event.get("level") == "error":
+                found.append(str(event.get("error_detail", [{}])[0].get("exc_value") or event.get("event")))
+    return "; ".join(found)[:2000] or "no error logged"
 
 
 def _returned(e2e: Any, run_id: str, task_id: str) -> dict[str, Any]:

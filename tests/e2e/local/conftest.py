@@ -51,7 +51,6 @@ PREFETCH: Prefetch = {
     # held at their gates until their tests (late in a session with the extended scenarios: an hour at most)
     "marked": ("rf_e2e_region", {"hold": ["a#0"], "gate": GATE, "gate_timeout": 3600}),
     "s3down": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
-    "restart": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
     **DAILY_PREFETCH,  # three logical dates of the example daily job, publishing to a Delta table
 }
 

@@ -159,11 +159,11 @@ class Watcher:
                 self._try(key, pending, now)
 
     def _collect(self) -> None:
-        """Hook events, then the failed step tasks and the kept failures the metadata DB holds, join the pending
-        failures (a probe that raises loses nothing: it is asked again next pass)."""
+        """Hook events, then the kept failures and the failed step tasks the metadata DB holds, join the pending
+        failures, in that order (the first report wins); a probe that raises loses nothing: it is asked again."""
         while not self._queue.empty():
             self._add(self._queue.get_nowait())
-        for probe, kept in ((self._failed_in_db, False), (probes.unrecorded, True)):
+        for probe, kept in ((probes.unrecorded, True), (self._failed_in_db, False)):
             try:
                 found = probe()
             except Exception:

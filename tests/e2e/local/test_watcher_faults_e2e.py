@@ -21,7 +21,7 @@ from tests.e2e.scenarios import _applied, _reasons, _the_decision, _wait_idle
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 LOOKBACK = "AIRFLOW__REGION_FAILOVER__WATCH_LOOKBACK"
-OUTAGE_S = 75.0
+OUTAGE_S = 90.0
 """How long S3 is away: the failure, both watchers' restart (the scheduler's takes ~20 s to come back), and
 time for the restarted watchers to try and fail before S3 answers again."""
 FORK_TASKS = 3
@@ -49,13 +49,15 @@ def test_a_failure_not_recorded_during_an_outage_survives_a_scheduler_restart_pa
             e2e.wait_until(lambda: e2e.states(dag_id, run_id).get("c.0") == "failed", 300, "c#0 failed")
             failed = time.monotonic()
             time.sleep(5.0)  # the watchers find the failure and cannot record it
-            e2e.stack.kill("scheduler", stay_down=True)
+            killed = e2e.stack.kill("scheduler", stay_down=True)
             e2e.second_watcher.stop()
             e2e.stack.extra_env = {**original, **short}
             time.sleep(max(0.0, 10.0 - (time.monotonic() - failed)))  # restarted past their look-back
             e2e.stack.revive("scheduler")
             e2e.second_watcher.start(short)
-            restarted = _watcher_started(e2e, e2e.stack.pid, 120.0)
+            e2e.wait_until(lambda: e2e.stack.pid("scheduler") != killed, 60, "the scheduler started again")
+            _watcher_started(e2e, e2e.stack.pid("scheduler"), 120.0)
+            restarted = time.monotonic() - failed
             assert not outage.done(), "S3 came back before the watchers restarted: the outage is too short"
             outage.result()  # S3 answers again
     finally:
@@ -73,13 +75,11 @@ def test_a_failure_not_recorded_during_an_outage_survives_a_scheduler_restart_pa
     assert [x["key"] for x in kept if x["key"].startswith("region_failover")] == [], "recorded: no longer kept"
 
 
-def _watcher_started(e2e: Any, pid_of: Any, timeout: float) -> float:
-    """Wait until the restarted scheduler's watcher has started (its log names the process); seconds since."""
+def _watcher_started(e2e: Any, scheduler: int, timeout: float) -> None:
+    """Wait until the watcher of scheduler process ``scheduler`` has started (its log line names the process)."""
     log = Path(e2e.stack.home) / "scheduler.log"
-    started = time.monotonic()
-    e2e.wait_until(lambda: f":{pid_of('scheduler')} started" in log.read_text(errors="replace"), timeout,
-                   "the restarted scheduler's watcher")
-    return time.monotonic() - started
+    e2e.wait_until(lambda: f":{scheduler} started" in log.read_text(errors="replace"), timeout,
+                   f"the watcher of scheduler {scheduler}")
 
 
 def _local_workers(scheduler: psutil.Process) -> list[psutil.Process]:
@@ -105,7 +105,7 @@ def test_a_local_executor_worker_forked_after_the_watcher_ran_inherits_no_client
     client it did not build itself (else it speaks over the scheduler's keep-alive connections)."""
     _wait_idle(e2e)
     scheduler = psutil.Process(e2e.stack.pid("scheduler"))
-    _watcher_started(e2e, e2e.stack.pid, 120.0)
+    _watcher_started(e2e, scheduler.pid, 120.0)
     time.sleep(3.0)  # a few watcher passes: its clients are built
     before = _local_workers(scheduler)
     doomed = [w for w in before if _waiting_for_the_queue_lock(w)]

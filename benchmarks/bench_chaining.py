@@ -80,7 +80,8 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Start the stack, alternate the two DAGs' runs, print the figures."""
-    from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
+    from airflow_region_failover.standalone.airflow_stack import AirflowStack
+    from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
     from airflow_region_failover.store.facade import ResultStore

@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configs = tuple(c for c in CONFIGS if c in args.configs.split(","))
 
-    from airflow_region_failover.standalone.airflow_stack import AirflowStack, platform_env
+    from airflow_region_failover.standalone.airflow_stack import AirflowStack
+    from airflow_region_failover.standalone.platform import platform_env
     from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer

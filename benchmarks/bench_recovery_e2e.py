@@ -112,7 +112,8 @@ def write_readme(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Start the stack, run the variants, print (and optionally record) the figures."""
     from airflow_region_failover.decisions.storage import RunLogs
-    from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
+    from airflow_region_failover.standalone.airflow_stack import AirflowStack
+    from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
     from airflow_region_failover.store.facade import ResultStore

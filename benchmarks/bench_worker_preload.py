@@ -31,7 +31,7 @@ DAG_ID = "rf_e2e_region"
 
 def measure(config: str, runs: int, work: Path) -> dict[str, float]:
     """Start the stack with Celery configuration ``config``, run ``runs`` runs together, stop it."""
-    from airflow_region_failover.standalone.airflow_stack import merged_dags_folder
+    from airflow_region_failover.standalone.platform import merged_dags_folder
     from devtools.production import ProductionStack
 
     dags = merged_dags_folder(work / "dags", ROOT / "tests" / "e2e" / "dags" / "rf_e2e.py")

@@ -7,7 +7,8 @@ Rules (as the launchers of :mod:`airflow_region_failover.standalone`):
   its own process group with its log in the work directory, on 127.0.0.1 on ports that were free when they started
   (``spark.port.maxRetries=0``: a clash is an error, retried with new ports, not a silent move to the next port;
   the master's REST submission server, on a fixed port, is off);
-- the cluster is up when the master's web UI (``/json/``) lists every worker ALIVE; then the Spark Connect server
+- the cluster is up when the master and each worker listen on the ports picked for them (another process there
+  is a clash: new ports) and the master's web UI (``/json/``) lists every worker ALIVE; then the Spark Connect server
   (:class:`SparkConnectServer` with ``master=spark://...``) is started on it and is ready only once all its
   executors have registered (``spark.scheduler.minRegisteredResourcesRatio=1``): a query never runs on a part of
   the cluster;
@@ -33,6 +34,7 @@ from typing import Any
 from airflow_region_failover.standalone.processes import (
     free_ports,
     inherited_environment,
+    ours_listening,
     register,
     start_with_retries,
 )
@@ -69,6 +71,7 @@ class SparkCluster:
         self.connect: SparkConnectServer | None = None
         self._master: subprocess.Popen[bytes] | None = None
         self._workers: list[subprocess.Popen[bytes]] = []
+        self._worker_web_ports: list[int] = []
 
     @property
     def master_url(self) -> str:
@@ -156,11 +159,11 @@ class SparkCluster:
         conf_dir = self.work_dir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
         (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in DAEMON_PROPERTIES.items()))
-        self.master_port, self.master_web_port, *worker_web_ports = free_ports(2 + self.workers)
+        self.master_port, self.master_web_port, *self._worker_web_ports = free_ports(2 + self.workers)
         self._master = self._launch("master", self._spark_class(
             MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.master_port),
             "--webui-port", str(self.master_web_port)))
-        for i, web_port in enumerate(worker_web_ports):
+        for i, web_port in enumerate(self._worker_web_ports):
             self.worker_dir(i).mkdir(parents=True, exist_ok=True)
             self._workers.append(self._launch(f"worker-{i}", self._spark_class(
                 WORKER_CLASS, self.master_url, "--host", "127.0.0.1", "--cores", str(self.worker_cores),
@@ -179,10 +182,22 @@ class SparkCluster:
                 raise TimeoutError(f"Spark master lists {alive} of {self.workers} workers ALIVE after "
                                    f"{self.startup_timeout}s ({error or 'no error'}); see {self.work_dir}/*.log")
             time.sleep(0.5)
+            if not self._listening():
+                error = "not every daemon listens on its ports yet"
+                continue
             try:
                 alive, error = self.alive_workers(), ""
-            except OSError as exc:  # the web UI is not up yet
+            except (OSError, ValueError) as exc:  # the web UI is not up yet (or not answering JSON yet)
                 error = str(exc)
+
+    def _listening(self) -> bool:
+        """Whether the master and every worker listen on the ports picked for them (:class:`PortTaken` if another
+        process took one)."""
+        master = self._master.pid if self._master is not None else None
+        ours = ours_listening(master, [p for p in (self.master_port, self.master_web_port) if p], "Spark master")
+        for i, (worker, port) in enumerate(zip(self._workers, self._worker_web_ports, strict=False)):
+            ours = ours_listening(worker.pid, [port], f"Spark worker-{i}") and ours
+        return ours
 
     def _stop_daemons(self, grace: float = 15.0) -> None:
         workers, self._workers = self._workers, []
@@ -191,6 +206,7 @@ class SparkCluster:
             stop_tree(worker, grace)
         stop_tree(master, grace)
         self.master_port = self.master_web_port = None
+        self._worker_web_ports = []
 
     def stop(self, grace: float = 15.0) -> None:
         """Stop Spark Connect (and whatever it spawned), the workers (with their executors), then the master."""

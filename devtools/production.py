@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_region_failover.standalone.airflow_stack import AirflowStack, platform_env
+from airflow_region_failover.standalone.airflow_stack import AirflowStack
+from airflow_region_failover.standalone.platform import platform_env
 from airflow_region_failover.standalone.processes import ensure_guard
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from devtools.cluster import Postgres, Redis, SparkCluster

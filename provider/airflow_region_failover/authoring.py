@@ -59,7 +59,7 @@ from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, reso
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.chains import EdgeKey
-from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.ids import SubtaskId, check_step_id
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
 from airflow_region_failover.operators.step import RegionStepOperator
@@ -116,7 +116,7 @@ class RegionJob:
         ``publish="table"``: this sink step's result is committed to Delta table ``table`` once per run
         (``publish_mode`` ``"append"`` or ``"overwrite"``; see the module rules).
         """
-        if step_id in self._impls:
+        if check_step_id(step_id) in self._impls:
             raise GraphError(f"step {step_id!r} is declared twice; give each step a unique id")
         if not isinstance(reuse, bool):
             raise GraphError(f"step {step_id!r}: reuse={reuse!r} must be True or False")

@@ -59,6 +59,8 @@ class E2E:
     prefetched: dict[str, str] = field(default_factory=dict)
     #: where the prefetched scenarios' gate directories are made (:data:`GATE`)
     gates: Path | None = None
+    #: the watcher process beside the scheduler's (the embedded stack's second watcher), to stop and start again
+    second_watcher: Any = None
 
     def prefetch(self) -> None:
         """Trigger every scenario of :attr:`table` now (a ``gate`` of :data:`GATE` becomes its own directory)."""

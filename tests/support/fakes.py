@@ -72,6 +72,9 @@ class FakeApi:
         self.cleared.append(list(task_ids))
         return [{"task_id": t, "try_number": 1} for t in task_ids]
 
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return {"dag_id": dag_id, "dag_run_id": run_id, "note": self.notes[-1] if self.notes else None}
+
     def set_run_note(self, dag_id: str, run_id: str, note: str) -> None:
         self.notes.append(note)
 

@@ -148,3 +148,17 @@ def test_a_dag_id_the_result_store_cannot_key_is_refused_at_parse_time() -> None
     job.step("extract", noop)
     with pytest.raises(GraphError, match=r"dag id 'résumé'.*ASCII"), DAG("résumé", schedule=None):
         job.render()
+
+
+@pytest.mark.parametrize("step_id", [["a"], {"a": 1}, 7, None])
+def test_a_step_id_that_is_not_a_string_is_named_when_the_step_is_declared(step_id: Any) -> None:
+    job = RegionJob()
+    with pytest.raises(GraphError, match=r"step id .* must be a non-empty string"):
+        job.step(step_id, noop)
+
+
+def test_a_parallelism_no_airflow_could_run_is_refused_when_the_dag_file_is_parsed() -> None:
+    job = RegionJob()
+    job.step("extract", noop, parallelism=10**7)
+    with pytest.raises(GraphError, match=r"step 'extract': parallelism 10000000 must be an integer between 1 and "):
+        render(job)

@@ -18,7 +18,6 @@ Rules:
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from typing import TypeVar
 
 from airflow_region_failover.exceptions import ConditionFailed
 from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store import lifecycle
 from airflow_region_failover.store.facade import default_store
 from airflow_region_failover.store.keys import Layout, decode_airflow_id
@@ -121,7 +121,7 @@ class RunLogs:
         return log
 
 
-@functools.cache
+@per_process()
 def default_run_logs() -> RunLogs:
     """The decision logs of this deployment (the store's bucket, prefix and connection), built once per process."""
     return RunLogs(default_store().objects)

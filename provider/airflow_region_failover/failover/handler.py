@@ -14,7 +14,9 @@ compare-and-swap retry loop that stores the log. Rules:
 6. **Apply once.** A due pending decision is claimed (``pending -> applying``) by exactly one process
    (:func:`claim`); it becomes ``applied`` with the tries its clear stopped (:func:`mark_applied`), ``abandoned``
    if the API refuses the clear for good (:func:`close`), or ``cancelled`` if a person stopped the run.
-7. **Backoff where the task starts.** Only the first try after the clear of an applied decision waits, until the
+7. **Given up.** A failure whose handling failed for good (the caller gave up on it) is recorded once as an
+   ``abandoned`` decision that restarts nothing and says why (:func:`give_up`), so the run's history shows it.
+8. **Backoff where the task starts.** Only the first try after the clear of an applied decision waits, until the
    decision's ``apply_at`` (:func:`restart_wait`); :func:`restarted_by` names the decision whose clear restarted a
    try (and so why).
 Task ids are the caller's names for subtasks (:attr:`FailureHandler.task_id`); several subtasks may share one
@@ -240,6 +242,16 @@ def close(log: RunLog, decision_id: int, status: DecisionStatus, reason: str) ->
     return log.with_decision(replace(decision, status=status, reason=reason))
 
 
+def give_up(log: RunLog, failure: FailureRecord, reason: str, now: float) -> RunLog:
+    """Rule 7: record ``failure``, whose handling failed for good, as an ``abandoned`` decision naming ``reason``
+    (a failure already recorded is left as it is)."""
+    if failure.key in log.events:
+        return log
+    decision = Decision(id=len(log.decisions) + 1, status=DecisionStatus.ABANDONED, created=now,
+                        failures=(failure,), epoch=log.epoch, reason=reason, apply_at=now)
+    return log.with_decision(decision).with_events(**{failure.key: EventRecord(now, decision.id)})
+
+
 def claim_reclear(log: RunLog, stopped: Iterable[tuple[str, int]], now: float,
                   who: str) -> tuple[RunLog, list[str]]:
     """Of the tasks our clear did not restart (``(task, try)`` still at the try it stopped), those nobody has
@@ -277,6 +289,6 @@ def restarted_by(log: RunLog, task_id: str, try_number: int) -> Decision | None:
 
 
 def restart_wait(log: RunLog, task_id: str, try_number: int, now: float) -> float:
-    """Seconds try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none; rule 7)."""
+    """Seconds try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none; rule 8)."""
     decision = restarted_by(log, task_id, try_number)
     return 0.0 if decision is None else max(0.0, decision.apply_at - now)

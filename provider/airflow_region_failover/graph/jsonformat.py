@@ -103,6 +103,10 @@ def _edge(raw: object, i: int, version: int) -> Edge:
     for key in ("from", "to", "exchange"):
         if key not in doc:
             raise GraphError(f"edges[{i}]: missing {key!r}")
+    for key in ("from", "to"):
+        if not isinstance(doc[key], str):
+            raise GraphError(f"edges[{i}]: {key!r} {doc[key]!r} must be a step id (a string), e.g. \"{key}\": "
+                             "\"extract\"")
     where = f"edge {doc['from']!r} -> {doc['to']!r}"
     result = doc.get("result") or ""
     if not isinstance(result, str):

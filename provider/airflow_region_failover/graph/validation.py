@@ -1,9 +1,11 @@
 """Validation of a job graph: every rule raises a one-line :class:`GraphError` naming the offender and the fix.
 
-Rules: step ids are valid (:mod:`.ids`) and unique; ``parallelism`` is an int >= 1; ``deterministic`` is a bool;
-every edge joins two known, distinct steps; a result name is valid, belongs to one producer and has one exchange;
-a step consumes a result at most once; the steps form no cycle. Exchanges: ``partition_by`` (non-empty, unique
-column names) only on ``ALL_TO_ALL`` edges, whose ``max_parallelism`` (default
+Rules: step ids are valid (:mod:`.ids`) and unique; ``parallelism`` is an int in ``[1, 32768]`` (Flink's upper
+bound of max parallelism, :data:`~.keygroups.UPPER_MAX_PARALLELISM`: every subtask is an Airflow task, and every
+partition index stays below the store's key limit of 10**6); ``deterministic`` is a bool; every edge joins two
+known, distinct steps, each named by its id (a string); a result name is valid, belongs to one producer and has
+one exchange; a step consumes a result at most once; the steps form no cycle. Exchanges: ``partition_by``
+(non-empty, unique column names) only on ``ALL_TO_ALL`` edges, whose ``max_parallelism`` (default
 :data:`~.keygroups.DEFAULT_MAX_PARALLELISM`) is at least the consumer's parallelism; an ``ALL_TO_ALL`` edge
 without ``partition_by`` is the deprecated spelling of ``BROADCAST`` (accepted with a
 :class:`DistributionDeprecation` warning); the keyed consumers of one result agree on its key, key groups and
@@ -46,8 +48,12 @@ def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[St
 def _check_step(step: Step) -> str:
     check_step_id(step.id)
     where = f"step {step.id!r}"
-    if isinstance(step.parallelism, bool) or not isinstance(step.parallelism, int) or step.parallelism < 1:
-        raise GraphError(f"{where}: parallelism {step.parallelism!r} must be an integer >= 1")
+    parallelism = step.parallelism
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise GraphError(f"{where}: parallelism {parallelism!r} must be an integer >= 1")
+    if parallelism > UPPER_MAX_PARALLELISM:
+        raise GraphError(f"{where}: parallelism {parallelism} must be an integer between 1 and "
+                         f"{UPPER_MAX_PARALLELISM} (one Airflow task per subtask; Flink's upper bound); lower it")
     if not isinstance(step.deterministic, bool):
         raise GraphError(f"{where}: deterministic {step.deterministic!r} must be true or false")
     return step.id
@@ -56,6 +62,8 @@ def _check_step(step: Step) -> str:
 def _check_edge(edge: Edge, declared: dict[str, int], steps: tuple[Step, ...]) -> Edge:
     where = f"edge {edge.source!r} -> {edge.target!r}"
     for end in (edge.source, edge.target):
+        if not isinstance(end, str):
+            raise GraphError(f"{where}: {end!r} is not a step id; name each end by its step's id, e.g. 'extract'")
         if end not in declared:
             known = ", ".join(declared) or "none"
             raise GraphError(f"{where}: unknown step {end!r}; declare it first (known steps: {known})")

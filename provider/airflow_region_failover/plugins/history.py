@@ -7,6 +7,8 @@ Rules:
 - Publishing (run note, metrics) is best effort: it never raises into a listener or the scheduler.
 - The run note keeps what people wrote: the provider owns only the part from the line starting with
   :data:`NOTE_HEADING` to the end, and rewrites only that part (Airflow limits a note to 1,000 characters).
+- Nothing a person reads carries a secret: an error text is masked with Airflow's secrets maskers (:func:`masked`)
+  before it is stored in a log, a note or the view.
 - Metrics through Airflow's Stats (:mod:`~airflow_region_failover.observability.metrics`,
   docs/operator/observability.md): per applied decision ``region_failover.restarts``, ``.restarting_time``,
   ``.tasks_restarted``, ``.results_reused``.
@@ -14,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 from datetime import datetime, timezone
@@ -26,6 +29,18 @@ from airflow_region_failover.observability import metrics
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 1000
 NOTE_HEADING = "**Region failover**"
+
+
+def masked(text: str) -> str:
+    """``text`` with every secret Airflow's secrets maskers know replaced by ``***`` (the Task SDK's in a worker,
+    the core's in a scheduler; each process registers the secrets it read)."""
+    for module in ("airflow.sdk._shared.secrets_masker", "airflow._shared.secrets_masker"):
+        try:
+            redact = importlib.import_module(module).redact
+        except (ImportError, AttributeError):
+            continue
+        text = str(redact(text))
+    return text
 
 
 def emit_metrics(dag_id: str, decision: Decision) -> None:

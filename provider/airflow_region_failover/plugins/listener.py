@@ -22,7 +22,6 @@ Rules:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -33,6 +32,7 @@ from airflow.listeners import hookimpl
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
+from airflow_region_failover.plugins.history import masked
 from airflow_region_failover.plugins.preload import forks_local_tasks, preload
 from airflow_region_failover.plugins.recovery import handle_failure
 from airflow_region_failover.plugins.watcher import Watcher
@@ -48,18 +48,6 @@ def failure_event(ti: Any, error: object, path: str) -> FailureRecord:
                          try_number=int(ti.try_number or 0), error=masked(str(error or ""))[:500], path=path,
                          at=time.time(), cause=str(cause) if cause is not None else None,
                          clear_number=_clear_number(ti))
-
-
-def masked(text: str) -> str:
-    """``text`` with every secret Airflow's secrets maskers know replaced by ``***`` (the Task SDK's in a worker,
-    the core's in a scheduler; each process registers the secrets it read)."""
-    for module in ("airflow.sdk._shared.secrets_masker", "airflow._shared.secrets_masker"):
-        try:
-            redact = importlib.import_module(module).redact
-        except (ImportError, AttributeError):
-            continue
-        text = str(redact(text))
-    return text
 
 
 def _clear_number(ti: Any) -> int | None:

@@ -1,17 +1,24 @@
-"""What the scheduler's watcher asks the metadata DB (scheduler process only; the worker has no DB access).
+"""What the scheduler's watcher asks the metadata DB, and the failures it keeps there (scheduler process only;
+the worker has no DB access).
 
 Each probe is one query that answers one question. Their cost is bounded by the runs that matter, never by
 history: the runs *at work* now (``running``/``queued``, found through Airflow's partial indexes on those states)
 and the runs the watcher saw at work within its look-back window (:func:`failed_step_tasks`,
 :func:`not_restarted` look only inside those, by the ``(dag_id, run_id)`` index). Step tasks are found by their
 operator name (:data:`~airflow_region_failover.naming.OPERATOR_NAME`). A person's state changes are read from
-Airflow's audit log (:func:`user_stopped`), by its time index. Airflow's models are imported inside each probe: the
-plugin module is loaded by every Airflow component at start-up, and only a scheduler ever runs a probe.
+Airflow's audit log (:func:`user_stopped`), by its time index. A failure the watcher could not record (S3 away
+or throttled: the metadata DB is what the scheduler still reaches) is kept as an XCom of the failed task instance
+under :data:`UNRECORDED_KEY` until it is (:func:`keep_unrecorded`, :func:`forget_unrecorded`): a restarted
+scheduler finds it again (:func:`unrecorded`, by the XCom key index: the cost is the failures kept, never
+history), and whoever looks at the task sees why it was not restarted yet; one given up on is left under
+:data:`GIVEN_UP_KEY` with the reason. Airflow's models are imported inside each probe: the plugin module is
+loaded by every Airflow component at start-up, and only a scheduler ever runs a probe.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -20,7 +27,12 @@ from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import OPERATOR_NAME
 
+log = logging.getLogger(__name__)
 OPERATOR_NAMES = (OPERATOR_NAME,)
+UNRECORDED_KEY = "region_failover_unrecorded"
+"""XCom key of a failed step task whose failure the watcher has not recorded yet (value: the failure and why)."""
+GIVEN_UP_KEY = "region_failover_given_up"
+"""XCom key of a failed step task whose failure the watcher gave up on (value: the failure and the reason)."""
 BUSY_STATES = frozenset({"running", "queued", "restarting", "scheduled", "deferred", "up_for_reschedule"})
 #: Audit-log events of Airflow's REST API that set task or run states (the UI uses the same API).
 STATE_EVENTS = ("patch_dag_run", "patch_task_instance", "patch_task_group_instances", "bulk_task_instances",
@@ -122,8 +134,8 @@ def settled(dag_id: str, run_id: str, failed: list[str], downstream_too: bool = 
     return not downstream or not (states(dag_id, run_id, downstream) & {"None", "none", "scheduled"})
 
 
-def not_restarted(runs: Iterable[Run]) -> dict[Run, list[tuple[str, int]]]:
-    """Step tasks a clear may have failed to restart, per run, as ``(task_id, try_number)``: those waiting in
+def not_restarted(runs: Iterable[Run]) -> dict[Run, list[tuple[str, int, str]]]:
+    """Step tasks a clear may have failed to restart, per run, as ``(task_id, try_number, state)``: those waiting in
     ``up_for_retry`` (any run: the state index holds only the tasks retrying now), and those in state ``none``
     of one of ``runs`` that has ended (per run, :func:`_step_tasks`). One query with both conditions OR-ed would
     scan every task of history."""
@@ -135,18 +147,62 @@ def not_restarted(runs: Iterable[Run]) -> dict[Run, list[tuple[str, int]]]:
     columns = (TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.try_number)
     ended_states = (DagRunState.FAILED, DagRunState.SUCCESS)
     with create_session() as session:
-        rows = session.query(*columns).filter(TaskInstance.state == TaskInstanceState.UP_FOR_RETRY,
-                                              TaskInstance.operator.in_(OPERATOR_NAMES)).all()
+        rows = [(*row, "up_for_retry") for row in session.query(*columns).filter(
+            TaskInstance.state == TaskInstanceState.UP_FOR_RETRY, TaskInstance.operator.in_(OPERATOR_NAMES)).all()]
         for dag_id, run_id in runs:
             state = session.query(DagRun.state).filter(DagRun.dag_id == dag_id, DagRun.run_id == run_id).scalar()
             if state in ended_states:
-                rows += [(dag_id, run_id, task_id, try_number)
+                rows += [(dag_id, run_id, task_id, try_number, "none")
                          for task_id, _, try_number, _, ti_state in _step_tasks(session, dag_id, run_id)
                          if ti_state == "None"]
-    out: dict[Run, list[tuple[str, int]]] = {}
-    for dag_id, run_id, task_id, try_number in rows:
-        out.setdefault((dag_id, run_id), []).append((task_id, int(try_number or 0)))
+    out: dict[Run, list[tuple[str, int, str]]] = {}
+    for dag_id, run_id, task_id, try_number, state in rows:
+        out.setdefault((dag_id, run_id), []).append((task_id, int(try_number or 0), state))
     return out
+
+
+def keep_unrecorded(dag_id: str, run_id: str, failure: FailureRecord, why: str) -> None:
+    """Keep ``failure`` (not recorded yet: ``why``) on its task instance, where :func:`unrecorded` finds it."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        XComModel.set(UNRECORDED_KEY, {"failure": failure.to_json(), "why": why[:500]}, dag_id=dag_id,
+                      task_id=failure.task_id, run_id=run_id, map_index=failure.map_index, session=session)
+
+
+def unrecorded() -> list[tuple[str, str, FailureRecord]]:
+    """Every kept failure, as ``(dag, run, failure)`` (one query by the XCom key index; a value that is not a
+    kept failure is logged and skipped)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    found = []
+    with create_session() as session:
+        for row in session.query(XComModel).filter(XComModel.key == UNRECORDED_KEY).all():
+            try:
+                body = XComModel.deserialize_value(row)
+                found.append((row.dag_id, row.run_id, FailureRecord.from_json(body["failure"])))
+            except (KeyError, TypeError, ValueError):
+                log.warning("region failover: XCom %s of %s/%s/%s is not a kept failure; skipped", UNRECORDED_KEY,
+                            row.dag_id, row.run_id, row.task_id)
+    return found
+
+
+def forget_unrecorded(dag_id: str, run_id: str, failure: FailureRecord, gave_up: str | None = None) -> None:
+    """Stop keeping ``failure`` (it was recorded); with ``gave_up``, leave that reason under :data:`GIVEN_UP_KEY`
+    on its task instance instead (the watcher gave up on it and could not record even that)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(XComModel).filter(
+            XComModel.key == UNRECORDED_KEY, XComModel.dag_id == dag_id, XComModel.run_id == run_id,
+            XComModel.task_id == failure.task_id, XComModel.map_index == failure.map_index,
+        ).delete(synchronize_session=False)
+        if gave_up is not None:
+            XComModel.set(GIVEN_UP_KEY, {"failure": failure.to_json(), "reason": gave_up[:500]}, dag_id=dag_id,
+                          task_id=failure.task_id, run_id=run_id, map_index=failure.map_index, session=session)
 
 
 def clear_number(dag_id: str, run_id: str) -> int | None:

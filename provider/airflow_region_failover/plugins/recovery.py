@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
-from airflow_region_failover.exceptions import ClearOutcomeUnknown, RestError
+from airflow_region_failover.exceptions import ClearOutcomeUnknown, ConditionFailed, RestError, StoreUnreachable
 from airflow_region_failover.failover.availability import BeingProduced
 from airflow_region_failover.failover.handler import (
     FailureHandler,
@@ -46,6 +46,7 @@ from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
 from airflow_region_failover.store.availability import Mode
 from airflow_region_failover.store.facade import ResultStore, default_store
+from airflow_region_failover.store.objects import error_code
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,26 @@ def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSp
     if result.outcome is Outcome.EXHAUSTED:
         history.publish_note(services.api(), doc)
     return result
+
+
+#: S3 error codes of a server that is busy or restarting: the same request may succeed later.
+TRANSIENT_S3_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+                                "RequestTimeTooSkewed", "ServiceUnavailable", "InternalError", "500", "503"})
+#: Exception classes (by name, in any of the exception's bases) of a network or metadata-DB hiccup: botocore's
+#: ``ConnectionError``/``HTTPClientError``, httpx's ``TransportError``, SQLAlchemy's ``OperationalError``.
+TRANSIENT_CLASSES = frozenset({"ConnectionError", "HTTPClientError", "TransportError", "OperationalError",
+                               "DisconnectionError", "TimeoutError"})
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether handling a failure that raised ``exc`` may succeed if tried again unchanged: S3 or the REST API
+    unreachable, throttled or failing on their side (5xx, 429), a lost compare-and-swap race, a network or
+    metadata-DB error. Anything else (a job that no longer parses, a refused request, a bug) fails again."""
+    if isinstance(exc, (StoreUnreachable, ConditionFailed, OSError)):
+        return True
+    if isinstance(exc, RestError):
+        return exc.status is None or exc.status >= 500 or exc.status == 429
+    return error_code(exc) in TRANSIENT_S3_CODES or any(k.__name__ in TRANSIENT_CLASSES for k in type(exc).__mro__)
 
 
 def apply_due(services: Services, dag_id: str, run_id: str, who: str = WHO,

@@ -16,7 +16,6 @@ Rules:
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import httpx
 
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import ClearOutcomeUnknown, RestError
+from airflow_region_failover.process_cache import per_process
 
 __all__ = ["AirflowRestClient", "ApiCredentials", "ClearOutcomeUnknown", "RestError", "default_api"]
 
@@ -232,7 +232,7 @@ def _connection_credentials() -> ApiCredentials:
     return ApiCredentials.from_connection(conf.connection(conf.api_conn_id()))
 
 
-@functools.cache
+@per_process()
 def default_api() -> AirflowRestClient:
     """The REST client of connection ``[region_failover] api_conn_id``, built once per process (it reads the
     connection again when a pre-issued token is refused)."""

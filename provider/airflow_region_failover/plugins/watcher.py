@@ -6,17 +6,26 @@ the decision logs' compare-and-swap):
   that ended within it). Every probe looks only there, so a pass costs the same whatever the history.
 - **Failures**: events queued by the scheduler's hook, plus failed step tasks of those runs in the metadata DB —
   measured on 3.3.2, a SIGKILLed task process fires no hook anywhere, and a killed supervisor fires the hook in
-  the scheduler only after ``task_instance_heartbeat_timeout``. A failure is done only once it is recorded: one
-  that could not be (S3 throttled or away) is kept and tried again until it is — also once the look-back window
-  has moved past it (an outage longer than ``watch_lookback``) — after 1, 2, 4, 8 s, then every ``RETRY_MAX_S``
-  s (a storm of failures must not become a storm of REST and S3 calls). A failure a person caused (they set the
-  run or the task to ``failed``: Airflow's audit log says so) is not a failover failure.
+  the scheduler only after ``task_instance_heartbeat_timeout`` — plus the failures kept there (below). Every
+  failure found joins the pending ones before any is tried (a hook event is never lost to a probe that raises).
+  A failure is done only once it is recorded: one that could not be (S3 throttled or away) is kept in the
+  metadata DB, which the scheduler still reaches (:func:`.metadata_db.keep_unrecorded`), and tried again until
+  it is — also by a scheduler restarted after the look-back window moved past it (an outage longer than
+  ``watch_lookback``) — after 1, 2, 4, 8 s, then every ``RETRY_MAX_S`` s (a storm of failures must not become a
+  storm of REST and S3 calls). An error that trying again cannot cure (:func:`.recovery.transient` names those
+  that may pass) is given up on after ``GIVE_UP_TRIES`` tries: recorded as an ``abandoned`` decision naming it
+  (:func:`.handler.give_up`; the run note and the Failover tab show it) or, if even that cannot be written, left
+  on the task instance with the reason. A failure a person caused (they set the run or the task to ``failed``:
+  Airflow's audit log says so) is not a failover failure.
 - **Apply**: every run with an open decision (:meth:`~airflow_region_failover.decisions.storage.RunLogs.pending_runs`)
   is applied once due and once Airflow has settled (:func:`.probes.settled`; past ``SETTLE_TIMEOUT_S`` the
   failed tasks must still have left the running states). A decision whose run a person has set to ``failed``
   since is cancelled, never cleared.
 - **Re-clear**: tasks one of our clears did not restart (still at the try it cleared) are cleared again, each
-  claimed through the log first so that only one watcher clears it (:func:`.handler.claim_reclear`).
+  claimed through the log first so that only one watcher clears it (:func:`.handler.claim_reclear`). A task the
+  run's log shows no clear of ours stopped (at that try, in that state) is remembered while the probe reports
+  it, so a task parked in ``up_for_retry`` by Airflow's own retry costs one log read, not one per pass; a log
+  read while a decision is being applied proves nothing (its clear may land before the log says so).
 """
 
 from __future__ import annotations
@@ -26,14 +35,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from airflow_region_failover import conf
-from airflow_region_failover.failover.handler import claim_reclear, close, mark_recleared
+from airflow_region_failover.failover.handler import claim_reclear, close, give_up, mark_recleared
 from airflow_region_failover.failover.run_log import DecisionStatus, FailureRecord
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins import metadata_db as probes
-from airflow_region_failover.plugins.recovery import WHO, Services, apply_due, handle_failure
+from airflow_region_failover.plugins.recovery import WHO, Services, apply_due, handle_failure, transient
 
 log = logging.getLogger(__name__)
 SETTLE_TIMEOUT_S = 60.0
@@ -42,17 +51,26 @@ USER_ACTION_SLACK_S = 60.0
 """How long before a failure a person's ``failed`` may have been set and still be its cause."""
 RETRY_MAX_S = 10.0
 """The longest wait before a failure that could not be recorded is tried again."""
+GIVE_UP_TRIES = 5
+"""Tries of a failure whose handling fails with an error trying again cannot cure, before it is given up on."""
+Found = tuple[str, str, FailureRecord]
 
 SCHEDULER_SERVICES = Services(clear_number=probes.clear_number)
 
 
-@dataclass(frozen=True)
-class _Unrecorded:
-    """A failure the watcher could not record yet: how many tries failed, and when to try again."""
+def _key(found: Found) -> str:
+    return f"{found[0]}/{found[1]}/{found[2].key}"
 
-    found: tuple[str, str, FailureRecord]
-    tries: int
-    retry_at: float
+
+@dataclass(frozen=True)
+class _Pending:
+    """A failure found but not recorded yet: how many tries failed, when to try again, whether it is kept in the
+    metadata DB."""
+
+    found: Found
+    tries: int = 0
+    retry_at: float = 0.0
+    kept: bool = False
 
 
 @dataclass
@@ -65,10 +83,11 @@ class Watcher:
     who: str = WHO
     clock: Callable[[], float] = time.time
     """When a kept failure is due again (tests pass their own)."""
-    _queue: queue.Queue[tuple[str, str, FailureRecord]] = field(default_factory=queue.Queue)
+    _queue: queue.Queue[Found] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
     _done: dict[str, float] = field(default_factory=dict)
-    _unrecorded: dict[str, _Unrecorded] = field(default_factory=dict)
+    _pending: dict[str, _Pending] = field(default_factory=dict)
+    _not_ours: set[tuple[str, str, str, int, str]] = field(default_factory=set)
     _runs: dict[probes.Run, float] = field(default_factory=dict)
     _since: float = 0.0
     _thread: threading.Thread | None = None
@@ -121,29 +140,98 @@ class Watcher:
 
     def _record_failures(self) -> None:
         """Record each failure found once (the first report wins: a hook's carries the task's own error); keep
-        those that could not be recorded, to try again when due (module rule)."""
-        events = []
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
-        events.extend(self._failed_in_db())
-        events.extend(u.found for u in self._unrecorded.values())
-        unique: dict[str, tuple[str, str, FailureRecord]] = {}
-        for found in events:
-            unique.setdefault(f"{found[0]}/{found[1]}/{found[2].key}", found)
+        those that could not be recorded, to try again when due, or give them up (module rule)."""
+        self._collect()
         now = self.clock()
-        for key, (dag_id, run_id, failure) in unique.items():
-            kept = self._unrecorded.get(key)
-            if kept is not None and kept.retry_at > now:
-                continue
+        for key, pending in list(self._pending.items()):
+            if pending.retry_at <= now:
+                self._try(key, pending, now)
+
+    def _collect(self) -> None:
+        """Hook events, then the kept failures and the failed step tasks the metadata DB holds, join the pending
+        failures, in that order (the first report wins); a probe that raises loses nothing: it is asked again."""
+        while not self._queue.empty():
+            self._add(self._queue.get_nowait())
+        for probe, kept in ((probes.unrecorded, True), (self._failed_in_db, False)):
             try:
-                self._handle(dag_id, run_id, failure)
-                self._unrecorded.pop(key, None)
-            except Exception as exc:
-                tries = kept.tries + 1 if kept is not None else 1
-                wait = min(RETRY_MAX_S, 2.0 ** (tries - 1))
-                self._unrecorded[key] = _Unrecorded((dag_id, run_id, failure), tries, now + wait)
-                log.warning("region failover: could not record %s of %s/%s (%s; trying again in %.0f s)",
-                            failure.task_id, dag_id, run_id, type(exc).__name__, wait, exc_info=tries == 1)
+                found = probe()
+            except Exception:
+                log.warning("region failover: could not read failures from the metadata DB (will retry)",
+                            exc_info=True)
+                continue
+            for item in found:
+                self._add(item, kept)
+
+    def _add(self, found: Found, kept: bool = False) -> None:
+        key = _key(found)
+        if key in self._done:
+            if kept:  # recorded, but forgetting it failed: forget it now
+                self._forget(found)
+            return
+        current = self._pending.setdefault(key, _Pending(found, kept=kept))
+        if kept and not current.kept:
+            self._pending[key] = replace(current, kept=True)
+
+    def _try(self, key: str, pending: _Pending, now: float) -> None:
+        try:
+            self._handle(*pending.found)
+        except Exception as exc:
+            self._not_recorded(key, pending, exc, now)
+            return
+        del self._pending[key]
+        if pending.kept:
+            self._forget(pending.found)
+
+    def _not_recorded(self, key: str, pending: _Pending, exc: Exception, now: float) -> None:
+        """Try again later (kept in the metadata DB), or give up on an error trying again cannot cure."""
+        tries, (dag_id, run_id, failure) = pending.tries + 1, pending.found
+        if tries >= GIVE_UP_TRIES and not transient(exc):
+            self._give_up(key, pending, f"{type(exc).__name__}: {history.masked(str(exc))[:300]}")
+            return
+        wait = min(RETRY_MAX_S, 2.0 ** (tries - 1))
+        kept = pending.kept or self._keep(pending.found, f"{type(exc).__name__}: {history.masked(str(exc))[:300]}")
+        self._pending[key] = _Pending(pending.found, tries, now + wait, kept)
+        log.warning("region failover: could not record %s of %s/%s (%s; trying again in %.0f s)",
+                    failure.task_id, dag_id, run_id, type(exc).__name__, wait, exc_info=tries == 1)
+
+    def _give_up(self, key: str, pending: _Pending, why: str) -> None:
+        """Record the failure as an abandoned decision saying why (the run note shows it); if even that fails,
+        leave the reason on its task instance."""
+        dag_id, run_id, failure = pending.found
+        reason = (f"abandoned: the failure could not be handled ({why}); nothing is restarted: fix the cause, "
+                  f"then clear {failure.task_id}")
+        try:
+            doc, _ = self.services.logs().update(
+                dag_id, run_id, lambda d: (give_up(d, failure, reason, time.time()), None))
+        except Exception:
+            log.exception("region failover: could not record giving up on %s of %s/%s", failure.task_id, dag_id,
+                          run_id)
+            self._forget(pending.found, gave_up=reason)
+        else:
+            history.publish_note(self.services.api(), doc)
+            if pending.kept:
+                self._forget(pending.found)
+        log.error("region failover: gave up on %s of %s/%s after %d tries: %s", failure.task_id, dag_id, run_id,
+                  pending.tries + 1, reason)
+        del self._pending[key]
+        self._done[key] = time.time()
+
+    def _keep(self, found: Found, why: str) -> bool:
+        """Keep a failure not recorded yet in the metadata DB; whether it is kept."""
+        try:
+            probes.keep_unrecorded(*found, why)
+        except Exception:
+            log.warning("region failover: could not keep %s of %s/%s in the metadata DB (will retry)",
+                        found[2].task_id, found[0], found[1], exc_info=True)
+            return False
+        return True
+
+    def _forget(self, found: Found, gave_up: str | None = None) -> None:
+        try:
+            probes.forget_unrecorded(*found, gave_up)
+        except Exception:
+            log.warning("region failover: could not forget the kept failure %s of %s/%s (will retry)",
+                        found[2].task_id, found[0], found[1], exc_info=True)
 
     def _see_runs(self) -> None:
         """Remember the runs at work now; forget those last seen before the look-back window (bounded memory)."""
@@ -154,15 +242,14 @@ class Watcher:
         for key in [k for k, done in self._done.items() if done < floor]:
             del self._done[key]
 
-    def _failed_in_db(self) -> list[tuple[str, str, FailureRecord]]:
-        found = [e for e in probes.failed_step_tasks(self._runs, self._since)
-                 if f"{e[0]}/{e[1]}/{e[2].key}" not in self._done]
+    def _failed_in_db(self) -> list[Found]:
+        found = probes.failed_step_tasks(self._runs, self._since)
         self._since = max(self._since, self._floor)
         return found
 
     def _handle(self, dag_id: str, run_id: str, failure: FailureRecord) -> None:
         """Record one failure once (it is done only when recorded, or when it is not ours to restart)."""
-        key = f"{dag_id}/{run_id}/{failure.key}"
+        key = _key((dag_id, run_id, failure))
         if key in self._done:
             return
         who = probes.user_stopped(dag_id, run_id, [failure.task_id], failure.at - USER_ACTION_SLACK_S)
@@ -212,9 +299,18 @@ class Watcher:
         re-clear is claimed in the log first, so two watchers clear a task once; Airflow must have settled.
         """
         logs = self.services.logs()
-        for (dag_id, run_id), tasks in probes.not_restarted(self._runs).items():
+        reported = probes.not_restarted(self._runs)
+        self._not_ours &= {(d, r, *task) for (d, r), tasks in reported.items() for task in tasks}
+        for (dag_id, run_id), tasks in reported.items():
+            fresh = [task for task in tasks if (dag_id, run_id, *task) not in self._not_ours]
+            if not fresh:
+                continue
             doc = logs.read(dag_id, run_id)
-            stopped = [(t, n) for t, n in tasks if doc.cleared_tries.get(t) == n]
+            stopped = [(t, n) for t, n, _ in fresh if doc.cleared_tries.get(t) == n]
+            applying = doc.open_decision is not None and doc.open_decision.status is DecisionStatus.APPLYING
+            if not applying:
+                self._not_ours.update((dag_id, run_id, t, n, state) for t, n, state in fresh
+                                      if doc.cleared_tries.get(t) != n)
             if stopped and self._settled(dag_id, run_id, [t for t, _ in stopped], False):
                 self._reclear(dag_id, run_id, stopped)
 

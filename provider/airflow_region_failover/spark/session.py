@@ -15,7 +15,6 @@ process and target (a stopped one is rebuilt on the next request).
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import OptionError
+from airflow_region_failover.process_cache import per_process
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,7 +89,7 @@ def get_session(target: SparkTarget) -> SparkSession:
     return session
 
 
-@functools.cache
+@per_process()
 def _session(target: SparkTarget) -> SparkSession:
     return _build(target)
 

@@ -9,7 +9,8 @@ Rules:
 - The API listens on 127.0.0.1 on a free port; the simple auth manager has one admin user whose password we
   choose (written to its passwords file before start), so the REST API and the UI log-in are known. The home is
   created 0700 and every secret in it (the passwords file, the API's secret key and JWT secret) is written 0600
-  from its first byte (:mod:`.secret_files`).
+  from its first byte (:mod:`.secret_files`). The stack is up once its components are healthy and listen on
+  their ports themselves (a clash: new ports, :mod:`.processes`).
 - The failover loop reaches the same API through the connection ``region_failover_api`` (set via
   ``AIRFLOW_CONN_REGION_FAILOVER_API``); extra connections/config come in ``extra_env``.
 - ``stop()`` ends every process it started, including task processes and the JVMs they may have spawned
@@ -37,6 +38,7 @@ from typing import IO, Any
 import psutil
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
+from airflow_region_failover.standalone import processes
 from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
 from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
 
@@ -57,6 +59,8 @@ WIRING: Mapping[str, str] = {
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "the stack's users are its admin and the failover loop's user",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": "--home decides it",
 }
+#: sub-command -> the ``[logging]`` port its log server listens on (a scheduler's with a LocalExecutor only)
+_LOG_SERVER = {"scheduler": "WORKER", "celery": "WORKER", "triggerer": "TRIGGER"}
 
 
 def free_port() -> int:
@@ -120,19 +124,28 @@ class AirflowStack:
             self.home = Path(tempfile.mkdtemp(prefix="rf-airflow-"))
             self._own_home = True
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.port = self.port or free_port()
+        given, self.port = self.port, self.port or free_port()
         self.passwords = {self.username: self.password,
                           **{name: secrets.token_urlsafe(12) for name in [*self.users, self.api_user]}}
-        env = self.env()
         write_secret(self.home / "passwords.json", json.dumps(self.passwords))
         ensure_guard()
-        self._run_once(["db", "migrate"], env, timeout)
-        for component in self.components:
-            self._spawn(component, env)
-        self.wait_healthy(timeout)
+        self._run_once(["db", "migrate"], self.env(), timeout)
+        processes.start_with_retries(lambda: self._start_components(timeout), lambda: self._stop_for_retry(given),
+                                     "Airflow", retry_on=(processes.PortTaken,))
         if self.supervise:
             threading.Thread(target=self._supervise, name="airflow-stack-supervisor", daemon=True).start()
         return self
+
+    def _start_components(self, timeout: float) -> None:
+        env = self.env()
+        for component in self.components:
+            self._spawn(component, env)
+        self.wait_healthy(timeout)
+
+    def _stop_for_retry(self, given: int) -> None:
+        with self._lock:
+            self._stop_processes(10.0)
+        self.port, self._ports = given or free_port(), {}
 
     def _supervise(self, every: float = 2.0) -> None:
         """Restart a component that exits (as systemd/Kubernetes would); count it in ``restarts``."""
@@ -292,14 +305,26 @@ class AirflowStack:
             while time.monotonic() < deadline:
                 self._check_alive()
                 try:
-                    last = api.health()
-                    if all(last.get(k, {}).get("status") == "healthy" for k in self._health_keys()):
+                    last = api.health() if self._listening() else last  # PortTaken: a clash, started again
+                    if last and all(last.get(k, {}).get("status") == "healthy" for k in self._health_keys()):
                         api.token()
                         return
                 except (RestError, OSError, ValueError):
                     pass
                 time.sleep(0.5)
         raise TimeoutError(f"Airflow not healthy after {timeout:.0f} s: {last}\n{self.log_tails()}")
+
+    def _listening(self) -> bool:
+        """Whether every component instance listens itself on the ports picked for it (the API's, a log
+        server's); :class:`PortTaken` if another process took one."""
+        found = []
+        for name, command in self.components.items():
+            ports = [self.port] if command[0] == "api-server" else []
+            if command[0] in _LOG_SERVER and (command[0] != "scheduler" or self.executor == "LocalExecutor"):
+                ports.append(int(self._instance_ports(name)[f"AIRFLOW__LOGGING__{_LOG_SERVER[command[0]]}_LOG_SERVER_PORT"]))
+            if ports and name in self._procs:
+                found.append(processes.ours_listening(self._procs[name].pid, ports, f"Airflow {name}"))
+        return all(found)
 
     def _health_keys(self) -> list[str]:
         commands = {command[0] for command in self.components.values()}
@@ -341,44 +366,3 @@ def _stable_secret(home: Path, name: str) -> str:
 def _signal(proc: psutil.Process, sig: int) -> None:
     with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
         proc.send_signal(sig)
-
-
-S3_CONN_ID = "region_failover_s3"
-SPARK_CONN_ID = "region_failover_spark"
-
-
-def platform_env(s3: Any, spark_url: str | None, bucket: str | None = None,
-                 prefix: str = "region-failover", *, spark_token: str | None = None) -> dict[str, str]:
-    """Environment wiring Airflow to a local S3 server (``S3Endpoint``-like) and a Spark Connect server.
-
-    Connections ``region_failover_s3`` (type ``aws``, ``endpoint_url`` in its extra) and
-    ``region_failover_spark`` (type ``spark_connect``; ``spark_token`` as its password, which the apache-spark
-    provider's hook puts in the URL as ``token``) are defined through ``AIRFLOW_CONN_*`` variables and named in
-    ``[region_failover]``; ``spark_url`` None keeps embedded Spark.
-    """
-    aws = {"conn_type": "aws", "login": s3.access_key, "password": s3.secret_key,
-           "extra": {"endpoint_url": s3.endpoint_url, "region_name": getattr(s3, "region", "us-east-1")}}
-    env = {
-        f"AIRFLOW_CONN_{S3_CONN_ID.upper()}": json.dumps(aws),
-        "AIRFLOW__REGION_FAILOVER__STORE_AWS_CONN_ID": S3_CONN_ID,
-        "AIRFLOW__REGION_FAILOVER__STORE_BUCKET": bucket or s3.bucket,
-        "AIRFLOW__REGION_FAILOVER__STORE_PREFIX": prefix,
-    }
-    if spark_url:
-        host, _, port = spark_url.removeprefix("sc://").partition(":")
-        spark: dict[str, Any] = {"conn_type": "spark_connect", "host": host, "port": int(port or 15002)}
-        if spark_token:
-            spark["password"] = spark_token
-        env[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps(spark)
-        env["AIRFLOW__REGION_FAILOVER__SPARK_CONN_ID"] = SPARK_CONN_ID
-    return env
-
-
-def merged_dags_folder(target: Path, *files: Path) -> Path:
-    """A DAGs folder holding symlinks to ``files`` (e.g. the example ETL plus test DAGs)."""
-    target.mkdir(parents=True, exist_ok=True)
-    for file in files:
-        link = target / file.name
-        if not link.exists():
-            link.symlink_to(file.resolve())
-    return target

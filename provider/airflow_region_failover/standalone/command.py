@@ -38,7 +38,8 @@ from typing import Any
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.publication.declaration import default_root
-from airflow_region_failover.standalone.airflow_stack import WIRING, AirflowStack, platform_env
+from airflow_region_failover.standalone.airflow_stack import WIRING, AirflowStack
+from airflow_region_failover.standalone.platform import platform_env
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.standalone.secret_files import kept_secret, write_secret

@@ -2,6 +2,11 @@
 everything a stack started when the process that started it dies.
 
 Rules:
+- a port picked free (:func:`free_ports`) is bound later by the server, and another process may bind it in
+  between (a parallel test session, another stack): before a launcher trusts what answers on a port it checks that
+  the server it started (or a descendant) listens there (:func:`ours_listening`); another process's listener
+  there is a clash (:class:`PortTaken`, a ``RuntimeError``), on which :func:`start_with_retries` starts again on
+  new ports;
 - every local server (SeaweedFS, Spark Connect, Airflow components, PostgreSQL, ...) is started in its own session
   (``start_new_session=True``), so signalling its process group reaches every child it spawned (a JVM, workers);
 - before the first server starts, :func:`ensure_guard` marks this process's environment with a stack id
@@ -55,6 +60,61 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+class PortTaken(RuntimeError):
+    """Another process listens on a port a launcher picked for its own server (start again on new ports)."""
+
+
+def _listening(procs: list[psutil.Process]) -> set[int]:
+    """The TCP ports ``procs`` listen on."""
+    ports: set[int] = set()
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            ports.update(c.laddr.port for c in proc.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN)
+    return ports
+
+
+def _listened_by_anyone(port: int) -> bool:
+    """Whether any process listens on TCP ``port`` (Linux's socket tables: no walk over every process's files)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            next(rows, None)
+            for row in rows:
+                local, state = row.split()[1], row.split()[3]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def _holder(port: int) -> str:
+    """Who listens on ``port``, for an error message."""
+    with contextlib.suppress(psutil.Error, OSError):
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid is not None:
+                with contextlib.suppress(psutil.Error):
+                    return f"pid {conn.pid} ({' '.join(psutil.Process(conn.pid).cmdline())[:120]})"
+                return f"pid {conn.pid}"
+    return "a process this user cannot see"
+
+
+def ours_listening(pid: int | None, ports: list[int], what: str) -> bool:
+    """Whether the process ``pid`` started (or one of its descendants) listens on every one of ``ports``; ``False``
+    while some is not listened on yet. Raises :class:`PortTaken` naming the port and its holder when another
+    process listens there (see the module rule)."""
+    if pid is None:
+        return False
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    missing = [port for port in ports if port not in _listening(tree)]
+    for port in missing:
+        if _listened_by_anyone(port) and port not in _listening(tree):  # again: ours may have bound it just now
+            raise PortTaken(f"{what}: port {port} picked for it is taken by another process, {_holder(port)}; "
+                            "starting again on new ports")
+    return not missing
+
+
 def signal_group(pid: int, sig: int) -> None:
     """Send ``sig`` to the process group led by ``pid`` (gone already: nothing to do)."""
     with contextlib.suppress(ProcessLookupError):
@@ -75,14 +135,16 @@ def stop_group(process: subprocess.Popen[bytes] | None, grace: float) -> None:
     register(process.pid, stopped=True)
 
 
-def start_with_retries(start_once: Callable[[], _T], stop: Callable[[], None], what: str, attempts: int = 3) -> _T:
-    """``start_once()``, retried up to ``attempts`` times (new ports each time) after a clash or a time-out."""
+def start_with_retries(start_once: Callable[[], _T], stop: Callable[[], None], what: str, attempts: int = 3,
+                       retry_on: tuple[type[Exception], ...] = (RuntimeError, TimeoutError)) -> _T:
+    """``start_once()``, retried up to ``attempts`` times (new ports each time) after a clash (:class:`PortTaken`,
+    a server that exited) or a time-out (``retry_on``)."""
     ensure_guard()
     error: Exception | None = None
     for _ in range(attempts):
         try:
             return start_once()
-        except (RuntimeError, TimeoutError) as exc:
+        except retry_on as exc:
             error = exc
             stop()
     raise RuntimeError(f"{what} did not start after {attempts} attempts: {error}")

@@ -1,6 +1,8 @@
 """Start and stop a real S3-compatible server (SeaweedFS ``weed mini``) on loopback, for tests and the demo.
 
 Rules: every listening port is picked free at start (so parallel runs never collide) and bound to 127.0.0.1 only;
+the server is ready once it listens on every one of them itself (another process on one is a clash: new ports,
+:func:`~.processes.ours_listening`) and S3 answers;
 credentials are random per server and written to an S3 identity file (0600) inside the data directory; the bucket
 is created before :meth:`SeaweedFS.start` returns; :meth:`SeaweedFS.stop` terminates the whole process group and
 kills it if it does not exit within a grace period. The class is a context manager.
@@ -24,6 +26,7 @@ from typing import Any
 
 from airflow_region_failover.standalone.processes import (
     free_ports,
+    ours_listening,
     register,
     signal_group,
     start_with_retries,
@@ -31,7 +34,8 @@ from airflow_region_failover.standalone.processes import (
 )
 from airflow_region_failover.standalone.secret_files import write_secret
 
-# weed mini's listening ports (flag names); each gets a free port.
+# weed mini's listening ports (flag names); each gets a free port. With the admin UI off, weed listens on every
+# one but the admin UI's.
 _PORT_FLAGS = (
     "master.port",
     "master.port.grpc",
@@ -44,6 +48,7 @@ _PORT_FLAGS = (
     "admin.port",
     "admin.port.grpc",
 )
+_UNUSED_PORTS = ("admin.port",)
 
 
 @dataclass(frozen=True)
@@ -167,17 +172,21 @@ class SeaweedFS:
 
         client = boto3.client("s3", **endpoint.client_kwargs(), config=Config(
             retries={"max_attempts": 1}, connect_timeout=1, read_timeout=3, s3={"addressing_style": "path"}))
+        ports = [port for flag, port in self._ports.items() if flag not in _UNUSED_PORTS]
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self._process is not None and self._process.poll() is not None:
                 raise RuntimeError(f"weed exited with {self._process.returncode}; see {self.data_dir / 'weed.log'}")
-            try:
-                _create_bucket(client, self.bucket)
-                return
-            except Exception as exc:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"SeaweedFS S3 did not answer within {self.startup_timeout}s: {exc}") from exc
-                time.sleep(0.2)
+            error: Exception | str = "weed does not listen on all of its ports yet"
+            if ours_listening(self.pid, ports, "SeaweedFS"):  # PortTaken: a clash, started again on new ports
+                try:
+                    _create_bucket(client, self.bucket)
+                    return
+                except Exception as exc:
+                    error = exc
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"SeaweedFS S3 did not answer within {self.startup_timeout}s: {error}")
+            time.sleep(0.2)
 
     def stop(self, grace: float = 10.0) -> None:
         """Terminate the server's process group; kill it if it is still alive after ``grace`` seconds."""

@@ -27,6 +27,7 @@ from pathlib import Path
 from airflow_region_failover.standalone.processes import (
     free_ports,
     inherited_environment,
+    ours_listening,
     register,
     start_with_retries,
     stop_group,
@@ -148,7 +149,9 @@ class SparkConnectServer:
         return self.url
 
     def _wait_ready(self) -> None:
-        """Poll until a client session runs a query (the gRPC port opens before the session manager is up).
+        """Poll until a client session runs a query (the gRPC port opens before the session manager is up) — on
+        the port this server listens on itself: a session served by another process on it is a clash
+        (:class:`~.processes.PortTaken`: new port), never taken as ours.
 
         The probe runs in a child process: building a Connect session marks the whole process as a Spark Connect
         client (``SPARK_CONNECT_MODE_ENABLED`` in ``os.environ``), after which PySpark refuses classic sessions —
@@ -159,14 +162,17 @@ class SparkConnectServer:
             if self._process is not None and self._process.poll() is not None:
                 raise RuntimeError(f"Spark Connect server exited with {self._process.returncode}; "
                                    f"see {self.log_path}")
-            probe = subprocess.run([sys.executable, "-c", _PROBE, self.url], capture_output=True, text=True,
-                                   timeout=max(5.0, deadline - time.monotonic()), check=False,
-                                   env=self.client_environment())
-            if probe.returncode == 0:
-                return
+            error = "it does not listen on its port yet"
+            if ours_listening(self.pid, [self.port or 0], "Spark Connect server"):  # PortTaken: a clash
+                probe = subprocess.run([sys.executable, "-c", _PROBE, self.url], capture_output=True, text=True,
+                                       timeout=max(5.0, deadline - time.monotonic()), check=False,
+                                       env=self.client_environment())
+                if probe.returncode == 0:
+                    return
+                error = probe.stderr.strip()[-500:]
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Spark Connect server did not serve a session within "
-                                   f"{self.startup_timeout}s: {probe.stderr.strip()[-500:]}; see {self.log_path}")
+                                   f"{self.startup_timeout}s: {error}; see {self.log_path}")
             time.sleep(0.5)
 
     def client_environment(self) -> dict[str, str]:

@@ -10,19 +10,20 @@ to Spark executors, the environment of a spark-submitted script — carries cred
 windows at least ~10 minutes, typically an hour for STS). Tests, the CLI and :meth:`ResultStore.from_endpoint`
 pass static credentials; without either, boto3's default chain applies. Secrets are never part of a ``repr`` or a
 log line. A boto3 client is created once per process and :class:`S3Access` and reused (creating one costs
-~0.5 s); retries and timeouts are bounded so an unreachable server yields
-:class:`~airflow_region_failover.exceptions.StoreUnreachable` quickly.
+~0.5 s; a forked child builds its own, :mod:`~airflow_region_failover.process_cache`); retries and timeouts
+are bounded so an unreachable server yields :class:`~airflow_region_failover.exceptions.StoreUnreachable`
+quickly.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_region_failover import conf
+from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store.content import MIN_GRACE_SECONDS
 from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.lifecycle import Retention
@@ -149,7 +150,7 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
 _SESSIONS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # client -> the session it came from
 
 
-@functools.lru_cache(maxsize=64)
+@per_process(maxsize=64)
 def client_for(access: S3Access) -> Any:
     """The process-wide boto3 S3 client for ``access`` (created once, reused; boto3 clients are thread-safe).
 

@@ -11,7 +11,6 @@ Spark executors get the store's access with credentials frozen at the moment of 
 
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
 from collections.abc import Callable, Iterable
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store import clustered, lifecycle, parquet, reading
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
@@ -227,7 +227,7 @@ class ResultStore:
         return lifecycle.list_dags(self.objects, self.layout)
 
 
-@functools.cache
+@per_process()
 def default_store() -> ResultStore:
     """The result store of this deployment (``[region_failover]`` + its aws connection), built and checked
     (:meth:`ResultStore.start_up`) once per process; a failed check raises and is tried again on the next call."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_region_failover.standalone.airflow_stack import merged_dags_folder
+from airflow_region_failover.standalone.platform import merged_dags_folder
 from tests.e2e.conftest import E2E, E2E_DAGS, REPO_ROOT, Prefetch, selected, wanted
 from tests.e2e.scenarios import _runs
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from airflow_region_failover.standalone.airflow_stack import AirflowStack, merged_dags_folder, platform_env
+from airflow_region_failover.standalone.airflow_stack import AirflowStack
+from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
 from airflow_region_failover.standalone.processes import stop_group
 from tests.e2e.conftest import E2E, E2E_DAGS, GATE, REPO_ROOT, Prefetch, selected, wanted
 from tests.e2e.publishing import CONSUMER_DAG, CONSUMER_ID, write_daily_variant
@@ -26,7 +27,7 @@ from tests.e2e.publishing import PREFETCH as DAILY_PREFETCH
 from tests.support.statsd import StatsdListener
 
 DAG_IDS = ("tpch_etl", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed", "rf_e2e_deterministic", "rf_e2e_budget",
-           "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed", DAILY_DAG_ID, CONSUMER_ID)
+           "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed", "rf_e2e_fork", DAILY_DAG_ID, CONSUMER_ID)
 #: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
 #: (tests.support.auth.DagDenyingAuthManager).
 USERS = {"viewer": "viewer", "outsider": "viewer"}
@@ -53,6 +54,26 @@ PREFETCH: Prefetch = {
     "s3down": ("rf_e2e_region", {"fail": {"c#0": 1}, "gate": GATE, "gate_timeout": 3600}),
     **DAILY_PREFETCH,  # three logical dates of the example daily job, publishing to a Delta table
 }
+
+
+class SecondWatcher:
+    """The watcher a second scheduler would run (HA), as its own process with the stack's environment (plus
+    ``extra``); a test may stop it and start it again, as it restarts a scheduler."""
+
+    def __init__(self, stack: AirflowStack) -> None:
+        self.stack = stack
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, extra: dict[str, str] | None = None) -> None:
+        assert self.stack.home is not None
+        with open(self.stack.home / "second-watcher.log", "ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-c", SECOND_WATCHER],
+                                            env={**self.stack.env(), **(extra or {})}, stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self, grace: float = 10.0) -> None:
+        process, self.process = self.process, None
+        stop_group(process, grace)
 
 
 @pytest.fixture(scope="package")
@@ -93,7 +114,7 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
 
     home = tmp_path_factory.mktemp("airflow")
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py", E2E_DAGS / "rf_e2e.py",
-                              E2E_DAGS / "rf_keyed.py", CONSUMER_DAG)
+                              E2E_DAGS / "rf_keyed.py", E2E_DAGS / "rf_fork.py", CONSUMER_DAG)
     shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
     write_daily_variant(dags)  # dags/daily_prices.py publishing to its own table, no scheduled run
     stack = AirflowStack(dags_folder=dags, home=home / "home",
@@ -102,11 +123,9 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
                          parallelism=8, users=USERS, auth_manager="tests.support.auth.DagDenyingAuthManager",
                          pythonpath=(str(REPO_ROOT),))
     stack.start()
-    watcher = None
+    watcher = SecondWatcher(stack)
     try:
-        with open(stack.home / "second-watcher.log", "ab") as out:  # type: ignore[operator]
-            watcher = subprocess.Popen([sys.executable, "-c", SECOND_WATCHER], env=stack.env(), stdout=out,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+        watcher.start()
         store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
                                           s3_server.bucket)
         logs = RunLogs(store.objects)
@@ -114,9 +133,10 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
             for dag_id in DAG_IDS:
                 api.wait_for_dag(dag_id, timeout=180)
             table = selected(PREFETCH, wanted(request.session, Path(__file__).parent))
-            e2e = E2E(stack, api, store, logs, s3_process, dags, table=table, gates=home / "gates")
+            e2e = E2E(stack, api, store, logs, s3_process, dags, table=table, gates=home / "gates",
+                      second_watcher=watcher)
             e2e.prefetch()  # as soon as the stack is up: the runs overlap the first scenarios
             yield e2e
     finally:
-        stop_group(watcher, 10)
+        watcher.stop()
         stack.stop()

@@ -157,7 +157,7 @@ def test_clear_lost_to_the_scheduler_is_issued_again_for_the_cleared_try_only(
     watcher.tick()
     assert api.cleared == [["c.0", "d.0"]]
     monkeypatch.setattr(Watcher, "_kick", kick)
-    probe = {("rf_e2e_budget", "r1"): [("c.0", 1), ("d.0", 2), ("side.0", 0)]}
+    probe = {("rf_e2e_budget", "r1"): [("c.0", 1, "none"), ("d.0", 2, "none"), ("side.0", 0, "none")]}
     monkeypatch.setattr(probes, "not_restarted", lambda runs: probe)
     watcher.tick()
     assert api.cleared[1:] == [["c.0"]], "d.0 ran again since (try 2); side.0 was never cleared by us"

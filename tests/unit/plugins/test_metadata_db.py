@@ -10,42 +10,29 @@ from typing import Any
 
 import pytest
 
+from tests.support.metadata import add_run, add_task, delete_dag
+
 DAG = "rf_e2e_region"
 
 
 @pytest.fixture
 def session(metadata_engine: Any) -> Iterator[Any]:
-    from airflow.models.dagrun import DagRun
-    from airflow.models.log import Log
-    from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
 
     with create_session() as s:
         assert s.get_bind().url == metadata_engine.url, "the probes' create_session must reach the tested DB"
-        s.query(TaskInstance).filter(TaskInstance.dag_id == DAG).delete()
-        s.query(DagRun).filter(DagRun.dag_id == DAG).delete()
-        s.query(Log).filter(Log.dag_id == DAG).delete()
+        delete_dag(s, DAG)
     with create_session() as s:
         yield s
 
 
 def _run(session: Any, run_id: str, state: str, ended: datetime | None) -> None:
-    from airflow.models.dagrun import DagRun
-
-    session.execute(DagRun.__table__.insert().values(
-        dag_id=DAG, run_id=run_id, run_type="manual", state=state, end_date=ended, clear_number=0,
-        run_after=datetime.now(timezone.utc), data_interval_end=None, logical_date=None))
+    add_run(session, DAG, run_id, state, ended)
 
 
 def _ti(session: Any, run_id: str, task_id: str, state: str | None, try_number: int,
         operator: str = "RegionStepOperator") -> None:
-    import uuid
-
-    from airflow.models.taskinstance import TaskInstance
-
-    session.execute(TaskInstance.__table__.insert().values(
-        id=uuid.uuid4(), dag_id=DAG, run_id=run_id, task_id=task_id, map_index=-1, state=state,
-        try_number=try_number, pool="default_pool", operator=operator))
+    add_task(session, DAG, run_id, task_id, state, try_number, operator)
 
 
 def test_probe_finds_up_for_retry_and_unstarted_tasks_of_recently_ended_runs_only(session: Any) -> None:
@@ -68,8 +55,8 @@ def test_probe_finds_up_for_retry_and_unstarted_tasks_of_recently_ended_runs_onl
     session.commit()
     watched = runs_ended_since((now - timedelta(minutes=10)).timestamp()) | active_runs()  # as a watcher sees them
     found = not_restarted(watched)
-    assert {k: sorted(v) for k, v in found.items()} == {(DAG, "lost"): [("c.0", 1), ("d.0", 0)],
-                                                        (DAG, "running"): [("d.0", 1)]}
+    assert {k: sorted(v) for k, v in found.items()} == {(DAG, "lost"): [("c.0", 1, "none"), ("d.0", 0, "none")],
+                                                        (DAG, "running"): [("d.0", 1, "up_for_retry")]}
 
 
 def _log(session: Any, event: str, run_id: str | None, task_id: str | None, extra: str, owner: str,
@@ -119,3 +106,34 @@ def test_failed_step_tasks_are_looked_for_only_in_the_watched_runs(session: Any)
     session.commit()
     found = failed_step_tasks([(DAG, "watched")], (now - timedelta(minutes=1)).timestamp())
     assert [(run, f.task_id, f.clear_number) for _, run, f in found] == [("watched", "c.0", 0)]
+
+
+def test_a_failure_kept_on_its_task_instance_is_found_until_it_is_forgotten(session: Any) -> None:
+    """What a restarted watcher finds: the failures kept (once each, however often kept), by the XCom key alone;
+    one given up on is no longer found, and its task instance carries the reason."""
+    from airflow.models.xcom import XComModel
+
+    from airflow_region_failover.plugins.metadata_db import (
+        GIVEN_UP_KEY,
+        forget_unrecorded,
+        keep_unrecorded,
+        unrecorded,
+    )
+    from tests.support.fakes import failure
+
+    now = datetime.now(timezone.utc)
+    for run_id in ("r1", "r2"):
+        _run(session, run_id, "failed", now - timedelta(days=2))
+        _ti(session, run_id, "c.0", "failed", 1)
+    session.commit()
+    first, second = failure("c.0", 1, 100.0), failure("c.0", 1, 200.0, cause="b->c#1")
+    keep_unrecorded(DAG, "r1", first, "StoreUnreachable: S3 PUT failed after retries")
+    keep_unrecorded(DAG, "r1", first, "StoreUnreachable: again")
+    keep_unrecorded(DAG, "r2", second, "ConnectionError: S3 SlowDown")
+    assert sorted(unrecorded(), key=lambda f: f[1]) == [(DAG, "r1", first), (DAG, "r2", second)]
+    forget_unrecorded(DAG, "r1", first)
+    forget_unrecorded(DAG, "r2", second, gave_up="abandoned: the failure could not be handled (GraphError: x)")
+    assert unrecorded() == []
+    given_up = session.query(XComModel).filter(XComModel.key == GIVEN_UP_KEY, XComModel.dag_id == DAG).one()
+    assert (given_up.run_id, XComModel.deserialize_value(given_up)["reason"]) == (
+        "r2", "abandoned: the failure could not be handled (GraphError: x)")

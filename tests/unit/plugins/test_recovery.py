@@ -91,3 +91,29 @@ def test_a_failure_of_a_chain_task_plans_from_its_region() -> None:
     assert decision.reasons["a.b.1"] == "failed"
     [region] = [r for r in decision.regions if r.reason == "failed"]
     assert set(region.subtasks) == {"a#1", "b#1"}
+
+
+def _client_error(code: str) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": code}}, "PutObject")
+
+
+def test_errors_that_may_pass_are_told_from_those_that_fail_again() -> None:
+    """What the watcher tries again for as long as it takes (an S3 outage) and what it gives up on."""
+    import httpx
+    from botocore.exceptions import EndpointConnectionError
+    from sqlalchemy.exc import OperationalError
+
+    from airflow_region_failover.exceptions import ConditionFailed, GraphError, StoreUnreachable
+    from airflow_region_failover.plugins.recovery import transient
+
+    passing = [StoreUnreachable("S3 PUT failed after retries"), ConditionFailed("lost 20 races"),
+               ConnectionError("reset"), TimeoutError(), RestError("GET -> HTTP 503", 503), RestError("no answer"),
+               RestError("HTTP 429", 429), _client_error("SlowDown"), _client_error("ServiceUnavailable"),
+               EndpointConnectionError(endpoint_url="http://s3"), httpx.ReadTimeout("slow"),
+               OperationalError("SELECT 1", {}, Exception("database is locked"))]
+    lasting = [GraphError("not a job document"), RestError("HTTP 403", 403), _client_error("AccessDenied"),
+               _client_error("NoSuchBucket"), KeyError("c.0"), ValueError("format 3")]
+    assert [type(e).__name__ for e in passing if not transient(e)] == []
+    assert [type(e).__name__ for e in lasting if transient(e)] == []

@@ -40,10 +40,46 @@ class FlakyLogs(RunLogs):
         return super().update(*args, **kwargs)
 
 
-def watcher(logs: RunLogs, api: FakeApi, monkeypatch: pytest.MonkeyPatch, found: list[Found]) -> Watcher:
-    """A watcher whose metadata-DB probes answer from ``found`` (failed step tasks), with Airflow settled."""
+class CountingLogs(RunLogs):
+    """Decision logs that count their reads (each one a GET to S3)."""
+
+    reads = 0
+
+    def read(self, dag_id: str, run_id: str) -> Any:
+        self.reads += 1
+        return super().read(dag_id, run_id)
+
+
+class KeptFailures:
+    """The metadata DB's kept failures (:func:`probes.keep_unrecorded` and its siblings), in memory: what a
+    restarted scheduler's watcher finds there."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str, str], tuple[FailureRecord, str]] = {}
+        self.given_up: dict[tuple[str, str, str], str] = {}
+
+    def keep(self, dag_id: str, run_id: str, failure: FailureRecord, why: str) -> None:
+        self.rows[(dag_id, run_id, failure.key)] = (failure, why)
+
+    def found(self) -> list[Found]:
+        return [(dag_id, run_id, failure) for (dag_id, run_id, _), (failure, _) in self.rows.items()]
+
+    def forget(self, dag_id: str, run_id: str, failure: FailureRecord, gave_up: str | None = None) -> None:
+        self.rows.pop((dag_id, run_id, failure.key), None)
+        if gave_up is not None:
+            self.given_up[(dag_id, run_id, failure.key)] = gave_up
+
+
+def watcher(logs: RunLogs, api: FakeApi, monkeypatch: pytest.MonkeyPatch, found: list[Found],
+            kept: KeptFailures | None = None) -> Watcher:
+    """A watcher whose metadata-DB probes answer from ``found`` (failed step tasks) and ``kept`` (failures kept
+    for a restarted watcher), with Airflow settled."""
     from airflow_region_failover.failover import run_log
 
+    kept = kept or KeptFailures()
+    monkeypatch.setattr(probes, "keep_unrecorded", kept.keep, raising=False)
+    monkeypatch.setattr(probes, "unrecorded", kept.found, raising=False)
+    monkeypatch.setattr(probes, "forget_unrecorded", kept.forget, raising=False)
     monkeypatch.setattr(run_log, "MERGE_WINDOW_S", 0.0)
     monkeypatch.setattr(probes, "active_runs", lambda: {(DAG, RUN)})
     monkeypatch.setattr(probes, "failed_step_tasks", lambda runs, since: list(found))
@@ -110,7 +146,7 @@ def test_two_watchers_clear_a_task_our_clear_did_not_restart_once(monkeypatch: p
     first.tick()
     first.tick()
     assert api.cleared == [["c.0", "d.0"]]
-    monkeypatch.setattr(probes, "not_restarted", lambda runs: {(DAG, RUN): [("c.0", 1)]})
+    monkeypatch.setattr(probes, "not_restarted", lambda runs: {(DAG, RUN): [("c.0", 1, "up_for_retry")]})
     first._kick()
     second._kick()
     assert api.cleared[1:] == [["c.0"]], api.cleared
@@ -160,3 +196,84 @@ def test_a_failure_unrecorded_for_longer_than_the_look_back_window_is_still_reco
     tick(w)
     assert [d.status.value for d in logs.read(DAG, RUN).decisions] == ["applied"]
     assert api.cleared == [["c.0", "d.0"]]
+
+
+def test_a_failure_not_recorded_before_a_restart_past_the_look_back_window_is_recorded_after_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 is away when c#0 fails and the scheduler restarts after ``watch_lookback``: the new watcher's DB probe
+    no longer looks back as far as the failure (nor at the run, which ended). The failure must have been kept
+    where a restarted scheduler finds it (the metadata DB: S3 is the thing that is down)."""
+    logs, api, kept = FlakyLogs(MemoryObjects(), failures=10**6), FakeApi(), KeptFailures()
+    found = [event()]
+    first = watcher(logs, api, monkeypatch, found, kept)
+    tick(first)
+    assert logs.read(DAG, RUN).decisions == ()
+    logs.failures = 0  # S3 is back; the scheduler restarts, its watcher remembers nothing
+    second = watcher(logs, api, monkeypatch, [], kept)  # the DB probe's window moved past the failure ...
+    monkeypatch.setattr(probes, "active_runs", lambda: set())  # ... and the run ended before it
+    second._since = time.time()
+    tick(second)
+    tick(second)
+    assert [d.status.value for d in logs.read(DAG, RUN).decisions] == ["applied"]
+    assert api.cleared == [["c.0", "d.0"]]
+    assert kept.rows == {}, "a recorded failure is no longer kept"
+
+
+def test_hook_events_drained_before_a_db_probe_that_raises_are_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler's hook queued c#0's failure; the metadata DB is locked for one pass."""
+    logs, api = RunLogs(MemoryObjects()), FakeApi()  # type: ignore[arg-type]
+    w = watcher(logs, api, monkeypatch, [])
+
+    def locked(runs: Any, since: float) -> list[Found]:
+        raise RuntimeError("(sqlite3.OperationalError) database is locked")
+
+    monkeypatch.setattr(probes, "failed_step_tasks", locked)
+    w.submit(*event())
+    tick(w)
+    monkeypatch.setattr(probes, "failed_step_tasks", lambda runs, since: [])
+    tick(w)
+    tick(w)
+    assert [d.status.value for d in logs.read(DAG, RUN).decisions] == ["applied"]
+
+
+def test_a_failure_whose_handling_fails_for_good_is_given_up_with_a_reason_the_user_sees(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DAG's job no longer parses (a broken deployment): trying every 10 s for ever helps nobody. After a
+    few tries the failure is recorded as an abandoned decision that says why, and the run note shows it."""
+    from airflow_region_failover.exceptions import GraphError
+    from airflow_region_failover.plugins import watcher as watcher_module
+
+    logs, api = RunLogs(MemoryObjects()), FakeApi()  # type: ignore[arg-type]
+    w = watcher(logs, api, monkeypatch, [event()])
+    tries = []
+
+    def broken(dag_id: str) -> Any:
+        tries.append(w.clock())
+        raise GraphError("DAG param 'region_failover_job' is not a region-failover job document (format 1)")
+
+    monkeypatch.setattr(probes, "serialized_job", broken)
+    for _ in range(600):  # 60 s of passes, every 0.1 s
+        tick(w)
+        w.clock.now += 0.1  # type: ignore[attr-defined]
+    decisions = logs.read(DAG, RUN).decisions
+    assert [d.status.value for d in decisions] == ["abandoned"], f"{len(tries)} tries, decisions {decisions}"
+    assert "GraphError" in decisions[0].reason and "job document" in decisions[0].reason, decisions[0].reason
+    assert len(tries) == watcher_module.GIVE_UP_TRIES, tries
+    assert api.notes and "ABANDONED" in api.notes[-1], api.notes
+    assert api.cleared == []
+
+
+def test_a_task_in_up_for_retry_no_clear_of_ours_stopped_costs_one_log_read_not_one_per_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow's own retry parks c.0 in ``up_for_retry`` for ``retry_delay`` (5 min by default): the watcher
+    reads the run's decision log once to see that no clear of ours stopped that try, not on every pass."""
+    logs, api = CountingLogs(MemoryObjects()), FakeApi()  # type: ignore[arg-type]
+    w = watcher(logs, api, monkeypatch, [])
+    monkeypatch.setattr(probes, "not_restarted", lambda runs: {(DAG, RUN): [("c.0", 1, "up_for_retry")]})
+    for _ in range(60):
+        w._kick()
+    assert logs.reads == 1, logs.reads
+    assert api.cleared == []
+    monkeypatch.setattr(probes, "not_restarted", lambda runs: {(DAG, RUN): [("c.0", 1, "none")]})
+    w._kick()  # the same try in another state: read again (the lost update of an ended run looks like this)
+    assert logs.reads == 2, logs.reads

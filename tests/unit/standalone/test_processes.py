@@ -102,3 +102,31 @@ def test_the_guard_spares_processes_of_other_stacks(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+LISTENER = "import socket, sys, time; s = socket.create_server(('127.0.0.1', int(sys.argv[1]))); time.sleep(60)"
+
+
+def test_a_port_counts_as_ours_only_when_the_started_process_or_its_child_listens_there() -> None:
+    """Nobody yet: not ours (wait). Our server's child listens: ours. Another process listens: a clash, named."""
+    import socket
+
+    from airflow_region_failover.standalone.processes import PortTaken, free_ports, ours_listening
+
+    mine, theirs = free_ports(2)
+    parent = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "{LISTENER}" {mine}'], start_new_session=True)
+    foreign = socket.create_server(("127.0.0.1", theirs))  # this test process is not the server's tree
+    try:
+        deadline = time.monotonic() + 30
+        while not ours_listening(parent.pid, [mine], "server"):
+            assert time.monotonic() < deadline, "the server's child never listened"
+            time.sleep(0.1)
+        with pytest.raises(PortTaken, match=rf"server: port {theirs} picked for it is taken by another process, "
+                                            rf"pid {os.getpid()} "):
+            ours_listening(parent.pid, [mine, theirs], "server")
+        foreign.close()
+        assert not ours_listening(parent.pid, [mine, theirs], "server"), "a free port is not (yet) ours"
+    finally:
+        foreign.close()
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()

@@ -25,6 +25,7 @@ from airflow_region_failover.standalone.airflow_stack import AirflowStack, platf
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer
+from airflow_region_failover.store import s3a
 
 DEFAULT_HOME = Path(".region-failover")
 BUCKET = "region-failover"
@@ -45,7 +46,7 @@ class Standalone:
         self.home = home.resolve()
         self.port = port
         self.s3 = SeaweedFS(bucket=BUCKET, data_dir=self.home / "s3")
-        self.spark = SparkConnectServer(self.home / "spark", cores=spark_cores)
+        self.spark = SparkConnectServer(self.home / "spark", cores=spark_cores, conf=s3a.with_jars({}))
         self.extra_env = dict(extra_env or {})
         self.pythonpath = pythonpath
         self.airflow: AirflowStack | None = None

@@ -30,6 +30,8 @@ from airflow_region_failover.store.lifecycle import Retention
 DEFAULT_PREFIX = "region-failover"
 DEFAULT_CONN_ID = "aws_default"
 MiB = 1024 * 1024
+JVM_IO_MODES = ("auto", "cluster", "off")
+"""The values of ``[region_failover] store_jvm_io`` (:class:`.s3a.Mode`)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,9 @@ class StoreConfig:
 
     ``part_size``: multipart part size; ``upload_threads``: parts in flight per object; ``verify_on_read``:
     check every object's size and SHA-256 when reading; ``spark_io``: ``"executors"`` (each Spark task uploads
-    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``max_object_bytes``: a
+    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``jvm_io``: whether reads in
+    ``executors`` mode may use Spark's own Parquet reader through ``s3a://`` (``auto``, ``cluster``, ``off``:
+    :class:`.s3a.Mode`); ``max_object_bytes``: a
     Spark task's output is cut into content-addressed objects of about this many bytes (each is held in memory
     while it is encoded and hashed); ``min_grace_seconds``: the grace floor of every sweeper of this store, which
     writers rely on when they list objects already there (:mod:`.content`).
@@ -98,6 +102,7 @@ class StoreConfig:
     upload_threads: int = 4
     verify_on_read: bool = True
     spark_io: str = "executors"
+    jvm_io: str = "auto"
     max_object_bytes: int = 16 * MiB
     min_grace_seconds: float = MIN_GRACE_SECONDS
 
@@ -109,6 +114,8 @@ class StoreConfig:
             raise ValueError(f"upload_threads {self.upload_threads} must be >= 1")
         if self.spark_io not in {"executors", "driver"}:
             raise ValueError(f"spark_io {self.spark_io!r} must be 'executors' or 'driver'")
+        if self.jvm_io not in JVM_IO_MODES:
+            raise ValueError(f"jvm_io {self.jvm_io!r} must be one of {', '.join(JVM_IO_MODES)}")
         if self.max_object_bytes < MiB:
             raise ValueError(f"max_object_bytes {self.max_object_bytes} must be at least 1 MiB")
         if not self.min_grace_seconds > 0:
@@ -136,8 +143,8 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     """Build a :class:`StoreConfig` from ``[region_failover]`` in airflow.cfg and the named aws connection.
 
     Keys: ``store_bucket`` (required), ``store_prefix`` (default ``region-failover``), ``store_aws_conn_id``
-    (default ``aws_default``), ``store_spark_io`` (default ``executors``). ``overrides`` replace fields of the
-    result. A bad value is refused naming the option.
+    (default ``aws_default``), ``store_spark_io`` (default ``executors``), ``store_jvm_io`` (default ``auto``).
+    ``overrides`` replace fields of the result. A bad value is refused naming the option.
     """
     bucket = conf.value("store_bucket", "")
     if not bucket and "bucket" not in overrides:
@@ -147,7 +154,10 @@ def config_from_airflow(**overrides: Any) -> StoreConfig:
     spark_io = conf.value("store_spark_io", "executors")
     if spark_io not in {"executors", "driver"}:
         raise ValueError(f"[region_failover] store_spark_io = {spark_io!r}: set it to 'executors' or 'driver'")
-    values: dict[str, Any] = {"bucket": bucket, "prefix": prefix, "spark_io": spark_io}
+    jvm_io = conf.value("store_jvm_io", "auto")
+    if jvm_io not in JVM_IO_MODES:
+        raise ValueError(f"[region_failover] store_jvm_io = {jvm_io!r}: set it to {', '.join(JVM_IO_MODES)}")
+    values: dict[str, Any] = {"bucket": bucket, "prefix": prefix, "spark_io": spark_io, "jvm_io": jvm_io}
     if "access" not in overrides:
         values["access"] = access_from_airflow(conn_id)
     values.update(overrides)

@@ -66,10 +66,10 @@ def spark_session(jars: str) -> Any:
 
 
 def default_jars() -> str:
-    """The pinned s3a jars of ``./dev bootstrap`` (``devtools/jars.py``)."""
-    from devtools.jars import classpath
+    """The pinned s3a jars ``./dev bootstrap`` puts into ``.venv/jars`` (:func:`.s3a.environment_jars`)."""
+    from airflow_region_failover.store.s3a import environment_jars
 
-    return classpath()
+    return environment_jars()
 
 
 def rows(spark: Any, lo: int, hi: int) -> Any:

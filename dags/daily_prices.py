@@ -15,7 +15,10 @@ left ``upstream_failed``); ``publish="daily_price_summary"`` commits it, after e
 subtask of ``summary`` succeeded, as one Delta commit whose application transaction is the run's logical date:
 a retry, a clear of the run or a second run of the same date never appends again. Read the table with
 ``deltalake.DeltaTable("s3://<store bucket>/<store prefix>/tables/daily_price_summary", storage_options=...)``
-(``.history()``: one version per logical date), DuckDB over its Arrow dataset, or Spark's Delta reader.
+(``.history()``: one version per logical date), DuckDB over its Arrow dataset, or Spark's Delta reader. The
+table is an Airflow Asset: a DAG with ``schedule=[published_table("daily_price_summary")]`` (``from
+airflow_region_failover import published_table``) runs once per new table version, never for a re-run that
+publishes nothing new.
 """
 
 from __future__ import annotations

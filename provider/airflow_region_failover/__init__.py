@@ -34,6 +34,7 @@ _LAZY: dict[str, str] = {
     "task_id_of": "airflow_region_failover.naming",
     "subtask_of": "airflow_region_failover.naming",
     "job_of": "airflow_region_failover.job",
+    "published_table": "airflow_region_failover.publication.operator",
 }
 
 __all__ = [

@@ -126,6 +126,9 @@ def test_the_same_run_published_twice_is_one_table_version(store: ResultStore) -
     assert not publish(store, tgt, DAY1).committed  # an older date re-run after a newer one: still published once
     assert [h["version"] for h in history(tgt)] == [1, 0]
     assert history(tgt)[0]["region_failover.run_key"] == "2026-01-02T00:00:00Z"
+    day1 = delta.run_commit(tgt, DAG, DAY1.run_id)  # which version a run published (its event's version)
+    assert day1 is not None and day1["version"] == 0 and day1[delta.ROWS_KEY] == "6"
+    assert delta.run_commit(tgt, DAG, "manual__never") is None
     assert sorted(delta.open_table(tgt).to_pyarrow_table().column("price").to_pylist()) == sorted(
         [10.0, 11.0, 12.0] * 2 + [20.0, 21.0, 22.0] * 2)
 

@@ -23,6 +23,7 @@ from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.registry import derive_registry
+from tests.support.store import release
 
 pytestmark = pytest.mark.integration
 
@@ -55,12 +56,12 @@ def test_two_runs_share_objects_and_releasing_one_keeps_the_other_readable(s3_se
     second, unchanged = store.write_arrow_counted(table(1), "etl", "day-2", P, 1)  # a scheduled run, same rows
     assert second.objects == first.objects and unchanged.new_bytes == 0 and written.new_bytes == written.bytes > 0
     assert derive_registry(store.objects, store.layout).references == {first.objects[0].sha256: 2}
-    store.release("etl", "day-1", run_finished=True, consumers_done=True)
+    release(store, "etl", "day-1")
     report = store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
     assert (report.shared.deleted, report.shared.referenced) == (0, 1)
     assert store.read_arrow("etl", "day-2", P).equals(table(1))
     assert store.is_available("etl", "day-2", P, "deep", verify_checksums=True)
-    store.release("etl", "day-2", run_finished=True, consumers_done=True)
+    release(store, "etl", "day-2")
     assert store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR).shared.deleted == 1
     assert shared_keys(store) == set()
 
@@ -92,8 +93,8 @@ def test_a_sweeper_killed_mid_way_loses_nothing_and_the_next_sweep_removes_the_r
     store.write_arrow(table(0), "etl", "a-again", P, 1)  # shares run a's object
     garbage = [store.write_arrow(table(10 + i), "etl", f"old-{i}", P, 1) for i in range(4)]
     for i in range(4):
-        store.release("etl", f"old-{i}", run_finished=True, consumers_done=True)
-    store.release("etl", "a", run_finished=True, consumers_done=True)  # a's object still listed by a-again
+        release(store, "etl", f"old-{i}")
+    release(store, "etl", "a")  # a's object still listed by a-again
     cfg = {"endpoint": s3_server.endpoint_url, "access_key": s3_server.access_key,
            "secret_key": s3_server.secret_key, "bucket": s3_server.bucket, "prefix": prefix}
     proc = subprocess.Popen([sys.executable, "-c", SWEEPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -124,7 +125,7 @@ def test_a_committer_reusing_an_object_the_sweeper_judged_garbage_keeps_it(s3_se
     the stale object before its manifest goes in, and the sweeper's HEAD right before the DELETE sees that."""
     store = make_store(s3_server, prefix, min_grace_seconds=8.0)  # writers refresh objects older than 4 s
     old = store.write_arrow(table(5), "etl", "old", P, 1)
-    store.release("etl", "old", run_finished=True, consumers_done=True)
+    release(store, "etl", "old")
     time.sleep(6)
     listed, resume = threading.Event(), threading.Event()
     sweeper = make_store(s3_server, prefix)

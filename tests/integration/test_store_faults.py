@@ -24,7 +24,9 @@ from airflow_region_failover.store import (
     Retention,
     StoreUnreachable,
     Superseded,
+    lifecycle,
 )
+from tests.support.store import release, retirements
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +88,7 @@ def test_sigkill_mid_upload_leaves_nothing_visible_and_rerun_commits(s3_server: 
     data = [i.key for i in store.objects.listing(keys.data_prefix(P.result))]
     assert all(key.endswith(".ref") for key in data)  # nothing half-visible (only the writer's announcement)
     assert list(store.objects.listing(store.layout.cas_root + "/")) == []
-    assert store.objects.stale_uploads(store.layout.cas_root + "/", time.time() + 60)  # the open upload is there...
+    assert store.objects.uploads(store.layout.cas_root + "/")  # the open upload is there...
     manifest = store.write_arrow(random_table(1000), "etl", "r1", P, 2)  # ...and the rerun commits cleanly
     assert store.checker("etl", "r1", "deep").is_available(P)
     assert store.read_arrow("etl", "r1", P).num_rows == 1000 and manifest.attempt == 2
@@ -129,13 +131,13 @@ def test_racing_committers_exactly_one_wins(s3_server: S3Endpoint, prefix: str) 
 def test_rerun_and_zombie_in_the_same_run(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
     first = store.write_arrow(random_table(10), "etl", "rr", P, 1)
-    store.retire("etl", "rr", P, "producer region restarts")
+    store.begin_attempt("etl", "rr", P, 2)  # the producer region restarts: attempt 2 begins
     assert not store.is_available("etl", "rr", P)
     second = store.write_arrow(random_table(20), "etl", "rr", P, 2)
     with pytest.raises(Superseded):
         store.write_arrow(random_table(30), "etl", "rr", P, 1)
     assert store.manifest("etl", "rr", P) == second
-    assert store.retirements("etl", "rr", P)[0].content_checksum == first.content_checksum
+    assert retirements(store, "etl", "rr", P)[0].content_checksum == first.content_checksum
 
 
 def test_deleted_or_truncated_object_fails_the_deep_check(s3_server: S3Endpoint, prefix: str) -> None:
@@ -180,9 +182,9 @@ def test_release_and_gc_never_delete_what_a_pending_restart_needs(s3_server: S3E
     store = make_store(s3_server, prefix)
     for run in ("old-held", "old-running", "old-done", "new"):
         store.write_arrow(random_table(10), "etl", run, P, 1)
-    store.hold("etl", "old-held", "restart-7", "restart pending in backoff")
+    lifecycle.hold(store.objects, store.run_keys("etl", "old-held"), "restart-7", "restart pending in backoff")
     with pytest.raises(ReleaseRefused, match="restart-7"):
-        store.release("etl", "old-held", run_finished=True, consumers_done=True)
+        release(store, "etl", "old-held")
     released = store.apply_retention("etl", Retention(keep_last_runs=1), lambda run: run != "old-running")
     assert released == ("old-done",)
     for run in ("old-held", "old-running", "new"):

@@ -1,7 +1,8 @@
 """The import contract: layers import downwards only, the core is pure, and no two modules import each other.
 
-Layers (ARCHITECTURE.md): ``graph < failover < (exceptions, naming, conf, job) < store < spark < (rendering,
-operators, plugins, cli, authoring, provider_info, standalone) < (__init__, __main__)``. Every import of our own
+Layers (ARCHITECTURE.md): ``(graph, provider_info) < failover < (exceptions, naming, conf, job) < store < spark <
+(rendering, operators, plugins, cli, authoring, standalone) < (__init__, __main__)`` (``provider_info`` imports
+nothing: it declares the options that ``conf`` reads). Every import of our own
 modules counts — module-level, function-local or under ``TYPE_CHECKING`` — and a function-local one must say why it
 is deferred (a comment with ``deferred`` on its line). Sideways imports inside a layer are allowed only where listed.
 """
@@ -22,7 +23,7 @@ PACKAGE = "airflow_region_failover"
 ROOT = Path(airflow_region_failover.__file__).parent
 
 LAYER: dict[str, int] = {
-    "graph": 0,
+    "graph": 0, "provider_info": 0,
     "failover": 1,
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "publication.declaration": 2,
     "store": 3,
@@ -30,7 +31,7 @@ LAYER: dict[str, int] = {
     "spark": 5,
     "observability": 6, "rendering": 6, "failover_view": 6, "publication.operator": 6, "plugins.preload": 6,
     "publication": 6,
-    "operators": 7, "plugins": 7, "cli": 7, "authoring": 7, "provider_info": 7, "standalone": 7,
+    "operators": 7, "plugins": 7, "cli": 7, "authoring": 7, "standalone": 7,
     "__init__": 8, "__main__": 8,
 }
 """A unit is a subpackage or top-level module, or a module of a subpackage where it has a layer of its own (the
@@ -150,10 +151,11 @@ def violations(found: list[Import]) -> list[str]:
 
 
 def cycles(found: list[Import]) -> list[list[str]]:
-    """Cycles among our modules through module-level (run-time) imports."""
+    """Cycles among our modules through any import: module-level, function-local (a deferred import only hides a
+    circle from the interpreter) or under ``TYPE_CHECKING`` (the two modules still need each other to be read)."""
     graph: dict[str, set[str]] = {}
     for imp in found:
-        if imp.local or imp.typing_only or not _is_our_module(imp.target):
+        if not _is_our_module(imp.target):
             continue
         if imp.target != imp.source and not imp.source.startswith(imp.target + "."):  # a package's own parent
             graph.setdefault(imp.source, set()).add(imp.target)
@@ -213,4 +215,11 @@ def test_the_contract_catches_what_it_forbids(source: str, unit: str, expected: 
 def test_cycles_are_found() -> None:
     a = Import(f"{PACKAGE}.graph.model", f"{PACKAGE}.graph.validation", 1, False, False, False)
     b = Import(f"{PACKAGE}.graph.validation", f"{PACKAGE}.graph.model", 1, False, False, False)
+    assert cycles([a, b])
+
+
+@pytest.mark.parametrize("local, typing_only", [(True, False), (False, True)])
+def test_cycles_through_deferred_or_typing_imports_are_found(local: bool, typing_only: bool) -> None:
+    a = Import(f"{PACKAGE}.store.objects", f"{PACKAGE}.store.upload", 1, local, typing_only, local)
+    b = Import(f"{PACKAGE}.store.upload", f"{PACKAGE}.store.objects", 1, False, False, False)
     assert cycles([a, b])

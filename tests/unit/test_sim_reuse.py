@@ -43,7 +43,8 @@ def _sets(
     world = World(frozenset(reproducible), 1.0, random.Random(0), finished)
     world.drawn.update({(PartitionId.parse(p), SubtaskId.parse(c)): d for (p, c), d in differs.items()})
     done = {s: 1.0 for s in finished} | {failed: 0.5}
-    assert plan.reason_of(topology.regions.region_of(SubtaskId("p", 0)).id) is Reason.PRODUCER_UNAVAILABLE
+    reasons = {r.region.id: r.reason for r in plan.regions}
+    assert reasons[topology.regions.region_of(SubtaskId("p", 0)).id] is Reason.PRODUCER_UNAVAILABLE
     reuse = world.reuse_set(plan, wiring)
     minimal = minimal_set(failed, done, {failed}, frozenset({lost}), wiring, world)
     return set(plan.restart), reuse, minimal

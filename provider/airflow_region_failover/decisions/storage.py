@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from airflow_region_failover.exceptions import ConditionFailed
 from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.store import lifecycle
 from airflow_region_failover.store.facade import default_store
 from airflow_region_failover.store.keys import Layout, decode_airflow_id
 from airflow_region_failover.store.objects import Objects
@@ -82,15 +83,15 @@ class RunLogs:
         keys = self.layout.run(after.dag_id, after.run_id)
         closed = [d.id for d in before.decisions if d.status.open and not after.decision(d.id).status.open]
         for decision_id in closed:
-            self.objects.delete([self.layout.pending_marker(after.dag_id, after.run_id, decision_id),
-                                 keys.hold(hold_name(decision_id))])
+            self.objects.delete([self.layout.pending_marker(after.dag_id, after.run_id, decision_id)])
+            lifecycle.unhold(self.objects, keys, hold_name(decision_id))
         current = after.open_decision
         if current is not None:
-            reason = json.dumps({"dag_id": after.dag_id, "run_id": after.run_id, "decision": current.id}).encode()
-            for key in (self.layout.pending_marker(after.dag_id, after.run_id, current.id),
-                        keys.hold(hold_name(current.id))):
-                with contextlib.suppress(ConditionFailed):
-                    self.objects.put_if_absent(key, reason)
+            reason = json.dumps({"dag_id": after.dag_id, "run_id": after.run_id, "decision": current.id})
+            with contextlib.suppress(ConditionFailed):
+                self.objects.put_if_absent(self.layout.pending_marker(after.dag_id, after.run_id, current.id),
+                                           reason.encode())
+            lifecycle.hold(self.objects, keys, hold_name(current.id), reason)
 
     def pending_runs(self) -> Iterator[tuple[str, str]]:
         """``(dag_id, run_id)`` of every run with a marker of an open decision (one LIST, no GETs)."""
@@ -115,7 +116,8 @@ class RunLogs:
         for key in markers:
             decision_id = int(key.rsplit("/", 1)[1])
             if decision_id > len(log.decisions) or not log.decision(decision_id).status.open:
-                self.objects.delete([key, keys.hold(hold_name(decision_id))])
+                self.objects.delete([key])
+                lifecycle.unhold(self.objects, keys, hold_name(decision_id))
         return log
 
 

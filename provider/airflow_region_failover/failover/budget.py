@@ -67,10 +67,6 @@ class FailureBudget:
         """All failures recorded so far."""
         return self._total
 
-    def failures_of(self, task: str) -> int:
-        """Failures recorded for subtask ``task``."""
-        return self._per_task.get(task, 0)
-
     def record(self, failed_task: str | None) -> None:
         """Count one failure of subtask ``failed_task``; ``None`` (task unknown) counts toward the total only."""
         if failed_task is not None:

@@ -56,10 +56,6 @@ class RestartPlan:
         """Every subtask to restart, sorted."""
         return tuple(sorted(s for r in self.regions for s in r.region.subtasks))
 
-    def reason_of(self, region_id: str) -> Reason | None:
-        """Why region ``region_id`` restarts, or None if it does not."""
-        return next((r.reason for r in self.regions if r.region.id == region_id), None)
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form: ``failed``, ``strategy``, ``restart`` (sorted subtask ids) and ``regions``."""
         return {

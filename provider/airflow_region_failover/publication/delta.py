@@ -50,6 +50,8 @@ COMMIT_ATTEMPTS = 3
 EXTRA = "publish"
 PUBLICATION_KEY = "region_failover.publication"
 """commitInfo key of a random token per commit attempt: which version a publisher's commit became."""
+ROWS_KEY = "region_failover.rows"
+"""commitInfo key of the number of rows a publication added (as text)."""
 
 
 def deltalake() -> ModuleType:
@@ -253,13 +255,25 @@ def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: M
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def committed_version(target: TableTarget, token: str, depth: int = 100) -> int | None:
-    """The table version whose commit carries publication ``token`` (searched among the last ``depth``)."""
+def commit_where(target: TableTarget, metadata: Mapping[str, str], depth: int = 100) -> dict[str, Any] | None:
+    """The newest commit (its ``history()`` entry, ``version`` included) among the last ``depth`` whose commit info
+    carries every entry of ``metadata``, or ``None``."""
     table = open_table(target)
     for entry in table.history(depth) if table is not None else ():
-        if entry.get(PUBLICATION_KEY) == token:
-            return int(entry["version"])
+        if all(entry.get(key) == value for key, value in metadata.items()):
+            return dict(entry)
     return None
+
+
+def committed_version(target: TableTarget, token: str) -> int | None:
+    """The table version whose commit carries publication ``token``."""
+    entry = commit_where(target, {PUBLICATION_KEY: token})
+    return None if entry is None else int(entry["version"])
+
+
+def run_commit(target: TableTarget, dag_id: str, run_id: str) -> dict[str, Any] | None:
+    """The commit DAG run ``run_id`` of ``dag_id`` published to the table (newest first), or ``None``."""
+    return commit_where(target, {"region_failover.dag_id": dag_id, "region_failover.run_id": run_id})
 
 
 def _held(txn: AppTransaction, recorded: int | None) -> str:
@@ -280,5 +294,6 @@ def publish(store: ResultStore, dag_id: str, run_id: str, result: str, partition
     parts = (store.read_arrow(dag_id, run_id, PartitionId(result, i)) for i in range(partitions))
     staged = stage(target, parts)
     info = {"region_failover.dag_id": dag_id, "region_failover.run_id": run_id,
-            "region_failover.run_key": txn.run_key, "region_failover.result": result, **(metadata or {})}
+            "region_failover.run_key": txn.run_key, "region_failover.result": result,
+            ROWS_KEY: str(staged.rows), **(metadata or {})}
     return commit(target, staged, txn, info)

@@ -8,35 +8,81 @@ the try, so an Airflow retry, a clear of the task, of the sink step or of the wh
 It lies outside the region groups and restarts with its sink's subtasks when region failover restarts them
 (:meth:`~airflow_region_failover.job.JobSpec.followers`); its own failure (S3 away, schema refused) is retried by
 Airflow (``retries``, default 2), not by region failover. The table root is ``[region_failover] publish_root``.
+
+**Assets** (Airflow's data-aware scheduling): a published table is the Airflow Asset whose URI is its location
+(``s3://bucket/prefix/tables/T``, as the amazon provider names S3 assets; ``file:///dir/T`` for a local root) —
+:func:`published_table` builds it for a consumer DAG's ``schedule``. The publishing task declares the outlet
+``AssetAlias("region-failover-table:T")`` (:func:`table_alias`) and adds one event for the table's Asset through it
+only when its commit made a new table version, with ``extra`` naming the version
+(``{"table", "version", "mode", "run_key", "rows"}``): exactly one asset event per published version. A retry, a
+restart, a clear of the whole run or a re-run that finds the run already published succeeds without one —
+unless the version this run committed has no event yet (the try that committed it ended before Airflow recorded
+its success, e.g. its worker was killed): the alias is also the task's inlet, and the events it carries say which
+versions were announced, so such a version is announced once, by the next try.
+
+Why an alias: a plain ``Asset`` outlet would not do, since Airflow emits an event for it whenever the task
+*succeeds*, so every no-op re-run would trigger the consumers again; an alias emits only what the task adds, and
+the task stays a success. Raising a skip instead would mark a task that did its job ``skipped`` and skip whatever
+follows it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from airflow_region_failover import conf
 from airflow_region_failover.publication import delta as tables
 from airflow_region_failover.publication.declaration import (
     Publication,
     RunTimes,
+    check_table,
     default_root,
     table_uri,
     transaction_of,
 )
-from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.config import S3Access, StoreConfig, config_from_airflow
 from airflow_region_failover.store.facade import default_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 DEFAULT_RETRIES = 2
+ALIAS_PREFIX = "region-failover-table"
 
 
-def publish_root(config: StoreConfig) -> str:
-    """``[region_failover] publish_root``, or ``s3://<store bucket>/<store prefix>/tables`` when unset."""
-    return conf.value("publish_root", "").strip() or default_root(config.bucket, config.prefix)
+def publish_root(config: StoreConfig | None = None) -> str:
+    """``[region_failover] publish_root``, or ``s3://<store bucket>/<store prefix>/tables`` when unset; ``config``
+    defaults to the deployment's bucket and prefix, read from ``[region_failover]`` without its connection (so a
+    DAG file may ask at parse time)."""
+    root = conf.publish_root()
+    if root:
+        return root
+    config = config or config_from_airflow(access=S3Access())
+    return default_root(config.bucket, config.prefix)
+
+
+def table_location(table: str, config: StoreConfig | None = None) -> str:
+    """Where table ``table`` lives: ``<publish root>/<table>``."""
+    return table_uri(publish_root(config), check_table(f"published_table({table!r})", table))
+
+
+def asset_uri(location: str) -> str:
+    """The Asset URI of a table location: an ``s3://`` location as it is, a local directory as a ``file://`` URI."""
+    return location if location.startswith("s3://") else Path(location).as_uri()
+
+
+def published_table(table: str) -> Asset:
+    """The Airflow Asset of published table ``table`` in this deployment: ``schedule=[published_table("t")]`` runs
+    a DAG once per new table version (module rule)."""
+    return Asset(uri=asset_uri(table_location(table)))
+
+
+def table_alias(table: str) -> AssetAlias:
+    """The outlet alias through which the publishing task of ``table`` emits that table's asset events."""
+    return AssetAlias(name=f"{ALIAS_PREFIX}:{table}")
 
 
 def run_times(context: Context) -> RunTimes:
@@ -56,6 +102,8 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
         dag = kwargs.get("dag")
         default_args = getattr(dag, "default_args", None) or {}
         kwargs.setdefault("retries", default_args.get("retries", DEFAULT_RETRIES))
+        kwargs["outlets"] = [*(kwargs.get("outlets") or []), table_alias(publication.table)]
+        kwargs["inlets"] = [*(kwargs.get("inlets") or []), table_alias(publication.table)]  # what was announced
         super().__init__(**kwargs)
         self.publication = publication
         self.partitions = partitions
@@ -67,15 +115,39 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
         run = run_times(context)
         txn = transaction_of(self.publication, run)
         store = default_store()
-        uri = table_uri(publish_root(store.config), self.publication.table)
+        uri = table_location(self.publication.table, store.config)
         target = tables.target_for(uri, store.config.access)
         outcome = tables.publish(store, run.dag_id, run.run_id, self.publication.step, self.partitions, target, txn,
                                  {"region_failover.step": self.publication.step})
         if outcome.committed:
+            self._announce(context, uri, outcome.version, outcome.rows, txn.run_key)
             self.log.info("published %d rows (%d files, %d bytes) of %s to %s as table version %s (%s, txn %s=%d)",
                           outcome.rows, outcome.files, outcome.bytes, self.publication.step, uri, outcome.version,
                           self.publication.mode.value, txn.app_id, txn.version)
         else:
             self.log.info("not published again to %s (table version %s): %s", uri, outcome.version, outcome.reason)
+            self._announce_missed(context, target, run, uri, txn.run_key)
         return {"table": uri, "committed": outcome.committed, "version": outcome.version, "rows": outcome.rows,
                 "run_key": txn.run_key}
+
+    def _announce_missed(self, context: Context, target: tables.TableTarget, run: RunTimes, uri: str,
+                         run_key: str) -> None:
+        """Announce the version this run committed in an earlier try if no event names it yet (module rule)."""
+        commit = tables.run_commit(target, run.dag_id, run.run_id)
+        if commit is None:
+            return
+        table, version = self.publication.table, int(commit["version"])
+        alias = table_alias(table)
+        if any((event.extra or {}).get("table") == table and (event.extra or {}).get("version") == version
+               for event in context["inlet_events"][alias]):
+            return
+        self.log.warning("table version %d of %s was committed by this run in a try that ended before Airflow "
+                         "recorded it: announcing it now", version, uri)
+        self._announce(context, uri, version, int(commit.get(tables.ROWS_KEY, 0)), run_key)
+
+    def _announce(self, context: Context, uri: str, version: int | None, rows: int, run_key: str) -> None:
+        """One asset event for the table's new ``version``, through the task's alias (module rule)."""
+        table = self.publication.table
+        extra = {"table": table, "version": version, "mode": self.publication.mode.value, "run_key": run_key,
+                 "rows": rows}
+        context["outlet_events"][table_alias(table)].add(Asset(uri=asset_uri(uri)), extra=extra)

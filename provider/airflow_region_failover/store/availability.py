@@ -79,12 +79,6 @@ class StoreAvailabilityChecker:
         self.unavailable = frozenset(check_partition(p) for p in unavailable)
         self._cache: dict[str, _ResultCache] = {}
 
-    def with_unavailable(self, partitions: Iterable[PartitionId]) -> StoreAvailabilityChecker:
-        """A fresh checker that also treats ``partitions`` (named by the failure) as unavailable."""
-        return StoreAvailabilityChecker(self._objects, self._keys, self.mode, verify_checksums=self.verify_checksums,
-                                        probe=self.probe, unavailable=self.unavailable | frozenset(partitions),
-                                        batch=self.batch, threads=self.threads)
-
     def is_available(self, partition: PartitionId) -> bool:
         """True iff ``partition`` has a current committed version passing this checker's mode."""
         return not self.why_unavailable(partition)

@@ -16,8 +16,6 @@ Per partition and producer attempt (Airflow's ``try_number``, increasing within 
    gets :class:`AlreadyCommitted` and the first commit stands. A writer whose own PUT landed but whose response
    was lost (the retry gets 412) finds its own manifest there — same writer token, same objects — and that is
    its commit, not a loss.
-4. **retire** (:func:`retire_current`): the failover loop retires the current version of a partition it is
-   about to re-produce; the marker keeps the content checksum, to compare a re-produced result with it.
 
 Reader rule (:func:`current_attempt`): the current version is the committed attempt with the highest number
 that is above the fence; if there is none the partition is unavailable. A zombie (an older attempt still
@@ -233,22 +231,3 @@ def check_objects(objects: Objects, keys: RunKeys, manifest: Manifest,
                                    "nothing was committed: retry the task to write the partition again")
     return checked
 
-
-def retire_current(objects: Objects, keys: RunKeys, partition: PartitionId, reason: str) -> Retirement | None:
-    """Retire the current version (step 4); ``None`` if there is none. Idempotent."""
-    state = state_of(objects, keys, partition)
-    if state.current is None:
-        return None
-    return _retire(objects, keys, partition, state.current, reason)
-
-
-def retirements(objects: Objects, keys: RunKeys, partition: PartitionId) -> tuple[Retirement, ...]:
-    """Every retirement marker of ``partition``, oldest attempt first."""
-    state = state_of(objects, keys, partition)
-    markers = []
-    for attempt in sorted(state.retired):
-        key = keys.retired(partition, attempt)
-        data = objects.get(key)
-        if data is not None:
-            markers.append(Retirement.from_json(data, where=key))
-    return tuple(markers)

@@ -41,6 +41,7 @@ from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommi
 from airflow_region_failover.store.keys import Layout, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.upload import UploadStream
 
 MIN_GRACE_SECONDS = 15 * 60.0
 """The shortest grace a sweep accepts by default (and the CLI at all): longer than any live writer is silent; the
@@ -85,7 +86,7 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
     found = objects.head(key)
     if found is not None and found.size == len(view):
         return Stored(entry, uploaded=False)
-    with objects.upload(key, part_size, threads) as stream:
+    with UploadStream(objects, key, part_size, threads) as stream:
         for start in range(0, len(view), part_size):
             stream.write(view[start:start + part_size])
         stream.finish()

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 class ResultStore:
-    """Write, commit, check, read, retire, release and sweep result partitions in one bucket/prefix."""
+    """Write, commit, check and read result partitions in one bucket/prefix; apply retention and sweep."""
 
     def __init__(self, config: StoreConfig, *, client: Any = None) -> None:
         self.config = config
@@ -118,7 +118,8 @@ class ResultStore:
         return self._finish(target, lambda: parquet.write_arrow(table, target), schema)
 
     def begin_attempt(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> tuple[Retirement, ...]:
-        """Fence all attempts below ``attempt`` (the supersede step; :meth:`write` does it too)."""
+        """Fence all attempts below ``attempt`` (the supersede step; :meth:`write` does it too): the current version
+        becomes unavailable until ``attempt`` commits; returns the markers written for committed attempts."""
         keys = self.run_keys(dag_id, run_id)
         check_index(attempt, what=f"attempt of {partition}", minimum=1)
         return protocol.begin_attempt(self.objects, keys, check_partition(partition), attempt)
@@ -207,30 +208,7 @@ class ResultStore:
         return StoreAvailabilityChecker(self.objects, self.run_keys(dag_id, run_id), mode, batch=batch,
                                         verify_checksums=verify_checksums, probe=probe, unavailable=unavailable)
 
-    def retire(self, dag_id: str, run_id: str, partition: PartitionId, reason: str) -> Retirement | None:
-        """Retire the current version before re-producing it (keeps its content checksum); idempotent."""
-        return protocol.retire_current(self.objects, self.run_keys(dag_id, run_id), check_partition(partition),
-                                       reason)
-
-    def retirements(self, dag_id: str, run_id: str, partition: PartitionId) -> tuple[Retirement, ...]:
-        """Every retirement of ``partition`` (oldest first): what the loop compares a re-produced result with."""
-        return protocol.retirements(self.objects, self.run_keys(dag_id, run_id), check_partition(partition))
-
     # -- life-cycle ----------------------------------------------------------------------------------------------
-    def hold(self, dag_id: str, run_id: str, name: str, reason: str) -> None:
-        """Keep the run's results from release/gc (e.g. while a restart is pending)."""
-        lifecycle.hold(self.objects, self.run_keys(dag_id, run_id), name, reason)
-
-    def unhold(self, dag_id: str, run_id: str, name: str) -> None:
-        """Drop a hold taken with :meth:`hold`."""
-        lifecycle.unhold(self.objects, self.run_keys(dag_id, run_id), name)
-
-    def release(self, dag_id: str, run_id: str, *, run_finished: bool, consumers_done: bool,
-                result: str | None = None) -> int:
-        """Delete a finished run's results (or one result); :class:`ReleaseRefused` if still needed."""
-        return lifecycle.release_run(self.objects, self.run_keys(dag_id, run_id), run_finished=run_finished,
-                                     consumers_done=consumers_done, result=result)
-
     def apply_retention(self, dag_id: str, retention: lifecycle.Retention, run_finished: Callable[[str], bool],
                         now: float | None = None, dry_run: bool = False) -> tuple[str, ...]:
         """Release runs of ``dag_id`` beyond the retention policy (finished, unheld only)."""

@@ -19,6 +19,10 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     <prefix>/failover/v1/_probe/<random>                        the start-up probe of conditional writes (deleted)
     <prefix>/_region_failover_deployment.json                    marker: a deployment owns this prefix
 
+    <prefix>/tables/<table>/                  published Delta tables at the default ``publish_root``: written by
+                                              delta-rs (:mod:`airflow_region_failover.publication`), never by this
+                                              package; no key here is built or checked by :class:`Layout`
+
 Rules: ``dag`` and ``run`` are Airflow ids encoded injectively: ASCII letters, digits, ``_`` and ``-`` stay,
 every other printable ASCII character becomes ``.xx`` (its hex code), so a part never holds ``/`` or ``..``
 and is never a ``.``/``..`` segment; non-ASCII, control characters, empty ids and over-long ids are rejected.

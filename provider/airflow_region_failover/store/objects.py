@@ -1,4 +1,5 @@
-"""Object I/O on S3: guarded keys, errors translated (the streaming multipart upload is :mod:`.upload`).
+"""Object I/O on S3: guarded keys, errors translated (the streaming multipart upload, built on this module, is
+:mod:`.upload`).
 
 Rules: every key passes :meth:`Layout.check` before any request (the only exception: reading whether another
 deployment's marker exists at a parent prefix, :meth:`Objects.marker_exists`); connection failures after botocore's
@@ -16,7 +17,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from airflow_region_failover.exceptions import (
     AlreadyCommitted,
@@ -26,9 +27,6 @@ from airflow_region_failover.exceptions import (
     UnsafeKeyError,
 )
 from airflow_region_failover.store.keys import Layout
-
-if TYPE_CHECKING:
-    from airflow_region_failover.store.upload import UploadStream
 
 T = TypeVar("T")
 CHUNK = 256 * 1024
@@ -280,11 +278,6 @@ class Objects:
         parts = [float(p["LastModified"].timestamp()) for page in pages for p in page.get("Parts", [])]
         return max([upload.initiated, *parts])
 
-    def stale_uploads(self, prefix: str, older_than: float) -> list[tuple[str, str]]:
-        """(key, upload id) of incomplete multipart uploads under ``prefix`` last active before ``older_than``."""
-        return [(u.key, u.upload_id) for u in self.uploads(prefix)
-                if u.initiated < older_than and self.last_activity(u) < older_than]
-
     def abort_upload(self, key: str, upload_id: str) -> None:
         """Abort one multipart upload (ignores one that is already gone)."""
         self.layout.check(key)
@@ -293,9 +286,3 @@ class Objects:
         except Exception as exc:
             if error_code(exc) not in {"NoSuchUpload", "404"}:
                 raise
-
-    def upload(self, key: str, part_size: int, threads: int) -> UploadStream:
-        """A write-only stream that uploads ``key`` (see :class:`.upload.UploadStream`)."""
-        from airflow_region_failover.store.upload import UploadStream  # deferred: upload.py imports this module
-
-        return UploadStream(self, self.layout.check(key), part_size, threads)

@@ -78,11 +78,6 @@ def count_references(manifests: Iterable[Manifest]) -> Counter[str]:
     return counts
 
 
-def manifest_keys(root: str, items: Iterable[Listed]) -> list[str]:
-    """The manifest keys among ``items`` listed under ``root`` (``/``-ended), outside nested deployments."""
-    return scan_root(root, items)[0]
-
-
 def scan_root(root: str, items: Iterable[Listed]) -> tuple[list[str], frozenset[str]]:
     """The manifest keys and the announced hashes among ``items`` listed under ``root``, outside nested
     deployments."""

@@ -54,14 +54,21 @@ class Mode(str, enum.Enum):
     """No: the store's Python path (Spark's Python workers, or the driver) reads every object."""
 
 
+JARS = ("hadoop-aws-", "bundle-", "analyticsaccelerator-s3-")
+"""The file names (up to the version) of the jars ``s3a://`` needs: hadoop-aws, the AWS SDK v2 bundle and the
+analytics accelerator hadoop-aws declares (``docs/versions.md``)."""
+
+
 def environment_jars() -> str:
-    """``spark.jars`` for the jars installed into this Python environment's ``jars/`` directory (``./dev
-    bootstrap`` puts the pinned hadoop-aws and AWS SDK bundle into ``.venv/jars``), comma-separated; empty when there
-    are none (an installed provider: add :data:`PACKAGES` to ``spark.jars.packages`` instead)."""
+    """``spark.jars`` for the ``s3a://`` jars (:data:`JARS`) installed into this Python environment's ``jars/``
+    directory (``./dev bootstrap`` puts the pinned ones into ``.venv/jars``), comma-separated; empty when there are
+    none (an installed provider: add :data:`PACKAGES` to ``spark.jars.packages`` instead). Other jars there (Delta's,
+    built for another Spark) are left out."""
     import sys
     from pathlib import Path
 
-    return ",".join(str(p) for p in sorted((Path(sys.prefix) / "jars").glob("*.jar")))
+    found = sorted((Path(sys.prefix) / "jars").glob("*.jar"))
+    return ",".join(str(p) for p in found if p.name.startswith(JARS))
 
 
 def with_jars(conf: dict[str, str]) -> dict[str, str]:

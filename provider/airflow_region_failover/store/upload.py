@@ -1,8 +1,9 @@
 """Streaming multipart upload: a file-like sink that is visible on the store only when complete.
 
-Rule: parts are uploaded on threads while the caller keeps writing (at most ``threads + 1`` parts in flight);
-``finish()`` completes the upload (a single PUT when it fits one part); any exception inside the ``with`` block or
-in ``finish`` aborts the multipart upload, so the key never appears half-written.
+Rule: the key passes :meth:`.keys.Layout.check` first; parts are uploaded on threads while the caller keeps
+writing (at most ``threads + 1`` parts in flight); ``finish()`` completes the upload (a single PUT when it fits
+one part); any exception inside the ``with`` block or in ``finish`` aborts the multipart upload, so the key never
+appears half-written.
 """
 
 from __future__ import annotations
@@ -11,12 +12,9 @@ import contextlib
 import hashlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from airflow_region_failover.store.objects import call
-
-if TYPE_CHECKING:
-    from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.objects import Objects, call
 
 
 class UploadStream:
@@ -27,7 +25,7 @@ class UploadStream:
     """
 
     def __init__(self, objects: Objects, key: str, part_size: int, threads: int) -> None:
-        self._objects, self.key, self._part_size = objects, key, part_size
+        self._objects, self.key, self._part_size = objects, objects.layout.check(key), part_size
         self._buffer = bytearray()
         self._sha = hashlib.sha256()
         self._size = 0

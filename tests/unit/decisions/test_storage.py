@@ -1,11 +1,13 @@
-"""The decision logs on the store's objects layer: compare-and-swap and the pending markers (in memory)."""
+"""The decision logs on the store's objects layer: compare-and-swap, the pending markers and the holds (in
+memory)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from airflow_region_failover.decisions.storage import RunLogs
+from airflow_region_failover.decisions.storage import RunLogs, hold_name
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+from airflow_region_failover.store import lifecycle
 from tests.support.fakes import MemoryObjects
 
 DAG, RUN = "etl", "r1"
@@ -43,3 +45,14 @@ def test_a_decision_recorded_while_the_previous_one_is_marked_applied_keeps_its_
     watcher.update(DAG, RUN, applied)
     assert [d.status.value for d in watcher.read(DAG, RUN).decisions] == ["applied", "pending"]
     assert list(watcher.pending_runs()) == [(DAG, RUN)], "decision #2 lost its pending marker"
+
+
+def test_an_open_decision_holds_its_runs_results_until_it_is_applied() -> None:
+    """The hold is the store's (:func:`.lifecycle.hold`): retention and release skip the run while it exists."""
+    objects = MemoryObjects()
+    logs = RunLogs(objects)  # type: ignore[arg-type]
+    keys = objects.layout.run(DAG, RUN)
+    logs.update(DAG, RUN, add_pending)
+    assert lifecycle.holds(objects, keys) == (hold_name(1),)  # type: ignore[arg-type]
+    logs.update(DAG, RUN, applied)
+    assert lifecycle.holds(objects, keys) == ()  # type: ignore[arg-type]

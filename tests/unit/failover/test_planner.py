@@ -152,8 +152,9 @@ def test_full_strategy_restarts_everything_and_labels_the_extra_regions(six_vert
     topology = FailoverTopology.build(six_vertices)
     decision = plan_restart(topology, SubtaskId("b", 0), ALL, "full")
     assert len(decision.restart) == 6
-    assert decision.reason_of(topology.regions.region_of(SubtaskId("b", 0)).id) is Reason.FAILED
-    assert decision.reason_of(topology.regions.region_of(SubtaskId("c", 0)).id) is Reason.FULL
+    reasons = {r.region.id: r.reason for r in decision.regions}
+    assert reasons[topology.regions.region_of(SubtaskId("b", 0)).id] is Reason.FAILED
+    assert reasons[topology.regions.region_of(SubtaskId("c", 0)).id] is Reason.FULL
 
 
 def test_unknown_strategy_names_the_option(six_vertices: JobGraph) -> None:

@@ -12,8 +12,10 @@ from airflow_region_failover.store import (
     ReleaseRefused,
     ResultStore,
     Superseded,
+    lifecycle,
 )
 from airflow_region_failover.store import commit as protocol
+from tests.support.store import release, retirements
 
 P = PartitionId("clean->join", 0)
 RUN = ("etl", "manual__1")
@@ -35,7 +37,7 @@ def test_rerun_supersedes_and_keeps_old_checksum(store: ResultStore) -> None:
     first = store.write_arrow(table(5), *RUN, P, 1)
     second = store.write_arrow(table(5), *RUN, P, 2)
     assert store.manifest(*RUN, P).attempt == 2
-    (retired,) = store.retirements(*RUN, P)
+    (retired,) = retirements(store, *RUN, P)
     assert retired.attempt == 1 and retired.content_checksum == first.content_checksum == second.content_checksum
 
 
@@ -51,7 +53,7 @@ def test_zombie_manifest_slipping_past_the_precheck_is_never_read(store: ResultS
     zombie = store.write_arrow(table(9), *RUN, P, 1)  # stands in for a zombie's manifest
     store.write_arrow(table(5), *RUN, P, 2)
     late = zombie.__class__(**{**zombie.__dict__, "attempt": 3, "writer": "eeeeeeee"})
-    store.retire(*RUN, P, "failover restart")  # fence = 2; a commit at 3 would be legal...
+    store.begin_attempt(*RUN, P, 3)  # fence = 2; a commit at 3 would be legal...
     assert protocol.state_of(store.objects, keys, P).fence == 2
     protocol.commit(store.objects, keys, late)
     assert store.manifest(*RUN, P).attempt == 3
@@ -76,9 +78,9 @@ def test_second_committer_of_same_attempt_gets_already_committed(store: ResultSt
     assert store.manifest(*RUN, P).writer == first.writer
 
 
-def test_retire_makes_unavailable_until_a_newer_attempt_commits(store: ResultStore) -> None:
+def test_begin_makes_unavailable_until_the_newer_attempt_commits(store: ResultStore) -> None:
     store.write_arrow(table(5), *RUN, P, 1)
-    marker = store.retire(*RUN, P, "region restart")
+    (marker,) = store.begin_attempt(*RUN, P, 2)  # the producer's region restarts: attempt 2 begins
     assert marker is not None and marker.attempt == 1
     assert not store.checker(*RUN).is_available(P)
     with pytest.raises(NotAvailable, match="retired"):
@@ -89,7 +91,7 @@ def test_retire_makes_unavailable_until_a_newer_attempt_commits(store: ResultSto
 
 def test_checker_honours_partitions_named_by_the_failure(store: ResultStore) -> None:
     store.write_arrow(table(5), *RUN, P, 1)
-    checker = store.checker(*RUN).with_unavailable([P])
+    checker = store.checker(*RUN, unavailable=[P])
     assert not checker.is_available(P)
     assert "named unavailable" in checker.why_unavailable(P)
     assert store.checker(*RUN).is_available(P)  # marks do not persist
@@ -120,10 +122,10 @@ def test_checksum_mode_sees_same_size_corruption(store: ResultStore) -> None:
 def test_release_refused_while_unfinished_or_held(store: ResultStore) -> None:
     store.write_arrow(table(5), *RUN, P, 1)
     with pytest.raises(ReleaseRefused, match="not finished"):
-        store.release(*RUN, run_finished=False, consumers_done=True)
-    store.hold(*RUN, "restart-1", "pending restart")
+        release(store, *RUN, run_finished=False)
+    lifecycle.hold(store.objects, store.run_keys(*RUN), "restart-1", "pending restart")
     with pytest.raises(ReleaseRefused, match="held by restart-1"):
-        store.release(*RUN, run_finished=True, consumers_done=True)
-    store.unhold(*RUN, "restart-1")
-    assert store.release(*RUN, run_finished=True, consumers_done=True) > 0
+        release(store, *RUN)
+    lifecycle.unhold(store.objects, store.run_keys(*RUN), "restart-1")
+    assert release(store, *RUN) > 0
     assert not store.checker(*RUN).is_available(P)

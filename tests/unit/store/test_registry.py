@@ -14,7 +14,8 @@ from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.keys import cas_name
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.objects import Listed
-from airflow_region_failover.store.registry import count_references, derive_registry, manifest_keys, sweep_shared
+from airflow_region_failover.store.registry import count_references, derive_registry, scan_root, sweep_shared
+from tests.support.store import release
 
 P = PartitionId("orders->join", 0)
 HOUR = 3600.0
@@ -43,7 +44,7 @@ def test_only_manifest_keys_outside_nested_deployments_count() -> None:
             "other/_region_failover_deployment.json", "other/v1/d/r/res/manifests/p00000/a000001.json",
             "d/r/res/manifests/p00000/a000002.json.tmp"]
     items = [Listed(root + k, 1, 0.0) for k in keys]
-    assert manifest_keys(root, items) == [root + keys[0]]
+    assert scan_root(root, items)[0] == [root + keys[0]]
 
 
 def table(n: int) -> pa.Table:
@@ -57,7 +58,7 @@ def test_two_runs_writing_the_same_rows_share_objects_and_release_drops_one_refe
     assert tally.new_bytes == tally.bytes > 0 and again.new_bytes == 0 and again.bytes == tally.bytes
     sha = first.objects[0].sha256
     assert derive_registry(store.objects, store.layout).references == {sha: 2}
-    store.release("etl", "r1", run_finished=True, consumers_done=True)
+    release(store, "etl", "r1")
     registry = derive_registry(store.objects, store.layout)
     assert registry.references == {sha: 1} and registry.manifests == 1 and registry.complete
     report = store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
@@ -68,7 +69,7 @@ def test_two_runs_writing_the_same_rows_share_objects_and_release_drops_one_refe
 def test_unreferenced_objects_go_only_after_the_grace(store: ResultStore) -> None:
     kept = store.write_arrow(table(10), "etl", "keep", P, 1)
     gone = store.write_arrow(table(20), "etl", "gone", P, 1)
-    store.release("etl", "gone", run_finished=True, consumers_done=True)
+    release(store, "etl", "gone")
     assert store.sweep(grace_seconds=HOUR).shared.deferred == 1  # younger than the grace
     report = store.sweep(grace_seconds=HOUR, now=time.time() + HOUR + 5)
     assert (report.shared.deleted, report.shared.referenced) == (1, 1)
@@ -79,7 +80,7 @@ def test_unreferenced_objects_go_only_after_the_grace(store: ResultStore) -> Non
 def test_an_unreadable_manifest_keeps_every_shared_object(store: ResultStore) -> None:
     store.write_arrow(table(10), "etl", "a", P, 1)
     gone = store.write_arrow(table(20), "etl", "b", P, 1)
-    store.release("etl", "b", run_finished=True, consumers_done=True)
+    release(store, "etl", "b")
     odd = store.run_keys("etl", "c").manifest(P, 1)
     store.objects.client.put_object(Bucket="bkt", Key=odd, Body=b'{"format": "someone else"}')
     report = store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
@@ -91,7 +92,7 @@ def test_an_object_refreshed_after_the_listing_is_not_deleted(store: ResultStore
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeper HEADs right before each DELETE: a writer that refreshed the object meanwhile keeps it."""
     gone = store.write_arrow(table(20), "etl", "b", P, 1)
-    store.release("etl", "b", run_finished=True, consumers_done=True)
+    release(store, "etl", "b")
     key = store.layout.cas_object(gone.objects[0].sha256)
     listed = store.objects.listing
 
@@ -125,7 +126,7 @@ def test_a_release_killed_mid_way_keeps_the_run_record_so_retention_finds_the_ru
 
     monkeypatch.setattr(store.objects, "delete", dies_after_one)
     with pytest.raises(RuntimeError):
-        store.release("etl", "r", run_finished=True, consumers_done=True)
+        release(store, "etl", "r")
     assert list_runs(store.objects, store.layout, "etl") == [before]
 
 

@@ -29,6 +29,7 @@ consumers read with Spark's own Parquet reader (the store's JVM path) unless ``-
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -77,11 +78,29 @@ def rows(spark: Any, lo: int, hi: int) -> Any:
         "id", "pmod(hash(id, 3), 100003) AS k", "rand(7) AS v", "concat('s', id % 1000) AS s")
 
 
-def aggregate(df: Any) -> int:
-    """Per key: sum and count; forces every row to be read."""
+Totals = tuple[int, int, int, int, float]
+"""What an aggregation found: keys, rows, sum of ids, sum of the hashes of each key's largest ``s``, sum of ``v``."""
+
+
+def aggregate(df: Any) -> Totals:
+    """Per key: the sum of ``v``, the count, the largest ``s`` and the sum of ``id``, folded into :data:`Totals`.
+    Every column is used, so none is pruned: all of them cross Spark's shuffle and are read by the consumers (a
+    count of keys alone let Spark shuffle, and the consumers read, the key column only)."""
     from pyspark.sql import functions as F
 
-    return int(df.groupBy("k").agg(F.sum("v"), F.count("*")).count())
+    per_key = df.groupBy("k").agg(F.sum("v").alias("v"), F.count("*").alias("n"), F.max("s").alias("s"),
+                                  F.sum("id").alias("i"))
+    r = per_key.agg(F.count("*"), F.sum("n"), F.sum("i"), F.sum(F.hash("s").cast("long")), F.sum("v")).collect()[0]
+    return int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4])
+
+
+def add(a: Totals, b: Totals) -> Totals:
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4]
+
+
+def same(a: Totals, b: Totals) -> bool:
+    """Equal totals (the sum of doubles up to its summation order)."""
+    return a[:4] == b[:4] and math.isclose(a[4], b[4], rel_tol=1e-9)
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -114,34 +133,32 @@ def raw_transfer(store: ResultStore, manifests: list[Manifest], run: str) -> tup
     return up, down
 
 
-def consume_keyed(io: StoreIO, spark: Any, run: str, parallelism: int) -> int:
+def consume_keyed(io: StoreIO, spark: Any, run: str, parallelism: int) -> Totals:
     edge = (JobGraphBuilder().step("p", parallelism=PRODUCERS).step("c", parallelism=parallelism)
             .edge("p", "c", exchange="BLOCKING", result="rows", partition_by=["k"]).build()).edges[0]
-    groups = 0
+    groups: Totals = (0, 0, 0, 0, 0.0)
     for j in range(parallelism):
         mine = key_group_range(edge.max_parallelism, parallelism, j)
         frames = [io.read_keys(spark, PartitionRef("rows", i, Exchange.BLOCKING, "bench", run, 1), edge, mine)
                   for i in range(PRODUCERS)]
-        groups += aggregate(frames[0].unionByName(frames[1]))
+        groups = add(groups, aggregate(frames[0].unionByName(frames[1])))
     return groups
 
 
-def consume_whole(io: StoreIO, spark: Any, run: str, parallelism: int) -> int:
+def consume_whole(io: StoreIO, spark: Any, run: str, parallelism: int) -> Totals:
     from pyspark.sql import functions as F
 
-    groups = 0
+    groups: Totals = (0, 0, 0, 0, 0.0)
     for j in range(parallelism):
         frames = [io.read(spark, PartitionRef("rows", i, Exchange.BLOCKING, "bench", run, 1)) for i in range(PRODUCERS)]
         mine = F.pmod(F.hash("k"), F.lit(parallelism)) == j
-        groups += aggregate(frames[0].unionByName(frames[1]).where(mine))
+        groups = add(groups, aggregate(frames[0].unionByName(frames[1]).where(mine)))
     return groups
 
 
-def spark_shuffle(spark: Any, total: int, parallelism: int) -> int:
-    from pyspark.sql import functions as F
-
-    df = rows(spark, 0, total).repartition(parallelism, "k")
-    return int(df.groupBy("k").agg(F.sum("v"), F.count("*")).count())
+def spark_shuffle(spark: Any, total: int, parallelism: int) -> Totals:
+    """The same rows through Spark's own shuffle (``repartition(P, "k")``, every column) and the same aggregation."""
+    return aggregate(rows(spark, 0, total).repartition(parallelism, "k"))
 
 
 def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole: bool,
@@ -156,8 +173,8 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
     out.update(committed_mb=committed / MB, keyed_read_mb=io.reads.bytes / MB,
                keyed_amplification=io.reads.bytes / committed)
     out["spark_s"], spark_groups = timed(lambda: spark_shuffle(spark, total, parallelism))
-    if spark_groups != keyed_groups:
-        raise AssertionError(f"keyed exchange found {keyed_groups} keys, Spark {spark_groups}")
+    if not same(spark_groups, keyed_groups):
+        raise AssertionError(f"keyed exchange found {keyed_groups}, Spark {spark_groups}")
     out["keyed_s"] = out["produce_keyed_s"] + out["consume_keyed_s"]
     out["keyed_over_spark"] = out["keyed_s"] / out["spark_s"]
     out["raw_up_s"], out["raw_down_s"] = raw_transfer(store, manifests, run)
@@ -169,8 +186,8 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
         committed_whole = sum(m.total_bytes for m in whole)
         io = StoreIO(store)
         out["consume_whole_s"], whole_groups = timed(lambda: consume_whole(io, spark, run, parallelism))
-        if whole_groups != keyed_groups:
-            raise AssertionError(f"whole-partition exchange found {whole_groups} keys, keyed {keyed_groups}")
+        if not same(whole_groups, keyed_groups):
+            raise AssertionError(f"whole-partition exchange found {whole_groups}, keyed {keyed_groups}")
         out.update(whole_read_mb=io.reads.bytes / MB, whole_amplification=io.reads.bytes / committed_whole,
                    whole_s=out["produce_whole_s"] + out["consume_whole_s"])
         out["whole_over_keyed"] = out["whole_s"] / out["keyed_s"]

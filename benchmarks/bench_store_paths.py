@@ -105,6 +105,7 @@ class Bench:
         manifest = self.measure("store_write", lambda: store.write(self.df, "bench", f"r{number}",
                                                                     PartitionId("li", 0), 1))
         self.measure("jvm_staged_write", lambda: self.staged_write(number))
+        self.measure("jvm_local_write", lambda: self.local_write(number))
         bodies = [self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
                   for key in self.keys(store, manifest)]
         self.measure("raw_boto3_up", lambda: self.boto3_up(bodies, f"raw/{number}"))
@@ -146,6 +147,25 @@ class Bench:
         list(ThreadPoolExecutor(4).map(move, files))
         self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": o["Key"]} for o in listed]})
         self.runs["staged_copy_s"].append((time.perf_counter() - start, {}))
+
+    def local_write(self, number: int) -> None:
+        """Candidate (b'), embedded Spark only (executors share the driver's disk): Spark's writer to local disk,
+        then each file hashed and stored content-addressed from the driver (create-only PUT with its SHA-256, on
+        2 threads): dedup before upload kept."""
+        import hashlib
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.df.write.parquet(os.path.join(tmp, "out"))
+            files = sorted(p for p in os.listdir(os.path.join(tmp, "out")) if p.endswith(".parquet"))
+
+            def put(name: str) -> None:
+                with open(os.path.join(tmp, "out", name), "rb") as handle:
+                    body = handle.read()
+                digest = hashlib.sha256(body).hexdigest()
+                self.store.objects.put_if_absent(f"{self.store.layout.root}/local-{number}/{digest}.parquet", body,
+                                                 "application/octet-stream", sha256=digest)
+
+            list(ThreadPoolExecutor(2).map(put, files))
 
     def boto3_up(self, bodies: list[bytes], prefix: str) -> None:
         list(ThreadPoolExecutor(2).map(lambda p: self.client.put_object(Bucket=self.bucket, Key=f"{prefix}/{p[0]}",

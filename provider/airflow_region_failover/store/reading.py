@@ -6,20 +6,21 @@ its classpath, the store's endpoint and long-lived keys, ``[region_failover] sto
 (``spark.read.schema(s).parquet(*urls)``) — Spark's JVM path is several times faster than decoding in Python
 workers (``benchmarks/bench_store_paths.py``) — and the integrity check moves to S3's own checksum: every object is
 HEADed first and must have its recorded size and, kept by S3 with it, the full-object SHA-256 its key and manifest
-name (the writers upload every object with that checksum, which the server verifies, :mod:`.content`); a
-missing, resized or different object raises :class:`NotAvailable` naming the partition and the object, before
-Spark reads anything. An object S3 keeps no full-object SHA-256 for (uploaded before this rule, or multipart) sends
-the read to the Python path, which hashes what it reads. Otherwise (no S3A, ``driver`` mode, reads without Spark):
-``executors`` mode maps one Spark partition per object (``spark.range(n, numPartitions=n).mapInArrow``), each
-GETting and decoding its object; ``driver`` mode GETs the objects in the driver and calls
-``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest entry: run-scoped (version-1
-manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). The Python path always checks
-sizes, and SHA-256s when ``verify`` is set (hashed while streaming), raising :class:`NotAvailable` naming the
-object. Memory rule (Python path): an
-object's body is streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without
-copying it, and the buffer is dropped as soon as its table is decoded — so a read holds each object once, and
-only the objects in flight (not all of a manifest's) at a time. Executors receive the store's access with
-credentials frozen at the moment of the read (:func:`.config.portable`).
+name (the writers upload every object with that checksum, which the server verifies, :mod:`.content`); a missing,
+resized or different object raises :class:`NotAvailable` naming the partition and the object, before Spark reads
+anything. The frame gets back the nullability its schema records (:mod:`.nullability`). An object S3 keeps no
+full-object SHA-256 for (uploaded before this rule, or multipart), or a schema whose nullability cannot be
+restored, sends the read to the Python path, which hashes what it reads.
+
+Python path (no S3A, ``driver`` mode, reads without Spark): ``executors`` mode maps one Spark partition per object
+(``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object; ``driver`` mode GETs the
+objects in the driver and calls ``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest
+entry: run-scoped (version-1 manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). It
+always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming), raising :class:`NotAvailable`
+naming the object. Memory rule: an object's body is streamed into one buffer of its recorded size, the Parquet
+decoder reads that buffer without copying it, and the buffer is dropped as soon as its table is decoded — so a read
+holds each object once, and only the objects in flight (not all of a manifest's) at a time. Executors receive the
+store's access with credentials frozen at the moment of the read (:func:`.config.portable`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import NotAvailable
-from airflow_region_failover.store import s3a
+from airflow_region_failover.store import nullability, s3a
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
@@ -144,7 +145,9 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
         options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
         if options is not None:
             urls = [s3a.url(target.layout.bucket, key) for key in keys]
-            return spark.read.options(**options).schema(schema).parquet(*urls)
+            frame = nullability.restore(spark.read.options(**options).schema(schema).parquet(*urls), schema)
+            if frame is not None:
+                return frame
     count = len(chosen)
     reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)

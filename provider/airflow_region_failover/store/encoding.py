@@ -4,9 +4,11 @@ subpartition.
 Rules (:class:`ObjectEncoder`, :func:`encode_objects`): batches (sliced when one alone holds more than the row-group
 limit) are gathered into row groups of about :data:`ROW_GROUP_BYTES` Arrow bytes (at most ``max_object_bytes``); an
 object is closed after the row group that brings it to ``max_object_bytes``; dictionary encoding is used only for
-the columns :func:`.chunking.dictionary_columns` picks from the first batch; Snappy compression (Spark's default).
-Only the object being encoded is held in memory. Every cut is made at Arrow/Parquet byte counts of the rows, so the
-same rows in the same order give the same bytes.
+the columns :func:`.chunking.dictionary_columns` picks from the first batch; Snappy compression (Spark's default);
+a field below a nullable struct is stored as optional even where the schema says it is never null on its own
+(:func:`.chunking.storable`: a null struct comes with nulls in each of its fields' slots). Only the object being
+encoded is held in memory. Every cut is made at Arrow/Parquet byte counts of the rows, so the same rows in the same
+order give the same bytes.
 
 Splitting (:func:`split_batch`): a batch tagged with :data:`SUBPARTITION_COLUMN` becomes one slice per
 subpartition, rows in their input order (a stable sort of the batch by its tag, in Arrow; none for a batch already
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from airflow_region_failover.store.chunking import dictionary_columns
+from airflow_region_failover.store.chunking import as_schema, dictionary_columns, storable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,7 +57,9 @@ class ObjectEncoder:
     def add(self, batch: pa.RecordBatch) -> list[Encoded]:
         """Take ``batch``; returns the objects it completed."""
         if self._chosen is None:
-            self._schema, self._chosen = batch.schema, dictionary_columns(batch)
+            self._schema, self._chosen = storable(batch.schema), dictionary_columns(batch)
+        if batch.schema != self._schema:
+            batch = as_schema(batch, self._schema)
         done: list[Encoded] = []
         for piece in _sliced(batch, self.limit):
             self._pending.append(piece)

@@ -123,3 +123,16 @@ def test_a_keyed_task_writes_each_subpartition_through_its_own_encoder_without_a
     assert len(small) > 3
     for sub in range(3):
         assert [i for s, ids, _ in small if s == sub for i in ids] == [i for i in range(6000) if i * 7 % 3 == sub]
+
+
+def test_a_nullable_struct_with_a_field_that_is_never_null_on_its_own_is_written(store: ResultStore) -> None:
+    """Spark hands a null struct over as nulls in each of its fields' slots, also where a field is declared
+    non-nullable (``IF(id % 7 = 0, NULL, named_struct('q', id))``): Parquet must store those fields as optional
+    (pyarrow refused with "Column 'q' is declared non-nullable but contains nulls")."""
+    inner = pa.struct([pa.field("q", pa.int64(), nullable=False)])
+    values = pa.StructArray.from_arrays([pa.array([1, None, 3], pa.int64())], fields=list(inner),
+                                        mask=pa.array([False, True, False]))
+    table = pa.table({"maybe": values, "items": pa.array([[{"q": 1}], [None], []], pa.list_(inner))})
+    manifest = store.write_arrow(table, "etl", "structs", PartitionId("r", 0), 1)
+    back = store.read_arrow("etl", "structs", PartitionId("r", 0))
+    assert manifest.row_count == 3 and back.to_pylist() == table.to_pylist()

@@ -29,7 +29,6 @@ consumers read with Spark's own Parquet reader (the store's JVM path) unless ``-
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -99,8 +98,9 @@ def add(a: Totals, b: Totals) -> Totals:
 
 
 def same(a: Totals, b: Totals) -> bool:
-    """Equal totals (the sum of doubles up to its summation order)."""
-    return a[:4] == b[:4] and math.isclose(a[4], b[4], rel_tol=1e-9)
+    """Equal totals but the sum of ``v``: ``rand(7)`` depends on the Spark partition that generates a row, and the
+    producers' partitions are not the single application's."""
+    return a[:4] == b[:4]
 
 
 def timed(fn: Any) -> tuple[float, Any]:

@@ -91,9 +91,7 @@ def hadoop_options(access: S3Access, mode: Mode) -> dict[str, str] | None:
         return None
     if mode is Mode.CLUSTER:
         return {}
-    options = {"fs.s3a.endpoint.region": access.region,
-               "fs.s3a.attempts.maximum": str(access.max_attempts),
-               "fs.s3a.connection.establish.timeout": f"{int(access.connect_timeout * 1000)}ms"}
+    options = {"fs.s3a.endpoint.region": access.region, "fs.s3a.attempts.maximum": str(access.max_attempts)}
     if access.endpoint_url:
         options.update({"fs.s3a.endpoint": access.endpoint_url, "fs.s3a.path.style.access": "true",
                         "fs.s3a.connection.ssl.enabled": str(access.endpoint_url.startswith("https")).lower()})

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, dictionary_columns, encode, sort_order
-from airflow_region_failover.store.parquet import ROW_GROUP_BYTES, row_groups
+from airflow_region_failover.store.encoding import ROW_GROUP_BYTES, row_groups
 
 MB = 1024 * 1024
 KEY = ("key",)

@@ -39,6 +39,7 @@ from airflow_region_failover.standalone.processes import (
     start_with_retries,
 )
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer, spark_home
+from airflow_region_failover.store import s3a
 from devtools.databases import Postgres, Redis, descendants, finish, stop_tree
 
 __all__ = ["Postgres", "Redis", "SparkCluster"]
@@ -127,9 +128,9 @@ class SparkCluster:
         self.connect = SparkConnectServer(
             self.work_dir / "connect", cores=self.workers * self.worker_cores, driver_memory=self.driver_memory,
             master=self.master_url, startup_timeout=self.startup_timeout,
-            conf={"spark.scheduler.minRegisteredResourcesRatio": "1.0",
-                  "spark.scheduler.maxRegisteredResourcesWaitingTime": f"{int(self.startup_timeout)}s",
-                  **self.conf})
+            conf=s3a.with_jars({"spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                                "spark.scheduler.maxRegisteredResourcesWaitingTime": f"{int(self.startup_timeout)}s",
+                                **self.conf}))  # the s3a jars go to the executors too: they read the store
         try:
             return self.connect.start(attempts)
         except BaseException:

@@ -57,10 +57,12 @@ def s3_server(s3_process: object) -> object:
 # -- Spark Connect: a real local Spark Connect server on a free loopback port, one per test session ------------
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running local Spark Connect server (``local[2]``): yields its ``sc://127.0.0.1:<port>`` URL."""
+    """A running local Spark Connect server (``local[2]``, the pinned s3a jars on its classpath): yields its
+    ``sc://127.0.0.1:<port>`` URL."""
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
+    from airflow_region_failover.store.s3a import with_jars
 
-    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), cores=2)
+    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), cores=2, conf=with_jars({}))
     try:
         yield server.start()
     finally:

@@ -30,6 +30,8 @@ from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION
 
 SECTION = CONFIG_SECTION
 SPARK_IO_MODES = ("executors", "driver")
+JVM_IO_MODES = ("auto", "cluster", "off")
+"""The values of ``store_jvm_io`` (:class:`~airflow_region_failover.store.s3a.Mode`)."""
 log = logging.getLogger(__name__)
 
 
@@ -185,12 +187,22 @@ def store_aws_conn_id() -> str:
     return conn_id
 
 
+def _choice(key: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices``; anything else: :class:`OptionError` naming them."""
+    raw = _text(key)
+    if raw.strip() not in choices:
+        raise _bad(key, raw, f"set it to {' or '.join(repr(c) for c in choices)}")
+    return raw.strip()
+
+
 def store_spark_io() -> str:
     """``[region_failover] store_spark_io``: ``executors`` or ``driver``."""
-    raw = _text("store_spark_io")
-    if raw.strip() not in SPARK_IO_MODES:
-        raise _bad("store_spark_io", raw, "set it to 'executors' or 'driver'")
-    return raw.strip()
+    return _choice("store_spark_io", SPARK_IO_MODES)
+
+
+def store_jvm_io() -> str:
+    """``[region_failover] store_jvm_io``: ``auto``, ``cluster`` or ``off`` (:class:`.store.s3a.Mode`)."""
+    return _choice("store_jvm_io", JVM_IO_MODES)
 
 
 def store_keep_last_runs() -> int | None:

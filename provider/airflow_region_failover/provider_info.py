@@ -103,6 +103,15 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "collects a result as Arrow and uploads it; for executors that cannot reach S3, bounded by driver "
         "memory).",
     ),
+    "store_jvm_io": (
+        "auto",
+        "Whether the result store's reads use Spark's own Parquet reader through s3a:// (several times faster "
+        "than Python workers): 'auto' when the Spark session's JVM has hadoop-aws (spark.jars.packages="
+        "org.apache.hadoop:hadoop-aws:3.5.0) and the store's connection has long-lived keys or none (S3A's own "
+        "credential chain), each object's SHA-256 kept by S3 checked first; 'cluster' also with temporary "
+        "credentials, the cluster reaching the bucket with its own S3A configuration; 'off': always the Python "
+        "path (store_spark_io). Each session logs once which path it uses and why.",
+    ),
     "publish_root": (
         "",
         "Where steps declared with publish='<table>' commit their Delta tables: <publish_root>/<table>, an "

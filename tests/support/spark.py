@@ -20,7 +20,11 @@ def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None
     from pyspark.sql import SparkSession
 
     if request.param == "embedded":
+        from airflow_region_failover.store.s3a import with_jars
+
         builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+        for key, value in with_jars({}).items():  # the pinned s3a jars: the store reads with Spark's own reader
+            builder = builder.config(key, value)
         if shuffle_partitions is not None:
             builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         session = builder.getOrCreate()

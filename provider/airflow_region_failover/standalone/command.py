@@ -44,6 +44,7 @@ from airflow_region_failover.standalone.processes import stop_guarded, stop_on_s
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer
+from airflow_region_failover.store import s3a
 
 DEFAULT_HOME = Path(".region-failover")
 BUCKET = "region-failover"
@@ -74,7 +75,8 @@ class Standalone:
         self.port = port
         self.settings, self.ignored = exported_settings(os.environ)
         self.s3 = SeaweedFS(bucket=self._setting("store_bucket") or BUCKET, data_dir=self.home / "s3")
-        self.spark = SparkConnectServer(self.home / "spark", cores=spark_cores, authenticate=True)
+        self.spark = SparkConnectServer(self.home / "spark", cores=spark_cores, authenticate=True,
+                                        conf=s3a.with_jars({}))
         self.extra_env = dict(extra_env or {})
         self.pythonpath = pythonpath
         self.airflow: AirflowStack | None = None

@@ -168,7 +168,42 @@ def encode(table: pa.Table) -> bytes:
     import pyarrow.parquet as pq
 
     whole = table.combine_chunks()
+    schema = storable(whole.schema)
+    if schema != whole.schema:
+        whole = whole.cast(schema)
     sink = pa.BufferOutputStream()
     pq.write_table(whole, sink, row_group_size=max(1, whole.num_rows), use_dictionary=dictionary_columns(whole),
                    **WRITER_SETTINGS)
     return bytes(sink.getvalue().to_pybytes())
+
+
+def storable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field below a nullable struct (or a struct below one) made nullable: Spark hands a null
+    struct over with nulls in each of its fields' slots, also in a field declared never null on its own, which
+    Parquet must then store as optional (every writer of the store encodes with this schema)."""
+    import pyarrow as pa
+
+    return pa.schema([_relaxed(f, False) for f in schema], metadata=schema.metadata)
+
+
+def _relaxed(field: pa.Field, forced: bool) -> pa.Field:
+    import pyarrow as pa
+
+    nullable = field.nullable or forced
+    kind = field.type
+    if pa.types.is_struct(kind):
+        kind = pa.struct([_relaxed(kind.field(i), nullable) for i in range(kind.num_fields)])
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        maker = pa.list_ if pa.types.is_list(kind) else pa.large_list
+        kind = maker(_relaxed(kind.value_field, False))
+    elif pa.types.is_map(kind):
+        kind = pa.map_(kind.key_field, _relaxed(kind.item_field, False))
+    return field.with_type(kind).with_nullable(nullable)
+
+
+def as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` as ``schema`` (the same types up to nullability)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([column.cast(f.type) for column, f in zip(batch.columns, schema, strict=True)],
+                                      schema=schema)

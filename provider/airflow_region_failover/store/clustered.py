@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, encode, sort_order
+from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN, split_batches
 from airflow_region_failover.store.parquet import (
     _UPLOAD_SCHEMA,
-    SUBPARTITION_COLUMN,
     Cut,
     Piece,
     Target,
@@ -39,7 +39,6 @@ from airflow_region_failover.store.parquet import (
     check_key_columns,
     key_group_column,
     piece_rows,
-    split_batches,
     written_from_rows,
 )
 

@@ -86,7 +86,9 @@ class StoreConfig:
 
     ``part_size``: multipart part size; ``upload_threads``: parts in flight per object; ``verify_on_read``:
     check every object's size and SHA-256 when reading; ``spark_io``: ``"executors"`` (each Spark task uploads
-    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``max_object_bytes``: a
+    its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``jvm_io``: whether reads in
+    ``executors`` mode may use Spark's own Parquet reader through ``s3a://`` (``auto``, ``cluster``, ``off``:
+    :class:`.s3a.Mode`); ``max_object_bytes``: a
     Spark task's output is cut into content-addressed objects of about this many bytes (each is held in memory
     while it is encoded and hashed); ``min_grace_seconds``: the grace floor of every sweeper of this store, which
     writers rely on when they list objects already there (:mod:`.content`).
@@ -99,6 +101,7 @@ class StoreConfig:
     upload_threads: int = 4
     verify_on_read: bool = True
     spark_io: str = "executors"
+    jvm_io: str = "auto"
     max_object_bytes: int = 16 * MiB
     min_grace_seconds: float = MIN_GRACE_SECONDS
 
@@ -110,6 +113,8 @@ class StoreConfig:
             raise ValueError(f"upload_threads {self.upload_threads} must be >= 1")
         if self.spark_io not in {"executors", "driver"}:
             raise ValueError(f"spark_io {self.spark_io!r} must be 'executors' or 'driver'")
+        if self.jvm_io not in conf.JVM_IO_MODES:
+            raise ValueError(f"jvm_io {self.jvm_io!r} must be one of {', '.join(conf.JVM_IO_MODES)}")
         if self.max_object_bytes < MiB:
             raise ValueError(f"max_object_bytes {self.max_object_bytes} must be at least 1 MiB")
         if not self.min_grace_seconds > 0:
@@ -135,10 +140,12 @@ def access_from_airflow(conn_id: str = DEFAULT_CONN_ID, **tuning: Any) -> S3Acce
 
 def config_from_airflow(**overrides: Any) -> StoreConfig:
     """Build a :class:`StoreConfig` from ``[region_failover]`` and the named aws connection: ``store_bucket``
-    (required), ``store_prefix``, ``store_aws_conn_id``, ``store_spark_io`` (their getters in :mod:`..conf`).
+    (required), ``store_prefix``, ``store_aws_conn_id``, ``store_spark_io``, ``store_jvm_io`` (their getters in
+    :mod:`..conf`).
     ``overrides`` replace fields of the result. A bad value is an ``OptionError`` naming the option.
     """
-    values: dict[str, Any] = {"prefix": conf.store_prefix(), "spark_io": conf.store_spark_io()}
+    values: dict[str, Any] = {"prefix": conf.store_prefix(), "spark_io": conf.store_spark_io(),
+                              "jvm_io": conf.store_jvm_io()}
     if "bucket" not in overrides:
         values["bucket"] = conf.store_bucket()
     if "access" not in overrides:

@@ -4,8 +4,11 @@ already there, and confirm before a commit that every shared object a manifest l
 Rules:
 
 * **Put** (:func:`put_content`): an object's key is ``<prefix>/cas/v1/<h[:2]>/<h>.parquet``, ``h`` = SHA-256 of
-  its bytes (:meth:`.keys.Layout.cas_object`). A body of at most one part goes up with a create-only PUT
-  (``If-None-Match: *``); the server's 412 means the object is there and nothing was uploaded. A larger body is
+  its bytes (:meth:`.keys.Layout.cas_object`). A body of at most :data:`SINGLE_PUT_BYTES` (every object the
+  writers cut) goes up with a create-only PUT (``If-None-Match: *``) carrying its SHA-256 as the S3 checksum: the
+  server refuses a body that does not match and keeps the checksum with the object, which is what a reader that
+  does not hash the bytes itself checks (Spark's own reader, :mod:`.reading`); the server's 412 means the object is
+  there and nothing was uploaded. A larger body is
   HEADed first and, if absent, streamed as a multipart upload that is visible only when complete (a concurrent
   writer of the same key writes the same bytes, so whichever completes last changes nothing). The caller learns
   whether bytes went up (:class:`Stored`), so each write reports bytes uploaded vs reused.
@@ -45,6 +48,9 @@ MIN_GRACE_SECONDS = 15 * 60.0
 floor ``G0`` writers assume (module rule)."""
 FRESH_SHARE = 0.5
 """A shared object older than ``FRESH_SHARE * G0`` is refreshed before a manifest listing it is committed."""
+SINGLE_PUT_BYTES = 5 * 1024 ** 3
+"""The largest body stored with one create-only PUT carrying its SHA-256 (S3's single-PUT limit); a larger one is a
+multipart upload, whose checksum S3 keeps only per part (its readers hash it themselves)."""
 COMMIT_SHARE = 0.125
 """The manifest PUT must be issued within ``COMMIT_SHARE * G0`` of the confirmation."""
 
@@ -71,9 +77,9 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
     if announce is not None:
         with contextlib.suppress(AlreadyCommitted):
             objects.put_if_absent(announce(digest), b"", content_type="application/octet-stream")
-    if len(view) <= part_size:
+    if len(view) <= SINGLE_PUT_BYTES:
         try:
-            objects.put_if_absent(key, bytes(view), content_type="application/octet-stream")
+            objects.put_if_absent(key, bytes(view), content_type="application/octet-stream", sha256=digest)
         except AlreadyCommitted:
             return Stored(entry, uploaded=False)
         return Stored(entry, uploaded=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
-from airflow_region_failover.store import clustered, lifecycle, parquet, reading
+from airflow_region_failover.store import clustered, lifecycle, parquet, reading, s3a
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
@@ -180,7 +180,7 @@ class ResultStore:
         target = parquet.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
         return reading.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
-                                      objects)
+                                      objects, s3a.Mode(self.config.jvm_io))
 
     def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
         """The current committed version as an Arrow table (no Spark)."""

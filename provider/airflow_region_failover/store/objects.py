@@ -11,6 +11,7 @@ read as a stream of :data:`CHUNK` bytes, so a caller holds an object at most onc
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import time
@@ -80,18 +81,22 @@ class Objects:
         self.layout = layout
         self.bucket = layout.bucket
 
-    def put_if_absent(self, key: str, body: bytes, content_type: str = "application/json") -> str:
+    def put_if_absent(self, key: str, body: bytes, content_type: str = "application/json",
+                      sha256: str | None = None) -> str:
         """Create ``key`` only if absent (``If-None-Match: *``) and return its ETag; :class:`AlreadyCommitted` if
-        it exists.
+        it exists. ``sha256`` (hex): the body's SHA-256, sent as its S3 checksum — the server refuses a body that
+        does not match it and keeps it with the object (:meth:`stored_sha256`).
 
         A 409 ``ConditionalRequestConflict`` (a concurrent conditional write still in flight) is retried, so
         the answer is always the server's 200 or 412.
         """
         self.layout.check(key)
+        checksum = {} if sha256 is None else {"ChecksumAlgorithm": "SHA256",  # botocore sends ours, hashes nothing
+                                              "ChecksumSHA256": base64.b64encode(bytes.fromhex(sha256)).decode()}
         for delay in (0.05, 0.2, 0.5, 1.0, None):
             try:
                 response = call("conditional PUT", key, lambda: self.client.put_object(
-                    Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*", ContentType=content_type))
+                    Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*", ContentType=content_type, **checksum))
                 return str(response.get("ETag", ""))
             except StoreUnreachable:
                 raise
@@ -173,11 +178,22 @@ class Objects:
 
     def freshen(self, key: str) -> bool:
         """Give ``key`` a new last-modified time without sending its bytes (a server-side copy onto itself, like
-        git's *freshen*); ``False`` if it does not exist."""
+        git's *freshen*), keeping a SHA-256 checksum on it; ``False`` if it does not exist."""
         response = self._unless_missing("copy", key, lambda: self.client.copy_object(
             Bucket=self.bucket, Key=key, CopySource={"Bucket": self.bucket, "Key": key},
-            MetadataDirective="REPLACE"))
+            MetadataDirective="REPLACE", ChecksumAlgorithm="SHA256"))
         return response is not None
+
+    def stored_sha256(self, key: str) -> tuple[int, str | None] | None:
+        """``key``'s size and the full-object SHA-256 (hex) S3 keeps with it (``None``: it keeps none, e.g. a
+        multipart upload's composite checksum or an object uploaded without one), or ``None`` if it is missing."""
+        response = self._unless_missing("HEAD", key, lambda: self.client.head_object(
+            Bucket=self.bucket, Key=key, ChecksumMode="ENABLED"))
+        if response is None:
+            return None
+        stored = response.get("ChecksumSHA256")
+        full = stored and "-" not in stored and response.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT"
+        return int(response["ContentLength"]), base64.b64decode(stored).hex() if full else None
 
     def head_size(self, key: str) -> int | None:
         """The size of ``key``, or ``None`` if it does not exist."""

@@ -13,14 +13,17 @@ driver-local staging directory):
   servers whose executors cannot reach S3.
 
 Determinism rule: the same rows in the same Spark partitions give the same bytes (fixed writer settings, the
-dictionary choice made from the first batch, row groups and object cuts at Arrow/Parquet byte counts), so a
-restart or a scheduled run that re-produces a partition uploads nothing. The manifest lists objects in task
-order, then subpartition, then sequence within the task.
+dictionary choice made from the first batch, row groups and object cuts at Arrow/Parquet byte counts:
+:mod:`.encoding`), so a restart or a scheduled run that re-produces a partition uploads nothing. The manifest lists
+objects in task order, then subpartition, then sequence within the task.
 
 Keyed partitions (a :class:`Cut`): the frame is tagged with each row's subpartition — Spark's own
 ``pmod(hash(key columns), max_parallelism)`` key group mapped to its consumer's range (:mod:`..graph.keygroups`) —
-and sorted by it within each Spark partition (a local sort, no shuffle), so every Spark task encodes its rows
-subpartition by subpartition into objects of one subpartition each, in one pass; the tag column is not stored.
+and every Spark task keeps one open encoder per subpartition (:func:`write_split`): each batch is split by its tag
+in Arrow (:func:`.encoding.split_batch`), no sort of the task's rows as a whole (Spark's shuffle does none either:
+measured, the sort cost the keyed write ~40 %), so every object holds one subpartition, in one pass; the tag column
+is not stored. A task's open encoders hold at most :data:`SPLIT_HELD_BYTES` (the largest one writes its pending
+row group, or closes its object early, beyond that: decisions made at byte counts, so still deterministic).
 Executors receive the store's access with credentials frozen at the moment of each write (:func:`.config.portable`).
 """
 
@@ -29,15 +32,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
-from airflow_region_failover.store.chunking import dictionary_columns
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.content import Stored, Tally, put_content
+from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN, Encoded, ObjectEncoder, split_batches
 from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.objects import Objects
@@ -47,10 +51,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-
-SUBPARTITION_COLUMN = "__region_failover_subpartition"
-"""The column a keyed write tags rows with (never stored)."""
-
 
 @dataclass(frozen=True)
 class Cut:
@@ -69,12 +69,9 @@ class Cut:
 
     def tag(self, df: DataFrame) -> DataFrame:
         """``df`` with :data:`SUBPARTITION_COLUMN` (:class:`StepOutputError` naming a missing key column)."""
-        from pyspark.sql import functions as F
-
         check_key_columns(self.partition_by, df.columns, self.where or "keyed exchange", "the result",
                           "fix partition_by or the step's output")
-        return df.withColumn(SUBPARTITION_COLUMN, self.subpartition_column()).sortWithinPartitions(
-            F.col(SUBPARTITION_COLUMN))
+        return df.withColumn(SUBPARTITION_COLUMN, self.subpartition_column())
 
     def subpartition_column(self) -> Any:
         """A row's subpartition: its key group mapped to its consumer's range."""
@@ -142,44 +139,6 @@ class Written:
     tally: Tally = field(default_factory=Tally)
 
 
-ROW_GROUP_BYTES = 64 * 1024 * 1024
-"""Arrow bytes gathered into one Parquet row group (Spark hands over batches of ~10k-65k rows; one row group per
-batch would restart dictionary encoding and statistics every few MB: measured 1.3x the encoding CPU)."""
-
-
-def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> Iterator[tuple[pa.Buffer, int]]:
-    """Encode ``batches`` as Parquet bodies of about ``max_object_bytes`` each: ``(body, rows)``.
-
-    Rules: batches (sliced when one alone holds more than ``max_object_bytes`` of Arrow data) are gathered into row
-    groups of about :data:`ROW_GROUP_BYTES` (at most ``max_object_bytes``); an object is closed after the row group
-    that brings it to ``max_object_bytes``; dictionary encoding is used
-    only for the columns :func:`dictionary_columns` picks from the first batch; Snappy compression (Spark's
-    default). Only the object being encoded is held in memory.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    first = next(batches, None)
-    if first is None:
-        return
-    chosen = dictionary_columns(first)
-    sink, writer, rows = None, None, 0
-    limit = min(ROW_GROUP_BYTES, max_object_bytes)
-    for group in row_groups(_sliced(_chain(first, batches), limit), limit):
-        if writer is None:
-            sink = pa.BufferOutputStream()
-            writer = pq.ParquetWriter(sink, first.schema, compression="snappy", use_dictionary=chosen)
-        writer.write_table(group, row_group_size=group.num_rows)
-        rows += group.num_rows
-        if sink is not None and sink.tell() >= max_object_bytes:
-            writer.close()
-            yield sink.getvalue(), rows
-            sink, writer, rows = None, None, 0
-    if writer is not None and sink is not None:
-        writer.close()
-        yield sink.getvalue(), rows
-
-
 @dataclass(frozen=True)
 class Piece:
     """One object a Spark task wrote: where it comes in the manifest (``number``: the task, ``sequence`` within
@@ -196,87 +155,76 @@ class Piece:
         return self.number, self.stored.entry.subpartition, self.sequence
 
 
+SPLIT_HELD_BYTES = 192 * 1024 * 1024
+"""What one task's open encoders of a keyed write may hold (Arrow rows waiting and open objects' bytes)."""
+
+
+class _Storing:
+    """Stores a task's encoded objects on a background thread while the next one is encoded: at most one in
+    flight (so at most two objects in memory beyond the encoders'); an error in either stops the write."""
+
+    def __init__(self, target: Target, number: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.target, self.number, self.objects = target, number, target.objects()
+        self.pieces: list[Piece] = []
+        self.sequences: dict[int, int] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pending: Future[Piece] | None = None
+
+    def submit(self, encoded: list[Encoded], subpartition: int) -> None:
+        """Store each of ``encoded`` (objects of ``subpartition``, -1: not keyed), in order."""
+        for body, rows in encoded:
+            sequence = self.sequences.get(subpartition, 0)
+            self.sequences[subpartition] = sequence + 1
+            self._wait()
+            self._pending = self._pool.submit(self._store, body, rows, subpartition, sequence)
+
+    def _store(self, body: pa.Buffer, rows: int, subpartition: int, sequence: int) -> Piece:
+        return Piece(self.target.put(self.objects, body, subpartition), rows, self.number, sequence)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            self.pieces.append(self._pending.result())
+            self._pending = None
+
+    def __enter__(self) -> _Storing:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        try:
+            if kind is None:
+                self._wait()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int,
                   subpartition: int = -1) -> list[Piece]:
-    """Encode ``batches`` as bounded objects (:func:`encode_objects`) and store each content-addressed; one
-    :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition.
-
-    An object is stored on a background thread while the next one is encoded (at most one in flight, so at most
-    two objects are in memory); an error in either stops the write and is raised.
-    """
-    from concurrent.futures import Future, ThreadPoolExecutor
-
-    objects = target.objects()
-    pieces: list[Piece] = []
-    pending: Future[Piece] | None = None
-
-    def store(body: pa.Buffer, rows: int, sequence: int) -> Piece:
-        return Piece(target.put(objects, body, subpartition), rows, number, sequence)
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):
-            if pending is not None:
-                pieces.append(pending.result())
-            pending = pool.submit(store, body, rows, sequence)
-        if pending is not None:
-            pieces.append(pending.result())
-    return pieces
-
-
-def split_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Batches sorted by :data:`SUBPARTITION_COLUMN` as ``(subpartition, slice without that column)`` runs."""
-    import numpy as np
-
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        subs = batch.column(SUBPARTITION_COLUMN).to_numpy(zero_copy_only=False)
-        body = batch.drop_columns([SUBPARTITION_COLUMN])
-        starts = [0, *(np.flatnonzero(np.diff(subs)) + 1).tolist()]
-        for begin, end in zip(starts, [*starts[1:], batch.num_rows], strict=True):
-            yield int(subs[begin]), body.slice(begin, end - begin)
+    """Encode ``batches`` as bounded objects (:func:`.encoding.encode_objects`) and store each content-addressed;
+    one :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition."""
+    with _Storing(target, number) as storing:
+        encoder = ObjectEncoder(target.max_object_bytes)
+        for batch in batches:
+            storing.submit(encoder.add(batch), subpartition)
+        storing.submit(encoder.finish(), subpartition)
+    return storing.pieces
 
 
 def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int) -> list[Piece]:
-    """The objects of each subpartition run of sorted, tagged ``batches`` (see :func:`split_batches`)."""
-    import itertools
-
-    pieces: list[Piece] = []
-    for sub, runs in itertools.groupby(split_batches(batches), key=lambda pair: pair[0]):
-        pieces.extend(write_batches(target, (batch for _, batch in runs), number, sub))
-    return pieces
-
-
-def _sliced(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
-    """``batches`` with each one of more than ``limit`` Arrow bytes cut into slices of about ``limit`` bytes."""
-    for batch in batches:
-        if batch.nbytes <= limit or batch.num_rows < 2:
-            yield batch
-            continue
-        step = max(1, batch.num_rows * limit // batch.nbytes)
-        for start in range(0, batch.num_rows, step):
-            yield batch.slice(start, step)
-
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
-
-
-def row_groups(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Table]:
-    """Consecutive batches gathered into tables of at least ``limit`` Arrow bytes (the last may be smaller)."""
-    import pyarrow as pa
-
-    pending: list[pa.RecordBatch] = []
-    size = 0
-    for batch in batches:
-        pending.append(batch)
-        size += batch.nbytes
-        if size >= limit:
-            yield pa.Table.from_batches(pending)
-            pending, size = [], 0
-    if pending:
-        yield pa.Table.from_batches(pending)
+    """The objects of each subpartition of tagged ``batches``, one open encoder per subpartition, what they hold
+    bounded by :data:`SPLIT_HELD_BYTES` (module rule)."""
+    encoders: dict[int, ObjectEncoder] = {}
+    with _Storing(target, number) as storing:
+        for sub, part in split_batches(batches):
+            encoder = encoders.setdefault(sub, ObjectEncoder(target.max_object_bytes))
+            storing.submit(encoder.add(part), sub)
+            while sum(e.held_bytes for e in encoders.values()) > SPLIT_HELD_BYTES:
+                fullest, largest = max(encoders.items(), key=lambda pair: (pair[1].held_bytes, -pair[0]))
+                storing.submit(largest.flush() if largest.pending_bytes else [largest.close()], fullest)
+        for sub in sorted(encoders):
+            storing.submit(encoders[sub].finish(), sub)
+    return storing.pieces
 
 
 _PIECE_FIELDS = (("sha256", "string"), ("size", "int64"), ("rows", "int64"), ("subpartition", "int64"),
@@ -351,8 +299,7 @@ def write_with_driver(df: DataFrame, target: Target, cut: Cut | None = None) -> 
     """Collect the DataFrame as Arrow in the driver and write it from there (split by subpartition with ``cut``)."""
     if cut is None:
         return write_arrow(df.toArrow(), target)
-    table = cut.tag(df).toArrow().sort_by(SUBPARTITION_COLUMN)
-    return _written(write_split(target, iter(table.to_batches()), 0))
+    return _written(write_split(target, iter(cut.tag(df).toArrow().to_batches()), 0))
 
 
 def write_arrow(table: pa.Table, target: Target) -> Written:

@@ -1,14 +1,26 @@
 """Spark I/O, reading: a committed version back as Arrow or as a DataFrame.
 
-Rules: ``executors`` mode maps one Spark partition per object (``spark.range(n, numPartitions=n).mapInArrow``),
-each GETting and decoding its object; ``driver`` mode GETs the objects in the driver and calls
-``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest entry: run-scoped (version-1
-manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). Sizes are always checked, SHA-256s
-when ``verify`` is set (hashed while streaming), raising :class:`NotAvailable` naming the object. Memory rule: an
-object's body is streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without
-copying it, and the buffer is dropped as soon as its table is decoded — so a read holds each object once, and
-only the objects in flight (not all of a manifest's) at a time. Executors receive the store's access with
-credentials frozen at the moment of the read (:func:`.config.portable`).
+Rules: where the Spark session's JVM reaches the store through ``s3a://`` (:func:`.s3a.jvm_reader`: hadoop-aws on
+its classpath, the store's endpoint and long-lived keys, ``[region_failover] store_jvm_io`` not ``off``), a read in
+``executors`` mode is **Spark's own Parquet reader over exactly the manifest's objects**
+(``spark.read.schema(s).parquet(*urls)``) — Spark's JVM path is several times faster than decoding in Python
+workers (``benchmarks/bench_store_paths.py``) — and the integrity check moves to S3's own checksum: every object is
+HEADed first and must have its recorded size and, kept by S3 with it, the full-object SHA-256 its key and manifest
+name (the writers upload every object with that checksum, which the server verifies, :mod:`.content`); a missing,
+resized or different object raises :class:`NotAvailable` naming the partition and the object, before Spark reads
+anything. The frame gets back the nullability its schema records (:mod:`.nullability`). An object S3 keeps no
+full-object SHA-256 for (uploaded before this rule, or multipart), or a schema whose nullability cannot be
+restored, sends the read to the Python path, which hashes what it reads.
+
+Python path (no S3A, ``driver`` mode, reads without Spark): ``executors`` mode maps one Spark partition per object
+(``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object; ``driver`` mode GETs the
+objects in the driver and calls ``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest
+entry: run-scoped (version-1 manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). It
+always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming), raising :class:`NotAvailable`
+naming the object. Memory rule: an object's body is streamed into one buffer of its recorded size, the Parquet
+decoder reads that buffer without copying it, and the buffer is dropped as soon as its table is decoded — so a read
+holds each object once, and only the objects in flight (not all of a manifest's) at a time. Executors receive the
+store's access with credentials frozen at the moment of the read (:func:`.config.portable`).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.store import nullability, s3a
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
@@ -113,9 +126,10 @@ class _TaskReader:
 
 
 def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
-                   objects: tuple[ObjectEntry, ...] | None = None) -> DataFrame:
+                   objects: tuple[ObjectEntry, ...] | None = None, jvm: s3a.Mode = s3a.Mode.OFF) -> DataFrame:
     """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
-    only these of its objects (a subpartition selection), default all."""
+    only these of its objects (a subpartition selection), default all; ``jvm``: whether Spark's own reader may
+    read them (module rule)."""
     from pyspark.sql.types import StructType
 
     schema = StructType.fromJson(_schema_json(manifest))
@@ -126,6 +140,42 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
         table = read_arrow(target.objects(), target.keys, dataclasses.replace(manifest, objects=chosen), verify,
                            target.threads)
         return spark.createDataFrame(table, schema=schema)
+    keys = manifest_keys(target.keys, chosen)
+    if jvm is not s3a.Mode.OFF and (not verify or stored_checksums_match(target.objects(), manifest, chosen)):
+        options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
+        if options is not None:
+            urls = [s3a.url(target.layout.bucket, key) for key in keys]
+            frame = nullability.restore(spark.read.options(**options).schema(schema).parquet(*urls), schema)
+            if frame is not None:
+                return frame
     count = len(chosen)
     reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)
+
+
+def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...],
+                           threads: int = 16) -> bool:
+    """Whether S3 keeps, with every ``chosen`` object of ``manifest``, the full-object SHA-256 the manifest records
+    (``False``: one has none, so only hashing its bytes can verify it); :class:`NotAvailable` naming the partition
+    and the object when one is missing, of another size, or has another SHA-256."""
+    keys = manifest_keys(objects.layout.run(manifest.dag_id, manifest.run_id), chosen)
+
+    def stored(pair: tuple[str, ObjectEntry]) -> bool:
+        key, entry = pair
+        found = objects.stored_sha256(key)
+        problem = ("is missing" if found is None else
+                   f"has {found[0]} bytes, the manifest says {entry.size}" if found[0] != entry.size else
+                   "does not match the SHA-256 in its manifest (S3 keeps another checksum for it)"
+                   if found[1] not in (None, entry.sha256) else "")
+        if problem:
+            raise NotAvailable(f"{manifest.partition} (attempt {manifest.attempt}): object {key} listed in its "
+                               f"manifest {problem}")
+        return found is not None and found[1] is not None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(keys)))) as pool:
+        return all(list(pool.map(stored, zip(keys, chosen, strict=True))))
+
+
+def manifest_keys(keys: RunKeys, chosen: tuple[ObjectEntry, ...]) -> list[str]:
+    """The S3 keys of ``chosen`` manifest entries."""
+    return [keys.object_key(e.key, e.shared) for e in chosen]

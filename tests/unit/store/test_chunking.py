@@ -118,3 +118,14 @@ def test_policy_rounds_the_mean_to_a_power_of_two() -> None:
     assert ChunkPolicy(target_bytes=1 << 20).bounds(25.0)[0] == 15  # a small change in row size: same mask
     with pytest.raises(ValueError, match="target_bytes >= 1"):
         ChunkPolicy(target_bytes=0)
+
+
+def test_a_chunk_with_a_null_struct_whose_field_is_never_null_on_its_own_is_encoded() -> None:
+    """The clustered writer's chunks too store a field below a nullable struct as optional (pyarrow refused the
+    nulls Spark puts in its slots where the struct is null: "Column 'q' is declared non-nullable but contains
+    nulls")."""
+    inner = pa.struct([pa.field("q", pa.int64(), nullable=False)])
+    values = pa.StructArray.from_arrays([pa.array([1, None], pa.int64())], fields=list(inner),
+                                        mask=pa.array([False, True]))
+    table = pa.table({"k": [1, 2], "maybe": values})
+    assert pq.read_table(io.BytesIO(encode(table))).to_pylist() == table.to_pylist()

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from airflow_region_failover.exceptions import IncompleteCommit
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store import ResultStore, content
 from airflow_region_failover.store.content import Tally, confirm_shared, put_content
 
 MiB = 1024 * 1024
@@ -25,12 +25,27 @@ def test_a_second_put_of_the_same_bytes_uploads_nothing(store: ResultStore) -> N
     assert tally.describe() == "uploaded 1000 of 2000 bytes (1 of 2 objects new)"
 
 
-def test_a_body_larger_than_a_part_goes_up_as_a_multipart_upload_once(store: ResultStore) -> None:
+def test_a_body_larger_than_a_single_put_goes_up_as_a_multipart_upload_once(store: ResultStore,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(content, "SINGLE_PUT_BYTES", 5 * MiB)
     body = bytes(range(256)) * (6 * MiB // 256)
     first = put_content(store.objects, store.layout, body, part_size=5 * MiB)
     second = put_content(store.objects, store.layout, body, part_size=5 * MiB)
     assert first.uploaded and not second.uploaded
-    assert store.objects.head_size(store.layout.cas_object(first.entry.sha256)) == len(body)
+    key = store.layout.cas_object(first.entry.sha256)
+    assert store.objects.head_size(key) == len(body)
+    assert store.objects.stored_sha256(key) == (len(body), None), "S3 keeps no full-object SHA-256 of a multipart"
+
+
+def test_an_object_goes_up_in_one_put_carrying_its_sha256_which_s3_keeps(store: ResultStore) -> None:
+    """Every object the writers cut (up to S3's single-PUT limit, even above a multipart part) is one create-only
+    PUT with its SHA-256 as the S3 checksum: what Spark's own reader relies on (store/reading.py)."""
+    body = bytes(range(256)) * (20 * MiB // 256)
+    stored = put_content(store.objects, store.layout, body, part_size=5 * MiB)
+    key = store.layout.cas_object(stored.entry.sha256)
+    assert stored.uploaded and store.objects.stored_sha256(key) == (len(body), hashlib.sha256(body).hexdigest())
+    assert store.objects.stored_sha256(store.layout.cas_object("0" * 64)) is None
+    assert store.objects.freshen(key) and store.objects.stored_sha256(key) == (len(body), stored.entry.sha256)
 
 
 def test_confirming_refreshes_a_stale_object_and_refuses_a_missing_one(store: ResultStore) -> None:

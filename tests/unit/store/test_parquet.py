@@ -8,12 +8,13 @@ import io
 import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
 from airflow_region_failover.store.chunking import dictionary_columns
-from airflow_region_failover.store.parquet import row_groups
+from airflow_region_failover.store.encoding import row_groups
 
 
 def batch(start: int, n: int) -> pa.RecordBatch:
@@ -64,7 +65,7 @@ def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() ->
 
 
 def test_objects_are_bounded_even_from_one_huge_batch_and_the_same_rows_give_the_same_bytes() -> None:
-    from airflow_region_failover.store.parquet import encode_objects
+    from airflow_region_failover.store.encoding import encode_objects
 
     rows = 200_000
     big = pa.record_batch({"id": pa.array(range(rows), pa.int64()),
@@ -77,3 +78,61 @@ def test_objects_are_bounded_even_from_one_huge_batch_and_the_same_rows_give_the
     assert [body.to_pybytes() for body, _ in first] == [body.to_pybytes() for body, _ in again]
     back = pa.concat_tables(pq.read_table(pa.BufferReader(body)) for body, _ in first)
     assert back.equals(pa.Table.from_batches([big]))
+
+
+def tagged(start: int, n: int) -> pa.RecordBatch:
+    """Rows tagged with a subpartition (``id * 7 % 3``) in no order, as a keyed Spark task hands them over."""
+    from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
+
+    rows = batch(start, n)
+    return rows.append_column(SUBPARTITION_COLUMN, pa.array([i * 7 % 3 for i in range(start, start + n)],
+                                                            pa.int32()))
+
+
+def _split_objects(store: ResultStore, run: str) -> list[tuple[int, list[int], str]]:
+    """Each object a keyed task writes from unsorted tagged batches: (subpartition, its ids, its SHA-256)."""
+    from airflow_region_failover.store.parquet import write_split
+
+    target = store._begin("etl", run, PartitionId("r", 0), 1)
+    pieces = write_split(target, iter([tagged(i * 1000, 1000) for i in range(6)]), 0)
+    out = []
+    for piece in sorted(pieces, key=lambda p: p.order):
+        entry = piece.stored.entry
+        body = store.objects.get(store.layout.cas_object(entry.sha256))
+        assert body is not None
+        table = pq.read_table(io.BytesIO(body))
+        assert table.num_rows == piece.rows and "__region_failover_subpartition" not in table.column_names
+        out.append((entry.subpartition, table.column("id").to_pylist(), entry.sha256))
+    return out
+
+
+def test_a_keyed_task_writes_each_subpartition_through_its_own_encoder_without_a_sort(
+        store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No sort of the task's rows: each subpartition's rows keep their input order, one subpartition per object,
+    the same bytes again; with what the open encoders may hold made tiny, objects close early and still hold
+    exactly their subpartition's rows, in order."""
+    from airflow_region_failover.store import parquet
+
+    objects = _split_objects(store, "run")
+    assert [sub for sub, _, _ in objects] == [0, 1, 2]
+    for sub, ids, _ in objects:
+        assert ids == [i for i in range(6000) if i * 7 % 3 == sub]
+    assert [sha for _, _, sha in _split_objects(store, "again")] == [sha for _, _, sha in objects]
+    monkeypatch.setattr(parquet, "SPLIT_HELD_BYTES", 1)
+    small = _split_objects(store, "bounded")
+    assert len(small) > 3
+    for sub in range(3):
+        assert [i for s, ids, _ in small if s == sub for i in ids] == [i for i in range(6000) if i * 7 % 3 == sub]
+
+
+def test_a_nullable_struct_with_a_field_that_is_never_null_on_its_own_is_written(store: ResultStore) -> None:
+    """Spark hands a null struct over as nulls in each of its fields' slots, also where a field is declared
+    non-nullable (``IF(id % 7 = 0, NULL, named_struct('q', id))``): Parquet must store those fields as optional
+    (pyarrow refused with "Column 'q' is declared non-nullable but contains nulls")."""
+    inner = pa.struct([pa.field("q", pa.int64(), nullable=False)])
+    values = pa.StructArray.from_arrays([pa.array([1, None, 3], pa.int64())], fields=list(inner),
+                                        mask=pa.array([False, True, False]))
+    table = pa.table({"maybe": values, "items": pa.array([[{"q": 1}], [None], []], pa.list_(inner))})
+    manifest = store.write_arrow(table, "etl", "structs", PartitionId("r", 0), 1)
+    back = store.read_arrow("etl", "structs", PartitionId("r", 0))
+    assert manifest.row_count == 3 and back.to_pylist() == table.to_pylist()

@@ -1,0 +1,102 @@
+"""The store's reads through Spark's own Parquet reader (``s3a://``, store/reading.py), on embedded Spark and on the
+test session's Spark Connect server, both with the pinned s3a jars, against SeaweedFS: the read is a file scan over
+exactly the manifest's objects; an object replaced by other bytes is refused naming the partition before Spark
+reads anything; an object S3 keeps no SHA-256 for is read (and hashed) by the Python path, which refuses it too;
+``store_jvm_io = off`` keeps the Python path; a keyed consumer reads exactly its subpartition's objects."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.parquet import Cut
+from tests.support.spark import spark_session
+
+pytestmark = pytest.mark.integration
+
+P = PartitionId("orders->join", 2)
+
+
+@pytest.fixture(scope="module", params=["embedded", "connect"])
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from spark_session(request, shuffle_partitions=4)
+
+
+def make_store(endpoint: S3Endpoint, **tuning: Any) -> ResultStore:
+    return ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
+                                     endpoint.bucket, prefix=f"jvm-{secrets.token_hex(4)}", **tuning)
+
+
+def rows(spark: Any, n: int = 30_000) -> Any:
+    """Fields, array elements, struct fields and map values that are never null (Spark's file reader makes them
+    nullable: the store restores that), and nullable ones with nulls."""
+    return spark.range(0, n, 1, 3).selectExpr(
+        "id", "id % 13 AS k", "cast(id * 0.5 AS double) AS v", "concat('s', id % 101) AS s",
+        "to_date('2024-01-01') AS d", "cast(id AS decimal(12, 2)) AS dec", "timestamp_seconds(id) AS ts",
+        "array(id, id + 1) AS arr", "named_struct('a', id, 'b', array(named_struct('z', id % 13))) AS st",
+        "map(id, concat('v', id)) AS m", "IF(id % 7 = 0, NULL, named_struct('q', id)) AS maybe",
+        "IF(id % 5 = 0, NULL, id) AS sometimes")
+
+
+def object_urls(store: ResultStore, manifest: Any, objects: Any = None) -> list[str]:
+    keys = store.run_keys(manifest.dag_id, manifest.run_id)
+    return sorted(f"s3a://{store.layout.bucket}/{keys.object_key(o.key, o.shared)}"
+                  for o in (manifest.objects if objects is None else objects))
+
+
+def test_a_read_is_sparks_file_scan_over_exactly_the_manifests_objects(spark: Any, s3_server: S3Endpoint) -> None:
+    store = make_store(s3_server)
+    df = rows(spark)
+    manifest = store.write(df, "etl", "run", P, 1)
+    back = store.read(spark, "etl", "run", P)
+    assert sorted(back.inputFiles()) == object_urls(store, manifest)
+    assert back.schema == df.schema and back.count() == manifest.row_count == 30_000
+    assert sorted(back.collect(), key=lambda r: r.id) == sorted(df.collect(), key=lambda r: r.id)
+    python = ResultStore(dataclasses.replace(store.config, jvm_io="off"), client=store.objects.client)
+    assert python.read(spark, "etl", "run", P).inputFiles() == []  # store_jvm_io = off: the Python workers' path
+
+
+def test_a_replaced_object_is_refused_naming_the_partition(spark: Any, s3_server: S3Endpoint) -> None:
+    store = make_store(s3_server)
+    manifest = store.write(rows(spark), "etl", "bad", P, 1)
+    victim = manifest.objects[1]
+    key = store.run_keys("etl", "bad").object_key(victim.key, victim.shared)
+    client, bucket = store.objects.client, store.layout.bucket
+    body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    other = body[:100] + bytes(b ^ 0x01 for b in body[100:200]) + body[200:]  # same size, other bytes
+    client.put_object(Bucket=bucket, Key=key, Body=other, ChecksumAlgorithm="SHA256")
+    with pytest.raises(NotAvailable, match=rf"orders->join#2 \(attempt 1\): object {key} listed in its manifest "
+                                           "does not match the SHA-256"):
+        store.read(spark, "etl", "bad", P)
+    client.put_object(Bucket=bucket, Key=key, Body=other)  # S3 keeps no SHA-256 of it: the Python path hashes it
+    with pytest.raises(Exception, match="does not match the SHA-256 in its manifest"):
+        store.read(spark, "etl", "bad", P).collect()
+    client.put_object(Bucket=bucket, Key=key, Body=body)  # the same bytes again (S3 keeps a CRC only) ...
+    assert store.read(spark, "etl", "bad", P).count() == 30_000  # ... read and hashed by the Python path
+    client.delete_object(Bucket=bucket, Key=key)
+    with pytest.raises(NotAvailable, match=rf"orders->join#2 \(attempt 1\): object {key} listed in its manifest "
+                                           "is missing"):
+        store.read(spark, "etl", "bad", P)
+
+
+def test_a_keyed_consumer_scans_exactly_its_subpartitions_objects(spark: Any, s3_server: S3Endpoint) -> None:
+    store = make_store(s3_server)
+    df = rows(spark)
+    manifest = store.write(df, "etl", "keyed", P, 1, cut=Cut(("k",), 128, 4))
+    assert manifest.partitioning is not None
+    seen = 0
+    for j, sub in enumerate(manifest.partitioning.subpartitions):
+        selection = manifest.select(sub.key_groups, ("k",), 128)
+        part = store.read_version(spark, manifest, selection.objects)
+        assert sorted(part.inputFiles()) == object_urls(store, manifest, selection.objects)
+        assert all(o.subpartition == j for o in selection.objects) and part.count() == sub.rows
+        seen += sub.rows
+    assert seen == 30_000

@@ -1,0 +1,36 @@
+"""Before Spark's own reader reads a committed version, every object's size and the SHA-256 S3 keeps with it are
+checked against the manifest (store/reading.py): a replaced or missing object is refused naming the partition; an
+object S3 keeps no SHA-256 for sends the read to the Python path, which hashes it — on moto's in-memory S3."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.reading import stored_checksums_match
+
+P = PartitionId("orders->join", 3)
+
+
+def test_stored_checksums_are_checked_before_a_jvm_read(store: ResultStore) -> None:
+    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
+    [entry] = manifest.objects
+    key = store.layout.cas_object(entry.sha256)
+    assert stored_checksums_match(store.objects, manifest, manifest.objects)
+    body = store.objects.get(key)
+    assert body is not None
+    other = bytes(b ^ 0xFF for b in body)  # same size, other bytes, uploaded with their own SHA-256
+    store.objects.client.put_object(Bucket="bkt", Key=key, Body=other, ChecksumAlgorithm="SHA256")
+    with pytest.raises(NotAvailable, match=r"orders->join#3 \(attempt 1\): object .* does not match the SHA-256"):
+        stored_checksums_match(store.objects, manifest, manifest.objects)
+    store.objects.client.put_object(Bucket="bkt", Key=key, Body=other)  # no SHA-256 kept: only hashing can tell
+    assert not stored_checksums_match(store.objects, manifest, manifest.objects)
+    store.objects.client.put_object(Bucket="bkt", Key=key, Body=other[:-1], ChecksumAlgorithm="SHA256")
+    with pytest.raises(NotAvailable, match=r"has \d+ bytes, the manifest says \d+"):
+        stored_checksums_match(store.objects, manifest, manifest.objects)
+    store.objects.delete([key])
+    with pytest.raises(NotAvailable, match=r"orders->join#3 \(attempt 1\): object .* is missing"):
+        stored_checksums_match(store.objects, manifest, manifest.objects)

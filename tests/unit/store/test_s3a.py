@@ -1,0 +1,95 @@
+"""How Spark's JVM reaches the store (store/s3a.py): the ``fs.s3a.*`` options of a read from the store's access,
+no credentials handed over that would expire inside S3A's cached client, and the session asked once whether it
+can read the store that way, with one log line naming the fix when it cannot (a fake session; the real ones are
+in tests/integration/test_store_jvm.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.store import S3Access, S3Credentials, s3a
+from airflow_region_failover.store.keys import Layout
+
+LAYOUT = Layout("bkt", "pre")
+STATIC = S3Access("http://127.0.0.1:8333", "eu-west-1", S3Credentials("AK", "SK"))
+
+
+def test_options_carry_endpoint_path_style_and_long_lived_keys() -> None:
+    options = s3a.hadoop_options(STATIC, s3a.Mode.AUTO)
+    assert options is not None
+    assert {k: options[k] for k in ("fs.s3a.endpoint", "fs.s3a.path.style.access", "fs.s3a.connection.ssl.enabled",
+                                    "fs.s3a.endpoint.region", "fs.s3a.access.key", "fs.s3a.secret.key")} == {
+        "fs.s3a.endpoint": "http://127.0.0.1:8333", "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "eu-west-1",
+        "fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK"}
+    assert options["fs.s3a.aws.credentials.provider"] == s3a.SIMPLE
+    aws = s3a.hadoop_options(S3Access(region="us-east-1"), s3a.Mode.AUTO)
+    assert aws is not None and "fs.s3a.endpoint" not in aws and "fs.s3a.access.key" not in aws  # S3A's own chain
+    temporary = S3Access(credentials=S3Credentials("AK", "SK", "TOKEN"))
+    assert s3a.hadoop_options(temporary, s3a.Mode.AUTO) is None
+    assert s3a.hadoop_options(temporary, s3a.Mode.CLUSTER) == {}
+    assert s3a.hadoop_options(STATIC, s3a.Mode.OFF) is None
+
+
+class FakeSession:
+    """Answers ``spark.read.options(...).schema(...).parquet(url).schema`` or raises like a JVM without S3A."""
+
+    def __init__(self, error: str | None) -> None:
+        self.error, self.asked = error, 0
+        self.read = self
+
+    def options(self, **options: str) -> FakeSession:
+        return self
+
+    def schema(self, schema: str) -> FakeSession:
+        return self
+
+    def parquet(self, url: str) -> Any:
+        self.asked += 1
+        if self.error:
+            raise RuntimeError(self.error + "\n\tat org.apache.hadoop.fs.FileSystem.getFileSystemClass")
+        assert url == "s3a://bkt/pre/cas/v1/ab/x.parquet"
+        return self
+
+
+def test_a_session_is_asked_once_and_the_answer_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=s3a.__name__)
+    without = FakeSession('[UNSUPPORTED_FILE_SYSTEM] No FileSystem for scheme "s3a"')
+    for _ in range(3):
+        assert s3a.jvm_reader(without, LAYOUT, STATIC, s3a.Mode.AUTO, "pre/cas/v1/ab/x.parquet") is None
+    with_s3a = FakeSession(None)
+    for _ in range(3):
+        assert s3a.jvm_reader(with_s3a, LAYOUT, STATIC, s3a.Mode.AUTO, "pre/cas/v1/ab/x.parquet")
+    assert (without.asked, with_s3a.asked) == (1, 1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2
+    assert 'Python workers, not Spark\'s own Parquet reader: [UNSUPPORTED_FILE_SYSTEM] No FileSystem for scheme "s3a"' \
+           f" (to use it, put hadoop-aws on the session's classpath: spark.jars.packages={s3a.PACKAGES})" in lines[0]
+    assert "Spark's own Parquet reader through s3a:// (http://127.0.0.1:8333)" in lines[1]
+    assert all("SK" not in line for line in lines)
+
+
+def test_temporary_credentials_keep_the_python_path_and_say_why(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=s3a.__name__)
+    session = FakeSession(None)
+    temporary = S3Access(credentials=S3Credentials("AK", "SK", "TOKEN"))
+    assert s3a.jvm_reader(session, LAYOUT, temporary, s3a.Mode.AUTO, "pre/cas/v1/ab/x.parquet") is None
+    assert session.asked == 0 and "store_jvm_io = cluster" in caplog.text and "TOKEN" not in caplog.text
+    assert s3a.jvm_reader(session, LAYOUT, temporary, s3a.Mode.CLUSTER, "pre/cas/v1/ab/x.parquet") == {}
+
+
+def test_only_the_s3a_jars_of_the_environment_are_put_on_a_classpath(tmp_path: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in ("hadoop-aws-3.5.0.jar", "bundle-2.35.4.jar", "analyticsaccelerator-s3-1.3.1.jar",
+                 "delta-spark_2.13-4.4.0.jar"):
+        (jars / name).write_bytes(b"")
+    monkeypatch.setattr("sys.prefix", str(tmp_path))
+    found = s3a.with_jars({"spark.ui.enabled": "false"})["spark.jars"].split(",")
+    assert [p.rsplit("/", 1)[1] for p in found] == ["analyticsaccelerator-s3-1.3.1.jar", "bundle-2.35.4.jar",
+                                                   "hadoop-aws-3.5.0.jar"]
+    assert s3a.with_jars({"spark.jars.packages": s3a.PACKAGES}) == {"spark.jars.packages": s3a.PACKAGES}

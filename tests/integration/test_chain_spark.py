@@ -6,9 +6,7 @@ DataFrame passes in memory, and nothing of the chain's interior is written.
 
 from __future__ import annotations
 
-import os
 import secrets
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -31,6 +29,7 @@ from airflow_region_failover.spark.run import SubtaskRun, chain_contexts, curren
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
+from tests.support.spark import embedded_session
 
 pytestmark = pytest.mark.integration
 
@@ -44,12 +43,7 @@ DAG, RUN = "chain", "run"
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
-        "spark.sql.shuffle.partitions", "2").getOrCreate()
+    session = embedded_session(shuffle_partitions=2)
     yield session
     session.stop()
 

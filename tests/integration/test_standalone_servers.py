@@ -35,6 +35,14 @@ def client(url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
+def command_line(proc: psutil.Process) -> str:
+    """``proc``'s command line; empty for a child that has exited (a zombie has none left: psutil raises)."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:  # ZombieProcess included
+        return ""
+
+
 def test_the_standalone_spark_connect_server_refuses_a_client_without_its_token(tmp_path: Path) -> None:
     (tmp_path / "dags").mkdir()
     server = Standalone(tmp_path / "dags", tmp_path / "home", 0).spark
@@ -49,7 +57,7 @@ def test_the_standalone_spark_connect_server_refuses_a_client_without_its_token(
         assert client(server.url, server.client_environment()).stdout.strip() == "3", "the token in the environment"
         token = server.token
         assert token and token not in server.url and token not in " ".join(server.command(port))
-        seen = [" ".join(p.cmdline()) for p in psutil.Process(server.pid).children(recursive=True)]
+        seen = [command_line(p) for p in psutil.Process(server.pid).children(recursive=True)]
         assert not [c for c in seen if token in c], "the token is on no command line (ps shows them to everyone)"
         assert token not in server.log_path.read_text(errors="replace")
     finally:

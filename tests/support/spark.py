@@ -10,6 +10,25 @@ from typing import Any
 import pytest
 
 
+def embedded_session(shuffle_partitions: int | None = None) -> Any:
+    """An embedded ``local[2]`` session whose JVM has the pinned ``s3a://`` jars. Every embedded session of the test
+    process is built here: the driver's JVM is started once, by the first session, and a later session's
+    ``spark.jars`` never reach the driver's own class path (a module that started Spark without them made the next
+    module's store reads fall back to the Python path)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from airflow_region_failover.store.s3a import with_jars
+
+    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    for key, value in with_jars({}).items():
+        builder = builder.config(key, value)
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    return builder.getOrCreate()
+
+
 def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None = None) -> Iterator[Any]:
     """Yield an embedded ``local[2]`` session (``request.param == "embedded"``) or a Spark Connect session of the
     ``spark_connect`` fixture, and stop it after. Executors import this package (``PYSPARK_PYTHON``). Spark
@@ -20,14 +39,7 @@ def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None
     from pyspark.sql import SparkSession
 
     if request.param == "embedded":
-        from airflow_region_failover.store.s3a import with_jars
-
-        builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-        for key, value in with_jars({}).items():  # the pinned s3a jars: the store reads with Spark's own reader
-            builder = builder.config(key, value)
-        if shuffle_partitions is not None:
-            builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        session = builder.getOrCreate()
+        session = embedded_session(shuffle_partitions)
         yield session
         session.stop()
         return

@@ -29,6 +29,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
+from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 def failure_event(ti: Any, error: object, path: str) -> FailureRecord:
     """The failure of task instance ``ti`` (worker's ``RuntimeTaskInstance`` or scheduler's ORM row)."""
     map_index = getattr(ti, "map_index", None)
-    cause = getattr(error, "partition", None)
+    cause = error.partition if isinstance(error, InputUnavailable) else None
     return FailureRecord(task_id=ti.task_id, map_index=int(map_index) if map_index is not None else -1,
                          try_number=int(ti.try_number or 0), error=masked(str(error or ""))[:500], path=path,
                          at=time.time(), cause=str(cause) if cause is not None else None,

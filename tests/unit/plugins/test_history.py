@@ -50,3 +50,19 @@ def test_failure_text_is_masked_before_it_is_stored() -> None:
     mask_secret("hunter2-very-secret")
     event = failure_event(_Ti(), RuntimeError("login failed for user etl password=hunter2-very-secret"), "worker")
     assert "hunter2-very-secret" not in event.error and "***" in event.error
+
+
+def test_a_scheduler_failure_given_as_text_has_no_cause() -> None:
+    """The scheduler hands the listener its message as a ``str`` (an executor that lost the task, a killed worker);
+    only our ``InputUnavailable`` names a cause partition. ``str.partition`` is a method, not a cause: taking it made
+    the handler refuse the failure ('partition '<built-in method partition ...>' must look like ...')."""
+    event = failure_event(_Ti(), "Executor reported that the task instance finished with state failed", "scheduler")
+    assert event.cause is None
+
+
+def test_an_unavailable_input_names_its_partition_as_the_cause() -> None:
+    from airflow_region_failover.exceptions import InputUnavailable
+    from airflow_region_failover.graph.ids import PartitionId
+
+    event = failure_event(_Ti(), InputUnavailable(PartitionId.parse("clean#0"), "gone"), "worker")
+    assert event.cause == "clean#0"

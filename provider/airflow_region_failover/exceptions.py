@@ -9,6 +9,8 @@ Catch :class:`RegionFailoverError` to catch them all.
 
 from __future__ import annotations
 
+import re
+
 from airflow_region_failover.failover.backoff.base import InvalidStateError
 from airflow_region_failover.graph.errors import GraphError, OptionError, RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
@@ -65,7 +67,34 @@ class Superseded(StoreError):
 
 
 class NotAvailable(StoreError):
-    """The partition has no current committed version (never committed, retired, or its objects are gone)."""
+    """The partition has no current committed version (never committed, retired, or its objects are gone or
+    corrupt); ``partition`` names it when the reader knows it (a reader that found one of its objects missing,
+    of another size or of other bytes: :func:`unreadable`)."""
+
+    def __init__(self, message: str, partition: PartitionId | None = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+
+
+_UNREADABLE = re.compile(r"partition (\S+#\d+) is unreadable: ([^\n]*)")
+
+
+def unreadable(partition: PartitionId, why: str) -> NotAvailable:
+    """The error of a reader that cannot read ``partition`` (an object of its current version is missing, of
+    another size or of other bytes): its text names the partition in a form :func:`unreadable_in` finds again in
+    the text of any error that wraps it (Spark's ``PythonException`` from an executor carries only text)."""
+    return NotAvailable(f"partition {partition} is unreadable: {why}", partition)
+
+
+def unreadable_in(text: str) -> tuple[PartitionId, str] | None:
+    """The partition (and why) an :func:`unreadable` error inside ``text`` names, or ``None``."""
+    found = _UNREADABLE.search(text)
+    if found is None:
+        return None
+    try:
+        return PartitionId.parse(found.group(1)), found.group(2).strip()
+    except GraphError:
+        return None
 
 
 class StoreUnreachable(StoreError):

@@ -76,3 +76,24 @@ def test_a_run_with_a_pending_restart_is_held_against_retention(store: ResultSto
     released = store.apply_retention(DAG, Retention(keep_last_runs=0), run_finished=lambda run: True)
     assert run_id not in released
     assert store.is_available(DAG, run_id, PartitionId("b->c", 1))
+
+
+def test_a_committed_partition_whose_object_holds_other_bytes_restarts_its_producer(store: ResultStore) -> None:
+    """b->c#1's object was overwritten with other bytes of the same size (the server keeps their SHA-256): c#0's
+    failure names no partition (a killed worker), yet the deep check of what c#0 read sees the stored SHA-256
+    disagree with the object's name, so the producer region {a#1, b#1} reruns (sizes alone said available)."""
+    import base64
+    import hashlib
+
+    run_id = "flipped-object"
+    commit_b(store, run_id)
+    (entry,) = store.manifest(DAG, run_id, PartitionId("b->c", 1)).objects
+    key = store.layout.cas_object(entry.sha256)
+    body = bytearray(store.objects.get(key) or b"")
+    body[len(body) // 2] ^= 0x01
+    store.objects.client.put_object(Bucket=store.layout.bucket, Key=key, Body=bytes(body),
+                                    ChecksumSHA256=base64.b64encode(hashlib.sha256(body).digest()).decode())
+    svc = services(store)
+    handle_failure(DAG, run_id, event(), spec(), svc, now=lambda: 100.0)
+    [decision] = svc.logs().read(DAG, run_id).decisions
+    assert "a.b.1" in decision.restart and "a.b.0" not in decision.restart, decision.restart

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.publication import delta
+from airflow_region_failover.publication import delta, staging
 from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes, transaction_of
 from airflow_region_failover.store import ResultStore
 from tests.support.delta_spark import read_tables, s3a_options
@@ -80,7 +80,7 @@ def publish_all(store: ResultStore, table: str, mode: PublishMode) -> tuple[str,
         outcome = delta.publish(store, DAG, run.run_id, result, 2, target,
                                 transaction_of(Publication(result, table, mode), run))
         assert outcome.committed and outcome.version is not None, outcome
-        written = [plain(r) for part in parts for r in delta.delta_ready(part).to_pylist()]
+        written = [plain(r) for part in parts for r in staging.delta_ready(part).to_pylist()]
         current = (current if mode is PublishMode.APPEND else []) + written
         expected[outcome.version] = list(current)
     assert not delta.publish(store, DAG, DAYS[2].run_id, result, 2, target,

@@ -170,3 +170,21 @@ def test_version_1_manifests_with_run_scoped_objects_are_read_and_kept(s3_server
     assert store.read_arrow("etl", "legacy", P).equals(table(7))
     store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
     assert store.is_available("etl", "legacy", P, "deep", verify_checksums=True)
+
+
+def test_a_sweeper_whose_clock_runs_an_hour_ahead_deletes_nothing_the_servers_clock_calls_young(
+        s3_server: S3Endpoint, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ages are the server's Date minus LastModified: a sweeper host whose clock is an hour ahead took an object
+    written a moment ago for an hour old (and a committer's confirmation, on a correct clock, does not refresh
+    an object that young)."""
+    from types import SimpleNamespace
+
+    from airflow_region_failover.store import registry
+    from airflow_region_failover.store.content import put_content
+
+    store = make_store(s3_server, prefix)
+    entry = put_content(store.objects, store.layout, b"written a moment ago, listed by a commit under way").entry
+    monkeypatch.setattr(registry, "time", SimpleNamespace(time=lambda: time.time() + 3600,
+                                                          monotonic=time.monotonic, sleep=time.sleep))
+    store.sweep(grace_seconds=15 * 60)
+    assert store.objects.head(store.layout.cas_object(entry.sha256)) is not None

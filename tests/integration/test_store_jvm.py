@@ -73,16 +73,17 @@ def test_a_replaced_object_is_refused_naming_the_partition(spark: Any, s3_server
     body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
     other = body[:100] + bytes(b ^ 0x01 for b in body[100:200]) + body[200:]  # same size, other bytes
     client.put_object(Bucket=bucket, Key=key, Body=other, ChecksumAlgorithm="SHA256")
-    with pytest.raises(NotAvailable, match=rf"orders->join#2 \(attempt 1\): object {key} listed in its manifest "
-                                           "does not match the SHA-256"):
+    with pytest.raises(NotAvailable, match=rf"orders->join#2 is unreadable: object {key} listed in its manifest "
+                                           "holds other bytes"):
         store.read(spark, "etl", "bad", P)
+    assert store.objects.head_size(key) is None, "the wrong shared object is moved aside (quarantined)"
     client.put_object(Bucket=bucket, Key=key, Body=other)  # S3 keeps no SHA-256 of it: the Python path hashes it
     with pytest.raises(Exception, match="does not match the SHA-256 in its manifest"):
         store.read(spark, "etl", "bad", P).collect()
     client.put_object(Bucket=bucket, Key=key, Body=body)  # the same bytes again (S3 keeps a CRC only) ...
     assert store.read(spark, "etl", "bad", P).count() == 30_000  # ... read and hashed by the Python path
     client.delete_object(Bucket=bucket, Key=key)
-    with pytest.raises(NotAvailable, match=rf"orders->join#2 \(attempt 1\): object {key} listed in its manifest "
+    with pytest.raises(NotAvailable, match=rf"orders->join#2 is unreadable: object {key} listed in its manifest "
                                            "is missing"):
         store.read(spark, "etl", "bad", P)
 

@@ -91,3 +91,26 @@ def test_a_restart_reproducing_the_same_rows_uploads_nothing(spark: Any, s3_serv
     assert restart.bytes == written.bytes
     back = store.read(spark, "etl", "cas", P)
     assert back.count() == 100_000 and sorted(df.exceptAll(back).collect()) == []
+
+
+def test_a_corrupt_object_read_by_spark_tasks_names_its_partition_in_the_driver(spark: Any,
+                                                                                 s3_server: S3Endpoint) -> None:
+    """``executors`` mode reads in Spark's Python workers, whose errors reach the driver as text: the text names
+    the unreadable partition (the step's failure cause), and the object was moved aside, so the producer's restart
+    writes it again and the next read succeeds."""
+    from airflow_region_failover.exceptions import unreadable_in
+
+    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                      s3_server.bucket, prefix=f"spark-{secrets.token_hex(4)}")
+    df = spark.range(0, 20_000, 1, 2).selectExpr("id", "sha2(cast(id AS string), 256) AS h")
+    manifest = store.write(df, "etl", "rot", P, 1)
+    key = store.layout.cas_object(manifest.objects[0].sha256)
+    body = bytearray(store.objects.get(key) or b"")
+    body[len(body) // 2] ^= 0x01
+    store.objects.client.put_object(Bucket=store.layout.bucket, Key=key, Body=bytes(body))
+    with pytest.raises(Exception) as caught:
+        store.read(spark, "etl", "rot", P).count()
+    found = unreadable_in(str(caught.value))
+    assert found is not None and found[0] == P, str(caught.value)[-2000:]
+    _, tally = store.write_counted(df, "etl", "rot", P, 2)
+    assert tally.new_objects == 1 and store.read(spark, "etl", "rot", P).count() == 20_000

@@ -85,7 +85,7 @@ class KnownStore:
     def __init__(self, unavailable: tuple[str, ...] = ()) -> None:
         self.unavailable = unavailable
 
-    def checker(self, dag_id: str, run_id: str, mode: Any = None) -> Any:
+    def checker(self, dag_id: str, run_id: str, mode: Any = None, **options: Any) -> Any:
         from airflow_region_failover.failover.availability import KnownAvailability
 
         return KnownAvailability.except_(self.unavailable)

@@ -1,12 +1,17 @@
 """Test helpers on the result store for what the product does only inside a larger step: read the retirement
-markers an attempt's *begin* wrote, and release one run (what retention does to the runs it no longer keeps)."""
+markers an attempt's *begin* wrote, and release one run (what retention does to the runs it no longer keeps); a
+store on moto's in-memory S3 for unit tests, and a counter of the HEADs a client sends."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore, Retirement, lifecycle
+from airflow_region_failover.store import ResultStore, Retirement, S3Access, StoreConfig, lifecycle
 from airflow_region_failover.store import commit as protocol
 
 
@@ -27,3 +32,38 @@ def release(store: ResultStore, dag_id: str, run_id: str, **conditions: Any) -> 
     returns the number of keys deleted, :class:`ReleaseRefused` naming why it may still be needed."""
     conditions = {"run_finished": True, "consumers_done": True, **conditions}
     return lifecycle.release_run(store.objects, store.run_keys(dag_id, run_id), **conditions)
+
+
+@contextlib.contextmanager
+def moto_store() -> Iterator[ResultStore]:
+    """A result store on moto's in-memory S3 (bucket ``bkt``, prefix ``pre``), for as long as the block lasts."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        yield ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
+
+
+class HeadCounter:
+    """Counts the HEADs a client sends and the most in flight at once (each held a moment, so overlap shows)."""
+
+    def __init__(self, client: Any) -> None:
+        self.sent = 0
+        self.in_flight = 0
+        self.most = 0
+        self._lock = threading.Lock()
+        client.meta.events.register("before-call.s3.HeadObject", self.before)
+        client.meta.events.register("after-call.s3.HeadObject", self.after)
+
+    def before(self, **_: Any) -> None:
+        with self._lock:
+            self.sent += 1
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        time.sleep(0.02)
+
+    def after(self, **_: Any) -> None:
+        with self._lock:
+            self.in_flight -= 1

@@ -9,7 +9,10 @@ when ``[region_failover] store_keep_last_runs`` and/or ``store_keep_days`` are s
 Airflow's REST API (connection ``[region_failover] api_conn_id``) says it is ``success`` or ``failed`` — a run
 whose state cannot be read counts as unfinished and is kept. The committed partitions of every
 released run are reported to OpenLineage as dropped (when the openlineage provider is installed and configured;
-docs/operator/observability.md).
+docs/operator/observability.md). gc refuses to run while ``[region_failover] publish_root`` lies inside the store's
+own trees (it would delete published tables); it exits with status 1 when the shared sweep's window closed before
+it could delete (deriving the registry took a quarter of the grace or more: raise ``--grace``, the warning says to
+what).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from airflow_region_failover.failover.values import parse_duration_ms
 from airflow_region_failover.observability import lineage
 from airflow_region_failover.plugins.rest import default_api
+from airflow_region_failover.publication.operator import publish_root
 from airflow_region_failover.store.config import retention_from_airflow
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.keys import Layout
@@ -70,6 +74,8 @@ def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None
     return {"shared_objects_swept": shared.deleted, "shared_objects_referenced": shared.referenced,
             "shared_objects_deferred": shared.deferred, "manifests_read": shared.manifests,
             "shared_sweep_skipped_unreadable": shared.skipped_incomplete,
+            "registry_derivation_seconds": round(shared.derivation_seconds, 1),
+            "shared_sweep_window_closed": shared.window_closed, "quarantined_objects_swept": shared.quarantine_deleted,
             "dry_run": dry_run, "swept_objects": report.deleted_objects, "aborted_uploads": report.aborted_uploads,
             "held_runs_skipped": len(report.skipped_runs), "released_runs": released,
             "live_uploads_kept": report.live_writers, "unreadable_manifests_kept": list(report.unreadable_manifests),
@@ -89,10 +95,13 @@ def committed_partitions(store: ResultStore, dag_id: str, run_ids: Iterable[str]
 
 
 def gc_command(args: argparse.Namespace) -> int:
-    """CLI handler: ``--grace`` (Flink duration, default 1 h, at least 15 min) and ``--dry-run``."""
+    """CLI handler: ``--grace`` (Flink duration, default 1 h, at least 15 min) and ``--dry-run``; exit status 1 when
+    the shared sweep's window closed (module rule)."""
     grace = parse_duration_ms(getattr(args, "grace", "1 h"), "--grace") / 1000
     check_grace(grace, MIN_GRACE_SECONDS, "--grace")
-    summary = run_gc(default_store(), grace, retention_from_airflow(), run_finished_via_rest,
+    store = default_store()
+    publish_root(store.config)  # OptionError if published tables lie where this sweep would delete them
+    summary = run_gc(store, grace, retention_from_airflow(), run_finished_via_rest,
                      dry_run=bool(getattr(args, "dry_run", False)))
     print(json.dumps(summary, indent=2, sort_keys=True))
-    return 0
+    return 1 if summary["shared_sweep_window_closed"] else 0

@@ -11,6 +11,9 @@ Rules:
 - **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only; in a scheduler that runs
   a LocalExecutor it first preloads step tasks' imports (:mod:`.preload`), before the executor forks
   its workers.
+- Step tasks' failures are recorded, and a failure of any other task of a job that names a partition it could
+  not read (a publishing task: :class:`~airflow_region_failover.publication.operator.SinkUnavailable`); the
+  failure handler decides what it restarts (:func:`.recovery.failed_subtask`).
 - A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded. (The
   Task SDK hands the hook an enum whose ``str`` is ``TaskInstanceState.UP_FOR_RETRY``: states are compared by
   value.)
@@ -84,7 +87,8 @@ class FailoverListener:
             log.exception("region failover: listener failed (the failure is left to the watcher)")
 
     def _on_failed(self, ti: Any, error: Any) -> None:
-        if subtask_of(ti.task_id) is None or _state(ti) == "up_for_retry":
+        names_partition = getattr(error, "partition", None) is not None  # e.g. a publishing task's unreadable sink
+        if (subtask_of(ti.task_id) is None and not names_partition) or _state(ti) == "up_for_retry":
             return
         in_worker = type(ti).__name__ == "RuntimeTaskInstance"
         if not in_worker:

@@ -2,11 +2,14 @@
 
 Rules (Flink's ``DefaultScheduler#handleTaskFailure`` on Airflow):
 - **Record** (:func:`handle_failure`, worker or scheduler): the core plans the restart set with the store's
-  *deep* availability checker (committed manifest and every data object present), the partition the failure
-  names as unreadable, and Flink's partition-tracker rule (a partition whose producer task is still at work
-  counts as available, :func:`at_work`); the pure failure handler records it in the run's decision log by
-  compare-and-swap (:mod:`~airflow_region_failover.decisions.storage`), which also holds the run's results and marks
-  the decision pending.
+  *deep* availability checker (committed manifest and every data object present and intact — what the failed
+  subtask read verified first, in one parallel batch: :mod:`~airflow_region_failover.store.availability`), the
+  partition the failure names as unreadable, and Flink's partition-tracker rule (a partition whose producer task
+  is still at work counts as available, :func:`at_work`); the pure failure handler records it in the run's
+  decision log by compare-and-swap (:mod:`~airflow_region_failover.decisions.storage`), which also holds the run's
+  results and marks the decision pending. A publishing task that could not read a partition of its sink result is
+  a consumer of it (:func:`failed_subtask`): its failure restarts that partition's producer, and the publishing
+  task with it.
 - **Apply** (:func:`apply_due`, a scheduler's watcher): claim the due decision (``pending -> applying``, CAS:
   exactly one process clears), clear exactly its task instances in the same run through the public REST API
   (``only_failed: false, reset_dag_runs: true``), mark it ``applied`` with the tries it cleared and the run's
@@ -44,7 +47,7 @@ from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import subtasks_of
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
-from airflow_region_failover.store.availability import Mode
+from airflow_region_failover.store.availability import Mode, reads_of
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.objects import error_code
 
@@ -102,14 +105,30 @@ def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str
     return [s for chain in found if chain is not None for s in chain]
 
 
+def failed_subtask(spec: JobSpec, failure: FailureRecord) -> SubtaskId | None:
+    """The subtask whose region a failure restarts from: a step task's (a chain task's head, in the region of
+    every member); for a publishing task whose failure names partition ``i`` of its sink result as unreadable, the
+    sink's subtask ``i`` — the publishing task consumes it, and restarts with it (module rule); else ``None``."""
+    head = spec.names.head(failure.task_id)
+    if head is not None or not failure.cause:
+        return head
+    publication = next((p for p in spec.publications if p.task_id == failure.task_id), None)
+    if publication is None:
+        return None
+    cause = PartitionId.parse(failure.cause)  # a sink step's result is named after the step
+    step = spec.graph.step(publication.step)
+    return SubtaskId(step.id, cause.index) if cause.result == step.id and cause.index < step.parallelism else None
+
+
 def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSpec, services: Services = SERVICES,
                    now: Callable[[], float] = time.time) -> HandlingResult:
     """Plan and record the restart for one failure (a watcher applies it when due). Raises on S3 errors: the
     caller retries (the watcher handles the failure again on its next pass)."""
-    subtask = spec.names.head(failure.task_id)  # a chain task: its head, in the region of every member
+    subtask = failed_subtask(spec, failure)
     if subtask is None:
         return HandlingResult(Outcome.IGNORED)
-    committed = services.store().checker(dag_id, run_id, Mode.DEEP)
+    reads = reads_of(spec.graph, subtask) if spec.names.head(failure.task_id) is not None else ()
+    committed = services.store().checker(dag_id, run_id, Mode.DEEP, reads=reads)
     checker = BeingProduced.of(committed, spec.graph, at_work(services, failure, dag_id, run_id, spec))
     named = (PartitionId.parse(failure.cause),) if failure.cause else ()
     plan = spec.plan(subtask, checker, named)

@@ -3,75 +3,74 @@
 Rules (the transactional sink of Flink's two-phase commit, on Delta's log):
 
 * **Read committed**: the rows are the *current committed* version of every partition of the sink result
-  (:meth:`~.facade.ResultStore.read_arrow`, one partition in memory at a time); a partition without a committed
-  version fails the publication (nothing is published from a partial result).
-* **Stage, then commit**: each non-empty partition is written as one Parquet data file under the table's
-  location with a fresh random name (``part-<uuid>.parquet``), then *one* Delta commit adds all of them together
-  with the run's application transaction (:class:`~..publication.AppTransaction`). Until the commit's log entry
+  (:meth:`~.facade.ResultStore.read_arrow_version`, one partition in memory at a time); a partition without a
+  committed version, or one that cannot be read (an object missing or corrupt), fails the publication with
+  :class:`InputUnavailable` naming it — the failover loop then restarts its producer, and the publishing task with
+  it (nothing is published from a partial result).
+* **Stage, then commit**: each non-empty partition is written as one Parquet data file in the publication's own
+  folder of the table (:mod:`.staging`), then *one* Delta commit adds all of them together with the run's
+  application transaction (:class:`~..publication.AppTransaction`). Until the commit's log entry
   ``_delta_log/<version>.json`` is written — atomically, put-if-absent on S3 — no reader sees any of it: a
-  publisher killed between staging and commit leaves unreferenced files (``DeltaTable.vacuum`` removes them) and
-  the table unchanged.
+  publisher killed between staging and commit leaves the table unchanged and unreferenced files in that folder,
+  which the try that commits the same publication deletes (:func:`.staging.clear_leftovers`).
 * **Exactly once**: before staging and again before each commit attempt the table's recorded version for the
   app id is read; a publication the table already holds is skipped (a retry, a re-run of the sink, a clear of
   the whole run). Two publishers of one run at once (a zombie task, two schedulers): delta-rs's conflict check
   refuses the second commit carrying the same app id (``ConcurrentTransaction``), the loser re-reads, finds it
-  published and deletes its own staged files.
-* **Schema**: top-level timestamps are stored as microseconds in UTC (Delta has no nanoseconds; naive
-  timestamps — Spark's ``TimestampType`` — are UTC). ``append`` refuses rows whose columns differ from the
-  table's (naming both); ``overwrite`` replaces the schema with the run's.
+  published and deletes its own staged files. Which commit made a version is found in the table's whole history
+  (:func:`commit_where`), not only its last hundred versions.
+* **A re-run whose rows differ** (a person fixed the code and cleared the run): every commit records the
+  result's content checksum (:data:`CONTENT_KEY`, SHA-256 over its partitions' content checksums). ``overwrite``
+  publishes the re-run's rows again while the table's latest publication is this run's own (a new version,
+  the same application transaction); ``append`` cannot without adding the rows twice, so the skip says that the
+  rows differ and how to publish them, at warning level and in the outcome's reason.
+* **Schema**: ``append`` refuses rows whose columns differ from the table's (naming both); ``overwrite`` replaces
+  the schema with the run's.
 * **Secrets**: storage options carry the store connection's credentials frozen at publication time; they are
   never logged or part of a ``repr``.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
-import os
-import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from types import ModuleType
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import PublishError
+from airflow_region_failover.exceptions import InputUnavailable, NotAvailable, PublishError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication.declaration import AppTransaction, PublishMode
+from airflow_region_failover.publication.staging import (
+    Staged,
+    TableTarget,
+    clear_leftovers,
+    deltalake,
+    discard,
+    stage,
+    staging_folder,
+)
 from airflow_region_failover.store.config import S3Access, portable
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.manifest import Manifest
 
 log = logging.getLogger(__name__)
 COMMIT_ATTEMPTS = 3
-EXTRA = "publish"
 PUBLICATION_KEY = "region_failover.publication"
 """commitInfo key of a random token per commit attempt: which version a publisher's commit became."""
 ROWS_KEY = "region_failover.rows"
 """commitInfo key of the number of rows a publication added (as text)."""
-
-
-def deltalake() -> ModuleType:
-    """The ``deltalake`` package (imported on first use); :class:`PublishError` naming the extra when missing."""
-    try:
-        import deltalake as module
-        import deltalake.fs  # the submodules used as attributes of the module
-        import deltalake.transaction
-    except ImportError:
-        raise PublishError(f"publishing to Delta Lake needs the 'deltalake' package: pip install "
-                           f"'airflow-provider-region-failover[{EXTRA}]'") from None
-    return module
-
-
-@dataclass(frozen=True)
-class TableTarget:
-    """A Delta table's URI and the delta-rs storage options that reach it (hidden from ``repr``)."""
-
-    uri: str
-    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
+CONTENT_KEY = "region_failover.content"
+"""commitInfo key of the published result's content checksum (:func:`content_of`)."""
+APP_KEY = "region_failover.app_id"
+"""commitInfo key of the publication's application transaction id (which commit holds a run's publication)."""
+STAGED_KEY = "region_failover.staged"
+"""commitInfo key of the folder the publication's files were staged in (:func:`.staging.staging_folder`)."""
 
 
 def storage_options(access: S3Access) -> dict[str, str]:
@@ -100,21 +99,6 @@ def target_for(uri: str, access: S3Access | None) -> TableTarget:
 
 
 @dataclass(frozen=True)
-class Staged:
-    """Data files written under the table (not yet committed): their add actions, schema, rows and bytes."""
-
-    actions: tuple[Any, ...]
-    schema: pa.Schema
-    rows: int
-    bytes: int
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """The staged files, relative to the table."""
-        return tuple(a.path for a in self.actions)
-
-
-@dataclass(frozen=True)
 class PublishOutcome:
     """What a publication did: ``committed`` (a new table version) or skipped because ``reason``."""
 
@@ -140,71 +124,6 @@ def recorded_version(table: Any, app_id: str) -> int | None:
     return None if table is None else table.transaction_version(app_id)
 
 
-def delta_ready(table: pa.Table) -> pa.Table:
-    """``table`` with top-level timestamps as microseconds in UTC (module rule) and no schema metadata."""
-    import pyarrow as pa
-
-    fields = []
-    for f in table.schema:
-        if pa.types.is_timestamp(f.type):
-            f = f.with_type(pa.timestamp("us", tz="UTC"))
-        fields.append(f)
-    return table.cast(pa.schema(fields))
-
-
-def stage(target: TableTarget, tables: Iterable[pa.Table]) -> Staged:
-    """Write every non-empty table as one Parquet file under the table's location (module rule: staged, not
-    committed); all must share the first one's schema."""
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
-    dl = deltalake()
-    if "://" not in target.uri:
-        os.makedirs(target.uri, exist_ok=True)  # a local table's directory (object stores need none)
-    fs = pafs.PyFileSystem(dl.fs.DeltaStorageHandler(target.uri, dict(target.storage_options)))
-    actions: list[Any] = []
-    schema: pa.Schema | None = None
-    rows = size = 0
-    for raw in tables:
-        table = delta_ready(raw)
-        if schema is None:
-            schema = table.schema
-        elif not table.schema.equals(schema):
-            table = _conform(table, schema)
-        if table.num_rows == 0:
-            continue
-        path = f"part-{uuid.uuid4().hex}.parquet"
-        pq.write_table(table, path, filesystem=fs)
-        nbytes = fs.get_file_info(path).size
-        stats = json.dumps({"numRecords": table.num_rows})
-        actions.append(dl.transaction.AddAction(path, nbytes, {}, int(time.time() * 1000), True, stats))
-        rows, size = rows + table.num_rows, size + nbytes
-    if schema is None:
-        raise PublishError(f"table {target.uri}: the result has no partitions to publish")
-    return Staged(tuple(actions), schema, rows, size)
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    try:
-        return table.select(schema.names).cast(schema)
-    except Exception as exc:
-        raise PublishError(f"the result's partitions disagree on their columns ({table.schema} vs {schema}): "
-                           f"{exc}") from None
-
-
-def discard(target: TableTarget, staged: Staged) -> None:
-    """Delete staged files that will not be committed (best effort: ``vacuum`` removes what is left)."""
-    import pyarrow.fs as pafs
-
-    try:
-        fs = pafs.PyFileSystem(deltalake().fs.DeltaStorageHandler(target.uri, dict(target.storage_options)))
-        for path in staged.paths:
-            fs.delete_file(path)
-    except Exception:
-        log.warning("could not delete %d staged files of %s; DeltaTable.vacuum() removes them", len(staged.paths),
-                    target.uri)
-
-
 def _check_append_schema(table: Any, staged: Staged, uri: str) -> None:
     dl = deltalake()
     ours = [(f.name, str(f.type)) for f in dl.Schema.from_arrow(staged.schema).fields]
@@ -214,19 +133,36 @@ def _check_append_schema(table: Any, staged: Staged, uri: str) -> None:
                            "the same columns; publish to a new table or with publish_mode='overwrite'")
 
 
+def held_by(target: TableTarget, txn: AppTransaction, recorded: int | None, content: str, run_id: str) -> bool:
+    """Whether the table already holds this publication (skip it): ``txn.published_by(recorded)``, unless an
+    ``overwrite`` re-run of the run whose publication is the table's latest brings other rows (module rule)."""
+    if not txn.published_by(recorded):
+        return False
+    if txn.mode is not PublishMode.OVERWRITE or recorded != txn.version or not content:
+        return True
+    holder = commit_where(target, {APP_KEY: txn.app_id})
+    return holder is None or holder.get("region_failover.run_id") != run_id or holder.get(CONTENT_KEY) in (None,
+                                                                                                          content)
+
+
 def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: Mapping[str, str]) -> PublishOutcome:
-    """Commit ``staged`` with ``txn`` as one table version, unless the table already holds ``txn`` (then the
-    staged files are deleted — unless the commit holding it is this call's own, whose answer was lost: every
-    attempt's commit carries a random token); a failed commit is re-checked up to :data:`COMMIT_ATTEMPTS` times."""
+    """Commit ``staged`` with ``txn`` as one table version, unless the table already holds it (:func:`held_by`;
+    then the staged files are deleted — unless the commit holding it is this call's own, whose answer was lost:
+    every attempt's commit carries a random token); a failed commit is re-checked up to :data:`COMMIT_ATTEMPTS`
+    times."""
     dl = deltalake()
     token = uuid.uuid4().hex
     properties = dl.CommitProperties(custom_metadata={**metadata, PUBLICATION_KEY: token},
                                      app_transactions=[dl.Transaction(txn.app_id, txn.version)])
+    content, run_id = metadata.get(CONTENT_KEY, ""), metadata.get("region_failover.run_id", "")
+    first_seen: int | None = None
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = open_table(target)
+        seen = -1 if table is None else int(table.version())
+        first_seen = seen if first_seen is None else first_seen
         recorded = recorded_version(table, txn.app_id)
-        if txn.published_by(recorded):
-            mine = committed_version(target, token) if attempt > 1 else None
+        if held_by(target, txn, recorded, content, run_id):
+            mine = committed_version(target, token, first_seen) if attempt > 1 else None
             if mine is not None:  # our own earlier attempt landed although it reported an error: keep its files
                 return PublishOutcome(target.uri, True, mine, staged.rows, len(staged.actions), staged.bytes)
             discard(target, staged)
@@ -241,7 +177,7 @@ def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: M
                     _check_append_schema(table, staged, target.uri)
                 table.create_write_transaction(list(staged.actions), txn.mode.value, staged.schema,
                                                commit_properties=properties)
-            version = committed_version(target, token)
+            version = committed_version(target, token, seen)
         except PublishError:
             discard(target, staged)
             raise
@@ -255,19 +191,22 @@ def commit(target: TableTarget, staged: Staged, txn: AppTransaction, metadata: M
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def commit_where(target: TableTarget, metadata: Mapping[str, str], depth: int = 100) -> dict[str, Any] | None:
-    """The newest commit (its ``history()`` entry, ``version`` included) among the last ``depth`` whose commit info
-    carries every entry of ``metadata``, or ``None``."""
+def commit_where(target: TableTarget, metadata: Mapping[str, str], newer_than: int = -1) -> dict[str, Any] | None:
+    """The newest commit (its ``history()`` entry, ``version`` included) whose commit info carries every entry of
+    ``metadata``, among the versions after ``newer_than`` (default: the whole history), or ``None``."""
     table = open_table(target)
-    for entry in table.history(depth) if table is not None else ():
+    if table is None:
+        return None
+    depth = int(table.version()) - newer_than if newer_than >= 0 else None
+    for entry in table.history(depth):
         if all(entry.get(key) == value for key, value in metadata.items()):
             return dict(entry)
     return None
 
 
-def committed_version(target: TableTarget, token: str) -> int | None:
-    """The table version whose commit carries publication ``token``."""
-    entry = commit_where(target, {PUBLICATION_KEY: token})
+def committed_version(target: TableTarget, token: str, newer_than: int = -1) -> int | None:
+    """The table version (after ``newer_than``) whose commit carries publication ``token``."""
+    entry = commit_where(target, {PUBLICATION_KEY: token}, newer_than)
     return None if entry is None else int(entry["version"])
 
 
@@ -283,17 +222,70 @@ def _held(txn: AppTransaction, recorded: int | None) -> str:
             f"{txn.version} (run {txn.run_key})")
 
 
+def sink_manifests(store: ResultStore, dag_id: str, run_id: str, result: str,
+                   partitions: int) -> tuple[Manifest, ...]:
+    """The current committed manifest of every partition of the sink result; :class:`InputUnavailable` naming the
+    first that has none."""
+    manifests = []
+    for index in range(partitions):
+        try:
+            manifests.append(store.manifest(dag_id, run_id, PartitionId(result, index)))
+        except NotAvailable as exc:
+            raise InputUnavailable(PartitionId(result, index), str(exc)) from exc
+    return tuple(manifests)
+
+
+def content_of(manifests: Iterable[Manifest]) -> str:
+    """The published result's content checksum: SHA-256 over its partitions' content checksums, in order."""
+    lines = "\n".join(f"{m.partition}:{m.content_checksum}" for m in manifests)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _read(store: ResultStore, manifest: Manifest) -> pa.Table:
+    try:
+        return store.read_arrow_version(manifest)
+    except NotAvailable as exc:
+        raise InputUnavailable(exc.partition or manifest.partition, str(exc)) from exc
+
+
+def _skipped(target: TableTarget, table: Any, txn: AppTransaction, recorded: int | None, content: str,
+             run_id: str) -> PublishOutcome:
+    """The outcome of a publication the table already holds: says when this run's rows differ from those it
+    published (module rule)."""
+    reason = _held(txn, recorded)
+    holder = commit_where(target, {APP_KEY: txn.app_id})
+    if holder is not None and holder.get("region_failover.run_id") == run_id:
+        published = holder.get(CONTENT_KEY)
+        if published not in (None, content):
+            reason += (f"; this run's result differs from the rows it published in table version {holder['version']} "
+                       f"(content {str(published)[:12]}... vs {content[:12]}...): append publishes a run once, so "
+                       "the table keeps them — publish the new rows with another logical date, or to a table with "
+                       "publish_mode='overwrite'")
+            log.warning("table %s: %s", target.uri, reason)
+    return PublishOutcome(target.uri, False, table.version(), reason=reason)
+
+
 def publish(store: ResultStore, dag_id: str, run_id: str, result: str, partitions: int, target: TableTarget,
             txn: AppTransaction, metadata: Mapping[str, str] | None = None) -> PublishOutcome:
     """Publish the current committed version of ``result``'s ``partitions`` partitions to ``target`` exactly
-    once (module rules): check, read + stage, commit."""
+    once (module rules): check, read + stage, commit, clear what earlier tries left."""
     table = open_table(target)
     recorded = recorded_version(table, txn.app_id)
-    if txn.published_by(recorded):
-        return PublishOutcome(target.uri, False, table.version(), reason=_held(txn, recorded))
-    parts = (store.read_arrow(dag_id, run_id, PartitionId(result, i)) for i in range(partitions))
-    staged = stage(target, parts)
+    try:
+        manifests = sink_manifests(store, dag_id, run_id, result, partitions)
+    except InputUnavailable:
+        if txn.published_by(recorded):  # released since it was published: nothing to compare, nothing to do
+            return PublishOutcome(target.uri, False, table.version(), reason=_held(txn, recorded))
+        raise
+    content = content_of(manifests)
+    if held_by(target, txn, recorded, content, run_id):
+        return _skipped(target, table, txn, recorded, content, run_id)
+    folder = staging_folder(txn, content)
+    staged = stage(target, (_read(store, m) for m in manifests), folder)
     info = {"region_failover.dag_id": dag_id, "region_failover.run_id": run_id,
-            "region_failover.run_key": txn.run_key, "region_failover.result": result,
-            ROWS_KEY: str(staged.rows), **(metadata or {})}
-    return commit(target, staged, txn, info)
+            "region_failover.run_key": txn.run_key, "region_failover.result": result, ROWS_KEY: str(staged.rows),
+            CONTENT_KEY: content, APP_KEY: txn.app_id, STAGED_KEY: folder, **(metadata or {})}
+    outcome = commit(target, staged, txn, info)
+    if outcome.committed:
+        clear_leftovers(target, folder, staged.paths)
+    return outcome

@@ -6,8 +6,12 @@ Rules: the task reads the *current committed* version of every partition of the 
 store; its identity comes from the DAG run (logical date, data interval end, ``run_after``, run id), never from
 the try, so an Airflow retry, a clear of the task, of the sink step or of the whole run publishes nothing twice.
 It lies outside the region groups and restarts with its sink's subtasks when region failover restarts them
-(:meth:`~airflow_region_failover.job.JobSpec.followers`); its own failure (S3 away, schema refused) is retried by
-Airflow (``retries``, default 2), not by region failover. The table root is ``[region_failover] publish_root``.
+(:meth:`~airflow_region_failover.job.JobSpec.followers`). A partition of the sink result it cannot read (never
+committed, an object missing or corrupt) fails it at once, naming the partition (:class:`SinkUnavailable`): it is
+a consumer of that partition, and region failover restarts the partition's producer and this task with it —
+backtracking, as for a step task. Its other failures (S3 away, schema refused) are retried by Airflow
+(``retries``, default 2), not by region failover. The table root is ``[region_failover] publish_root``, which may
+not lie inside the result store's own trees (:func:`check_publish_root`).
 
 **Assets** (Airflow's data-aware scheduling): a published table is the Airflow Asset whose URI is its location
 (``s3://bucket/prefix/tables/T``, as the amazon provider names S3 assets; ``file:///dir/T`` for a local root) —
@@ -32,8 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_region_failover import conf
+from airflow_region_failover.exceptions import InputUnavailable, OptionError
+from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication import delta as tables
 from airflow_region_failover.publication.declaration import (
     Publication,
@@ -43,8 +50,10 @@ from airflow_region_failover.publication.declaration import (
     table_uri,
     transaction_of,
 )
+from airflow_region_failover.publication.staging import TableTarget
 from airflow_region_failover.store.config import S3Access, StoreConfig, config_from_airflow
 from airflow_region_failover.store.facade import default_store
+from airflow_region_failover.store.keys import Layout
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -56,12 +65,28 @@ ALIAS_PREFIX = "region-failover-table"
 def publish_root(config: StoreConfig | None = None) -> str:
     """``[region_failover] publish_root``, or ``s3://<store bucket>/<store prefix>/tables`` when unset; ``config``
     defaults to the deployment's bucket and prefix, read from ``[region_failover]`` without its connection (so a
-    DAG file may ask at parse time)."""
+    DAG file may ask at parse time). A root inside the store's own trees is refused (:func:`check_publish_root`)."""
     root = conf.publish_root()
-    if root:
+    if root and not root.startswith("s3://"):
         return root
     config = config or config_from_airflow(access=S3Access())
-    return default_root(config.bucket, config.prefix)
+    return check_publish_root(root, config) if root else default_root(config.bucket, config.prefix)
+
+
+def check_publish_root(root: str, config: StoreConfig) -> str:
+    """``root``, unless it is the store's prefix itself or lies inside one of the trees ``region-failover gc``
+    sweeps or the failover loop keeps (``<prefix>/v1``, ``<prefix>/cas``, ``<prefix>/failover``: gc would take a
+    table's files and log for garbage); then :class:`OptionError` naming the option and the fix."""
+    bucket, _, path = root.removeprefix("s3://").partition("/")
+    if not root.startswith("s3://") or bucket != config.bucket:
+        return root
+    layout, path = Layout(config.bucket, config.prefix), path.strip("/")
+    trees = (layout.root, layout.cas_root.rsplit("/", 1)[0], layout.failover_root.rsplit("/", 1)[0])
+    if path == layout.prefix or any(path == tree or path.startswith(tree + "/") for tree in trees):
+        raise OptionError(f"[region_failover] publish_root {root!r} lies inside the result store's own trees under "
+                          f"s3://{config.bucket}/{layout.prefix}, whose gc would delete the tables' files and logs; "
+                          f"set it beside them, e.g. {default_root(config.bucket, config.prefix)} (the default)")
+    return root
 
 
 def table_location(table: str, config: StoreConfig | None = None) -> str:
@@ -92,6 +117,15 @@ def run_times(context: Context) -> RunTimes:
                     getattr(run, "data_interval_end", None), getattr(run, "run_after", None))
 
 
+class SinkUnavailable(InputUnavailable, AirflowFailException):  # type: ignore[misc]
+    """A partition of the sink result cannot be read: the publishing task fails without Airflow's retries (they
+    would read the same partition again) and names it (``partition``), so region failover restarts its producer
+    and this task with it (:func:`~airflow_region_failover.plugins.recovery.failed_subtask`)."""
+
+    def __init__(self, partition: PartitionId, why: str) -> None:
+        InputUnavailable.__init__(self, partition, why.removeprefix(f"input partition {partition} is unavailable: "))
+
+
 class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
     """Publish step ``publication.step``'s sink result (``partitions`` partitions) to ``publication.table``."""
 
@@ -117,8 +151,11 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
         store = default_store()
         uri = table_location(self.publication.table, store.config)
         target = tables.target_for(uri, store.config.access)
-        outcome = tables.publish(store, run.dag_id, run.run_id, self.publication.step, self.partitions, target, txn,
-                                 {"region_failover.step": self.publication.step})
+        try:
+            outcome = tables.publish(store, run.dag_id, run.run_id, self.publication.step, self.partitions, target,
+                                     txn, {"region_failover.step": self.publication.step})
+        except InputUnavailable as exc:
+            raise SinkUnavailable(exc.partition, str(exc)) from exc
         if outcome.committed:
             self._announce(context, uri, outcome.version, outcome.rows, txn.run_key)
             self.log.info("published %d rows (%d files, %d bytes) of %s to %s as table version %s (%s, txn %s=%d)",
@@ -130,7 +167,7 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
         return {"table": uri, "committed": outcome.committed, "version": outcome.version, "rows": outcome.rows,
                 "run_key": txn.run_key}
 
-    def _announce_missed(self, context: Context, target: tables.TableTarget, run: RunTimes, uri: str,
+    def _announce_missed(self, context: Context, target: TableTarget, run: RunTimes, uri: str,
                          run_key: str) -> None:
         """Announce the version this run committed in an earlier try if no event names it yet (module rule)."""
         commit = tables.run_commit(target, run.dag_id, run.run_id)

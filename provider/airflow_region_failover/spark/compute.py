@@ -8,7 +8,10 @@ session, and the DataFrame a member returns is the next member's input ``inputs[
 nothing of a chain's interior is written or read through the store (a lone subtask is a chain of one: its function
 is called once). What the tail returns is matched to its results and each is written under this try's attempt —
 cut into subpartitions for a result with keyed consumers — recording the input versions and the run's code
-fingerprint.
+fingerprint. An input that turns out unreadable only once Spark reads it (``executors`` mode reads lazily, in Spark's
+Python workers, whose errors reach the driver as text) still fails the try with
+:class:`~airflow_region_failover.exceptions.InputUnavailable` naming the partition (:func:`named_input`), so the
+failover loop restarts its producer.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from airflow_region_failover.exceptions import InputUnavailable, NotAvailable
+from airflow_region_failover.exceptions import InputUnavailable, NotAvailable, unreadable_in
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs
-from airflow_region_failover.spark.run import SubtaskRun
+from airflow_region_failover.spark.run import Refs, SubtaskRun
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest
 
@@ -32,13 +35,30 @@ if TYPE_CHECKING:
 def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
     """Read the head's inputs, call every member's function in order passing each returned DataFrame on, and
     write the tail's outputs of this try (module rule); returns the refs written (rows filled in)."""
-    functions = run.functions
-    inputs = read_inputs(spark, run)
-    for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
-        frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
-        (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
-        inputs = {input_name(run.graph.result(result).consumers[0]): frame}
-    return write_outputs(run, functions[-1](spark, inputs, run.contexts[-1]))
+    try:
+        functions = run.functions
+        inputs = read_inputs(spark, run)
+        for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
+            frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
+            (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
+            inputs = {input_name(run.graph.result(result).consumers[0]): frame}
+        return write_outputs(run, functions[-1](spark, inputs, run.contexts[-1]))
+    except InputUnavailable:
+        raise
+    except Exception as exc:
+        named = named_input(run.refs, exc)
+        if named is None:
+            raise
+        raise named from exc
+
+
+def named_input(refs: Refs, exc: BaseException) -> InputUnavailable | None:
+    """The input partition of ``refs`` an error names as unreadable anywhere in its text (a reader's error inside
+    Spark's ``PythonException``), as :class:`InputUnavailable`; ``None`` if it names none of them."""
+    found = unreadable_in(str(exc))
+    if found is None or found[0] not in {ref.partition for edge_refs in refs.values() for ref in edge_refs}:
+        return None
+    return InputUnavailable(*found)
 
 
 def read_inputs(spark: SparkSession, run: SubtaskRun) -> dict[str, DataFrame]:

@@ -6,8 +6,8 @@ Modules, each answering one question:
 * where every key goes — :mod:`.keys` (the one description of the key layout, and the only producer of keys);
 * what a commit records — :mod:`.manifest`; which attempt is the committed version — :mod:`.commit` (the commit /
   supersede protocol and the reader rule);
-* how a body is stored once under the name of its hash — :mod:`.content`; which shared objects are still
-  referenced — :mod:`.registry`;
+* how a body is stored once under the name of its hash, and whether what is stored there is that body (a wrong
+  object is moved aside) — :mod:`.content`; which shared objects are still referenced — :mod:`.registry`;
 * how a DataFrame becomes Parquet objects — :mod:`.parquet` (plain), :mod:`.clustered` and :mod:`.chunking`
   (sorted, content-defined chunks); how a committed version is read back — :mod:`.reading`;
 * can a partition be read again — :mod:`.availability`; when is it deleted — :mod:`.lifecycle`;

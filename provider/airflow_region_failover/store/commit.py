@@ -40,7 +40,7 @@ from airflow_region_failover.exceptions import (
     Superseded,
 )
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.content import MIN_GRACE_SECONDS, commit_deadline, confirm_shared
+from airflow_region_failover.store.content import COMMIT_SHARE, LAND_SHARE, MIN_GRACE_SECONDS, confirm_shared
 from airflow_region_failover.store.keys import PARTITION_PART, RunKeys
 from airflow_region_failover.store.manifest import Manifest, Retirement
 from airflow_region_failover.store.objects import Objects
@@ -175,13 +175,17 @@ def commit(objects: Objects, keys: RunKeys, manifest: Manifest,
 
     :class:`Superseded`, :class:`IncompleteCommit` or :class:`AlreadyCommitted` if it may not or did not win; a
     manifest of this writer with these objects already in place is this writer's own earlier PUT: returned as is.
-    ``min_grace_seconds``: the sweepers' grace floor the shared objects are confirmed against (:mod:`.content`).
+    ``min_grace_seconds``: the sweepers' grace floor the shared objects are confirmed against (:mod:`.content`):
+    the PUT is issued within ``COMMIT_SHARE`` of it after the confirmation began, and if its answer comes later
+    than ``LAND_SHARE`` of it (measured on this process's monotonic clock) every object is confirmed again after
+    the manifest landed, the commit withdrawn if one is gone (:func:`_confirm_after_landing`).
     """
     for _ in range(3):
-        checked = check_objects(objects, keys, manifest, min_grace_seconds)
+        began = time.monotonic()
+        check_objects(objects, keys, manifest, min_grace_seconds)
         state = state_of(objects, keys, manifest.partition)
         _refuse_if_superseded(keys, state, manifest.attempt)
-        if time.time() <= commit_deadline(checked, min_grace_seconds):
+        if time.monotonic() - began <= COMMIT_SHARE * min_grace_seconds:
             break
     else:
         raise IncompleteCommit(f"{manifest.partition} of {keys.dag_id}/{keys.run_id}: the store is too slow to "
@@ -189,15 +193,34 @@ def commit(objects: Objects, keys: RunKeys, manifest: Manifest,
     key = keys.manifest(manifest.partition, manifest.attempt)
     try:
         objects.put_if_absent(key, manifest.to_json())
+        committed = manifest
     except AlreadyCommitted:
         standing = _standing(objects, key)
-        if standing is not None and (standing.writer, standing.objects) == (manifest.writer, manifest.objects):
-            return standing
-        raise AlreadyCommitted(
-            f"{manifest.partition} of {keys.dag_id}/{keys.run_id} attempt {manifest.attempt} was already "
-            f"committed by another writer; that commit stands ({key})"
-        ) from None
-    return manifest
+        if standing is None or (standing.writer, standing.objects) != (manifest.writer, manifest.objects):
+            raise AlreadyCommitted(
+                f"{manifest.partition} of {keys.dag_id}/{keys.run_id} attempt {manifest.attempt} was already "
+                f"committed by another writer; that commit stands ({key})") from None
+        committed = standing
+    late = time.monotonic() - began
+    if late > LAND_SHARE * min_grace_seconds:
+        _confirm_after_landing(objects, keys, committed, late, min_grace_seconds)
+    return committed
+
+
+def _confirm_after_landing(objects: Objects, keys: RunKeys, manifest: Manifest, late: float,
+                           min_grace_seconds: float) -> None:
+    """The manifest may have landed after the bound the sweeper relies on: confirm (and refresh) every object
+    again now that it is visible; if one is gone, withdraw the commit by retiring this attempt (no reader takes a
+    retired attempt for the current version) and raise :class:`IncompleteCommit` (the retried task writes it
+    again)."""
+    try:
+        check_objects(objects, keys, manifest, min_grace_seconds)
+    except IncompleteCommit as exc:
+        _retire(objects, keys, manifest.partition, manifest.attempt,
+                f"withdrawn: its manifest landed {late:.1f} s after its objects were confirmed and one was gone")
+        raise IncompleteCommit(f"{exc} (its manifest landed {late:.1f} s after the objects were confirmed, later "
+                               f"than the {LAND_SHARE * min_grace_seconds:g} s the sweeper allows; the commit is "
+                               "withdrawn)") from None
 
 
 def _standing(objects: Objects, key: str) -> Manifest | None:

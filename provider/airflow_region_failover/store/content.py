@@ -1,47 +1,71 @@
-"""Content-addressed data objects: store one encoded body under the name of its hash, upload nothing if it is
-already there, and confirm before a commit that every shared object a manifest lists is there and fresh.
+"""Content-addressed data objects: store one encoded body under the name of its hash, upload nothing if the right
+bytes are already there, move a wrong object aside, and confirm before a commit that every shared object a
+manifest lists is there, intact and fresh.
 
 Rules:
 
-* **Put** (:func:`put_content`): an object's key is ``<prefix>/cas/v1/<h[:2]>/<h>.parquet``, ``h`` = SHA-256 of
-  its bytes (:meth:`.keys.Layout.cas_object`). A body of at most :data:`SINGLE_PUT_BYTES` (every object the
-  writers cut) goes up with a create-only PUT (``If-None-Match: *``) carrying its SHA-256 as the S3 checksum: the
-  server refuses a body that does not match and keeps the checksum with the object, which is what a reader that
-  does not hash the bytes itself checks (Spark's own reader, :mod:`.reading`); the server's 412 means the object is
-  there and nothing was uploaded. A larger body is
-  HEADed first and, if absent, streamed as a multipart upload that is visible only when complete (a concurrent
-  writer of the same key writes the same bytes, so whichever completes last changes nothing). The caller learns
-  whether bytes went up (:class:`Stored`), so each write reports bytes uploaded vs reused.
+* **Put** (:func:`put_content`): an object's key is ``<prefix>/cas/v1/<h[:2]>/<h>.parquet``, ``h`` = SHA-256 of its
+  bytes (:meth:`.keys.Layout.cas_object`). A body of at most :data:`SINGLE_PUT_BYTES` (every object the writers cut)
+  goes up with a create-only PUT (``If-None-Match: *``) carrying its SHA-256 as the S3 checksum: the server refuses
+  a body that does not match and keeps the checksum with the object, which is what a reader that does not hash the
+  bytes itself checks (Spark's own reader, :mod:`.reading`). A larger body is streamed as a multipart upload,
+  visible only when complete (a concurrent writer of the same key writes the same bytes, so whichever completes last
+  changes nothing). The caller learns whether bytes went up (:class:`Stored`), so each write reports bytes uploaded
+  vs reused.
+* **Trust only what was checked** (:func:`check_stored`). An object found under ``h`` — the PUT's 412, the HEAD
+  before a multipart upload — is reused only if it has the body's size and the SHA-256 the server keeps with it
+  is ``h``; where the server keeps a CRC32 instead (an object put by a plain SDK call over ours), the writer, who
+  holds the bytes, compares that. Where it keeps neither (an object uploaded before this rule, a multipart
+  upload, a server without checksums) the size is all a writer can compare, and readers, which hash every byte
+  they read (:mod:`.reading`), find the rest.
+* **Quarantine** (:func:`quarantine`): whoever finds other bytes (or another size) under ``h`` — a reader, the
+  committer, the deep availability check, a writer's put — moves the object aside to
+  ``<prefix>/cas/v1/quarantine/<h>-<t>.parquet`` (only while it is still the object it found: ``If-Match`` on its
+  ETag) and logs it, so the next put of those bytes writes them again. A reader's error names the partition
+  (:func:`~airflow_region_failover.exceptions.unreadable`), the failover loop restarts its producer, and the
+  producer's put heals the object for every run that lists it: a corrupted shared object counts as lost.
 * **Freshness** (the race with the sweeper; git's *freshen* rule). A writer that found an object present may be
   about to list an object the sweeper has judged garbage. Writers know the grace floor ``G0``
   (:data:`.lifecycle.MIN_GRACE_SECONDS`, or the store's ``min_grace_seconds``); the sweeper uses a grace ``G >=
-  G0``. Before the manifest PUT the committer confirms every shared object it lists (:func:`confirm_shared`,
-  starting at ``t``): missing or of another size -> :class:`IncompleteCommit` (nothing committed; the retried task
-  uploads it again); last-modified older than ``G0/2`` -> refreshed by a server-side copy onto itself (no bytes
-  sent). The PUT is issued by ``t + G0/8`` (:func:`commit_deadline`; later: confirm again) and must land by
-  ``t + G0/4``. The sweeper (:mod:`.registry`) derives the references starting at ``d``, then HEADs each
-  unreferenced candidate at ``s < d + G/4`` and DELETEs it right away only if its last-modified ``m < s - G``.
+  G0``. Every age is the server's clock minus the object's last-modified time (both the server's:
+  :attr:`.objects.Stat.now`), so no clock of a process is compared with another's. Before the manifest PUT the
+  committer confirms every shared object it lists (:func:`confirm_shared`, starting at ``t``): missing, of
+  another size or of other bytes -> :class:`IncompleteCommit` (nothing committed; the retried task uploads it
+  again); older than ``G0/2`` -> refreshed by a server-side copy onto itself. The PUT is issued by ``t + G0/8``
+  (:data:`COMMIT_SHARE`; later: confirm again) and must land by ``t + G0/4``; the committer measures that on
+  its monotonic clock until the PUT's answer, and when the answer came later it confirms every object again
+  *after* the manifest landed and withdraws its commit (retires its own attempt) if one is gone
+  (:mod:`.commit`). The sweeper (:mod:`.registry`) derives the references starting at ``d``, then HEADs each
+  unreferenced candidate at ``s < d + G/4`` and DELETEs it only if its last-modified ``m < s - G`` and the DELETE
+  follows the HEAD within :data:`.registry.HEAD_TO_DELETE_SECONDS` (else it judges the object again next sweep).
   Safety: suppose the manifest, visible at ``v``, was missed by the derivation (``v > d``). If the committer's
   check came after the HEAD, it came after the DELETE and saw the object missing. Otherwise ``m >= t - G0/2 >=
   t - G/2`` and ``m < s - G``, so ``s - t > G/2``; but ``s < d + G/4 < v + G/4 <= t + G0/4 + G/4 <= t + G/2``: a
-  contradiction. What is left is the gap between the sweeper's HEAD and DELETE of one object (one request), as in
-  git's prune; run one sweeper at a time.
+  contradiction (a late landing, ``v > t + G0/4``, is caught by the confirmation after it). What remains is a
+  committer refreshing the object inside the sweeper's bounded HEAD->DELETE gap: its manifest then lists a missing
+  object, which every reader and the deep check report as the partition being unavailable, so its producer is
+  restarted and writes it again — the same path as any lost object. Run one sweeper at a time.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import logging
 import time
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit
+from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, StoreError
 from airflow_region_failover.store.keys import Layout, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.objects import Objects, Stat
 from airflow_region_failover.store.upload import UploadStream
+
+log = logging.getLogger(__name__)
 
 MIN_GRACE_SECONDS = 15 * 60.0
 """The shortest grace a sweep accepts by default (and the CLI at all): longer than any live writer is silent; the
@@ -53,6 +77,8 @@ SINGLE_PUT_BYTES = 5 * 1024 ** 3
 multipart upload, whose checksum S3 keeps only per part (its readers hash it themselves)."""
 COMMIT_SHARE = 0.125
 """The manifest PUT must be issued within ``COMMIT_SHARE * G0`` of the confirmation."""
+LAND_SHARE = 0.25
+"""...and land within ``LAND_SHARE * G0`` of it; a later answer makes the committer confirm again after it."""
 
 
 @dataclass(frozen=True)
@@ -63,13 +89,62 @@ class Stored:
     uploaded: bool
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What is stored under an object's key: ``problem`` empty if it is the object (as far as the server can tell),
+    else why not; ``found``: its HEAD (``None``: missing)."""
+
+    problem: str
+    found: Stat | None
+
+    @property
+    def bad(self) -> bool:
+        """Another object stands under the key (not merely missing)."""
+        return bool(self.problem) and self.found is not None
+
+
+def check_stored(objects: Objects, key: str, entry: ObjectEntry, body: memoryview | None = None) -> Verdict:
+    """Whether ``key`` holds ``entry`` (module rule): its size, and the SHA-256 the server keeps with it when it
+    keeps one; given the ``body``, also the CRC32 it keeps instead."""
+    found = objects.stat(key)
+    if found is None:
+        return Verdict("is missing", None)
+    if found.size != entry.size:
+        return Verdict(f"has {found.size} bytes, its manifest says {entry.size}", found)
+    if found.sha256 is not None and found.sha256 != entry.sha256:
+        return Verdict(f"holds other bytes than its SHA-256 {entry.sha256[:12]}... (the server keeps the SHA-256 "
+                       f"{found.sha256[:12]}... for it)", found)
+    if found.sha256 is None and found.crc32 is not None and body is not None and found.crc32 != _crc32(body):
+        return Verdict(f"holds other bytes than its SHA-256 {entry.sha256[:12]}... (the CRC32 the server keeps "
+                       "for it differs)", found)
+    return Verdict("", found)
+
+
+def _crc32(body: memoryview) -> str:
+    """``body``'s CRC32 as S3 sends it (base64 of the big-endian 4 bytes)."""
+    return base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+
+
+def quarantine(objects: Objects, layout: Layout, entry: ObjectEntry, etag: str, why: str) -> None:
+    """Move the shared object ``entry`` found wrong (``why``) aside, while it is still the object with ``etag``
+    (module rule), so the next put of its bytes writes it again; a run-scoped object is left where it is."""
+    if not entry.shared or not etag:
+        return
+    key = layout.cas_object(entry.sha256)
+    target = layout.quarantined(entry.sha256, int(time.time()))
+    moved = objects.move_aside(key, target, etag)
+    log.warning("shared object %s %s: %s", key, why, f"moved aside to {target}; the next put of its bytes writes "
+                "them again" if moved else "it was replaced or removed meanwhile")
+
+
 def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memoryview, subpartition: int = -1,
                 *, part_size: int = 16 * 1024 * 1024, threads: int = 1,
                 announce: Callable[[str], str] | None = None) -> Stored:
-    """Store ``body`` (one complete encoded object) content-addressed; uploads nothing if it is there (module
-    rule). ``subpartition`` >= 0: the object holds that subpartition of a keyed partition. ``announce(sha256)``:
-    the key of an empty marker created first, which holds a reference while the write is under way
-    (:meth:`.keys.RunKeys.announcement`), so a sweeper never takes a live writer's objects for garbage."""
+    """Store ``body`` (one complete encoded object) content-addressed; uploads nothing if it is there and checked
+    (module rule). ``subpartition`` >= 0: the object holds that subpartition of a keyed partition.
+    ``announce(sha256)``: the key of an empty marker created first, which holds a reference while the write is
+    under way (:meth:`.keys.RunKeys.announcement`), so a sweeper never takes a live writer's objects for
+    garbage."""
     view = memoryview(body)
     digest = hashlib.sha256(view).hexdigest()
     key = layout.cas_object(digest)
@@ -77,20 +152,31 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
     if announce is not None:
         with contextlib.suppress(AlreadyCommitted):
             objects.put_if_absent(announce(digest), b"", content_type="application/octet-stream")
-    if len(view) <= SINGLE_PUT_BYTES:
-        try:
-            objects.put_if_absent(key, bytes(view), content_type="application/octet-stream", sha256=digest)
-        except AlreadyCommitted:
+    for _ in range(3):
+        if len(view) <= SINGLE_PUT_BYTES and _put_once(objects, key, view, digest):
+            return Stored(entry, uploaded=True)
+        verdict = check_stored(objects, key, entry, view)
+        if not verdict.problem:
             return Stored(entry, uploaded=False)
-        return Stored(entry, uploaded=True)
-    found = objects.head(key)
-    if found is not None and found.size == len(view):
-        return Stored(entry, uploaded=False)
-    with UploadStream(objects, key, part_size, threads) as stream:
-        for start in range(0, len(view), part_size):
-            stream.write(view[start:start + part_size])
-        stream.finish()
-    return Stored(entry, uploaded=True)
+        if verdict.found is not None:
+            quarantine(objects, layout, entry, verdict.found.etag, verdict.problem)
+        elif len(view) > SINGLE_PUT_BYTES:
+            with UploadStream(objects, key, part_size, threads) as stream:
+                for start in range(0, len(view), part_size):
+                    stream.write(view[start:start + part_size])
+                stream.finish()
+            return Stored(entry, uploaded=True)
+    raise StoreError(f"{key}: another object kept appearing under this SHA-256 while it was stored; check what "
+                     "else writes under the store's prefix")
+
+
+def _put_once(objects: Objects, key: str, view: memoryview, digest: str) -> bool:
+    """One create-only PUT carrying the body's SHA-256; ``False`` if something is stored under ``key``."""
+    try:
+        objects.put_if_absent(key, bytes(view), content_type="application/octet-stream", sha256=digest)
+    except AlreadyCommitted:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -119,20 +205,21 @@ class Tally:
 
 def confirm_shared(objects: Objects, layout: Layout, entries: tuple[ObjectEntry, ...], where: str,
                    min_grace_seconds: float, threads: int = 16) -> float:
-    """Confirm (module rule) that every shared entry is there with its size, refreshing the stale ones; returns
-    the time the check started. :class:`IncompleteCommit` naming the first missing or wrong-sized object."""
+    """Confirm (module rule) that every shared entry is there, of its size and (where the server keeps one) of its
+    SHA-256, refreshing the stale ones and moving wrong ones aside; returns the time the check started.
+    :class:`IncompleteCommit` naming the first missing or wrong object."""
     started = time.time()
-    stale_before = started - FRESH_SHARE * min_grace_seconds
     shared = sorted({e.sha256: e for e in entries if e.shared}.values(), key=lambda e: e.sha256)
 
     def confirm(entry: ObjectEntry) -> str:
         key = layout.cas_object(entry.sha256)
-        found = objects.head(key)
-        if found is None:
-            return f"object {key} listed in the manifest is missing"
-        if found.size != entry.size:
-            return f"object {key} has {found.size} bytes, the manifest says {entry.size}"
-        if found.modified < stale_before and not objects.freshen(key):
+        verdict = check_stored(objects, key, entry)
+        if verdict.bad and verdict.found is not None:
+            quarantine(objects, layout, entry, verdict.found.etag, verdict.problem)
+        if verdict.problem or verdict.found is None:
+            return f"object {key} listed in the manifest {verdict.problem}"
+        stale = verdict.found.modified < verdict.found.now - FRESH_SHARE * min_grace_seconds
+        if stale and not objects.freshen(key):
             return f"object {key} listed in the manifest vanished while it was refreshed"
         return ""
 
@@ -143,7 +230,3 @@ def confirm_shared(objects: Objects, layout: Layout, entries: tuple[ObjectEntry,
                                "partition again")
     return started
 
-
-def commit_deadline(checked_at: float, min_grace_seconds: float) -> float:
-    """The latest time the manifest PUT may be issued after a confirmation at ``checked_at`` (module rule)."""
-    return checked_at + COMMIT_SHARE * min_grace_seconds

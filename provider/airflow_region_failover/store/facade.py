@@ -21,7 +21,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store import clustered, lifecycle, parquet, reading, s3a
 from airflow_region_failover.store import commit as protocol
-from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
+from airflow_region_failover.store.availability import Mode, Probe, Read, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.conditional_writes import probe_conditional_writes
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
@@ -137,14 +137,16 @@ class ResultStore:
     def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
                 inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
                 ) -> tuple[Manifest, Tally]:
+        alive = target.keys.heartbeat(target.partition, target.attempt, target.writer)
         try:
-            written = write()
-            keyed = None if cut is None else partitioning(cut.partition_by, cut.max_parallelism, cut.ranges,
-                                                          written.objects, written.subpartition_rows)
-            manifest = protocol.commit(self.objects, target.keys, Manifest(
-                target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer, schema,
-                written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code, partitioning=keyed),
-                self.config.min_grace_seconds)
+            with lifecycle.Heartbeat(self.objects, alive, self.config.min_grace_seconds):
+                written = write()
+                keyed = None if cut is None else partitioning(cut.partition_by, cut.max_parallelism, cut.ranges,
+                                                              written.objects, written.subpartition_rows)
+                manifest = protocol.commit(self.objects, target.keys, Manifest(
+                    target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer, schema,
+                    written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code,
+                    partitioning=keyed), self.config.min_grace_seconds)
         except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
             self._discard(target)
             raise
@@ -155,7 +157,8 @@ class ResultStore:
         return manifest, written.tally
 
     def _discard(self, target: parquet.Target) -> None:
-        """Delete this writer's run-scoped keys: its announcements (:meth:`.keys.RunKeys.announcement`); shared
+        """Delete this writer's run-scoped keys: its announcements (:meth:`.keys.RunKeys.announcement`) and its
+        heartbeat (:meth:`.keys.RunKeys.heartbeat`, no longer renewed); shared
         objects may be another writer's too, the sweeper judges them by the manifests."""
         prefix = target.keys.attempt_data(target.partition, target.attempt, target.writer)
         try:
@@ -184,8 +187,11 @@ class ResultStore:
 
     def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
         """The current committed version as an Arrow table (no Spark)."""
-        keys = self.run_keys(dag_id, run_id)
-        manifest = protocol.current_manifest(self.objects, keys, check_partition(partition))
+        return self.read_arrow_version(self.manifest(dag_id, run_id, partition))
+
+    def read_arrow_version(self, manifest: Manifest) -> pa.Table:
+        """The committed version ``manifest`` (as returned by :meth:`manifest`) as an Arrow table (no Spark)."""
+        keys = self.run_keys(manifest.dag_id, manifest.run_id)
         return reading.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
                                    self.config.upload_threads)
 
@@ -203,10 +209,12 @@ class ResultStore:
 
     def checker(self, dag_id: str, run_id: str, mode: Mode | str = Mode.FAST, *, unavailable: Iterable[PartitionId]
                 = (), verify_checksums: bool = False, probe: Probe | str = Probe.LIST,
-                batch: bool = True) -> StoreAvailabilityChecker:
-        """The core's availability checker for one run; ``unavailable``: partitions the failure names."""
+                batch: bool = True, reads: Iterable[Read] = ()) -> StoreAvailabilityChecker:
+        """The core's availability checker for one run; ``unavailable``: partitions the failure names; ``reads``:
+        what the failed subtask read (deep mode judges those partitions by exactly those objects)."""
         return StoreAvailabilityChecker(self.objects, self.run_keys(dag_id, run_id), mode, batch=batch,
-                                        verify_checksums=verify_checksums, probe=probe, unavailable=unavailable)
+                                        verify_checksums=verify_checksums, probe=probe, unavailable=unavailable,
+                                        reads=reads)
 
     # -- life-cycle ----------------------------------------------------------------------------------------------
     def apply_retention(self, dag_id: str, retention: lifecycle.Retention, run_finished: Callable[[str], bool],

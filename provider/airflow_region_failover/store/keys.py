@@ -10,9 +10,13 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
                                                   attempt (``-s<j>``: subpartition j of a keyed partition;
                                                   writers before manifest version 2)
     R/<result>/data/P/A-<writer>/uses-<h>.ref     the writer is about to list shared object ``h`` (empty)
+    R/<result>/data/P/A-<writer>/alive            the writer's driver is still at work (renewed, empty)
 
     <prefix>/cas/v1/<h[:2]>/<h>.parquet           a content-addressed data object (``h``: SHA-256 of its bytes,
                                                   64 lower-case hex digits), shared by every manifest listing it
+    <prefix>/cas/v1/quarantine/<h>-<t>.parquet    an object found under ``h`` whose bytes are not ``h``'s, moved
+                                                  aside at epoch second ``t`` (kept for inspection, swept after
+                                                  the grace)
 
     <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
     <prefix>/failover/v1/_pending/<dag>/<run>/<decision>         marker: that decision is not applied yet
@@ -224,6 +228,11 @@ class RunKeys:
         return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}{sub}-t{task_try}.parquet"
 
 
+    def heartbeat(self, partition: PartitionId, attempt: int, writer: str) -> str:
+        """``R/<result>/data/P/A-<writer>/alive``: renewed while the writer's driver is at work, so the sweeper
+        counts the writer as active however long its tasks are quiet (:mod:`.lifecycle`)."""
+        return self.attempt_data(partition, attempt, writer) + "alive"
+
     def announcement(self, partition: PartitionId, attempt: int, writer: str, digest: str) -> str:
         """``R/<result>/data/P/A-<writer>/uses-<h>.ref``: an empty marker — this writer is about to list the shared
         object ``h`` — that counts as a reference until the writer's prefix is swept (:mod:`.registry`)."""
@@ -269,6 +278,15 @@ class Layout:
     def cas_object(self, digest: str) -> str:
         """``<prefix>/cas/v1/<h[:2]>/<h>.parquet``: the shared object whose bytes hash to ``digest``."""
         return f"{self.cas_root}/{cas_name(digest)}"
+
+    @property
+    def quarantine_root(self) -> str:
+        """``<prefix>/cas/v1/quarantine``: shared objects found holding other bytes than their name."""
+        return f"{self.cas_root}/quarantine"
+
+    def quarantined(self, digest: str, moved_at: int) -> str:
+        """``<prefix>/cas/v1/quarantine/<h>-<t>.parquet``: where a bad object under ``h`` is moved at ``t``."""
+        return f"{self.quarantine_root}/{check_sha256(digest)}-{max(0, int(moved_at)):d}.parquet"
 
     def run_log(self, dag_id: str, run_id: str) -> str:
         """``<prefix>/failover/v1/runs/<dag>/<run>/log.json``: one run's decision log."""

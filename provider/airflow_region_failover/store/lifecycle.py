@@ -5,10 +5,20 @@ run has finished, and never while a *hold* exists (``_holds/<name>.json``: whoev
 results takes one and drops it when done). Retention keeps the newest ``keep_last_runs``
 runs and every run younger than ``keep_days``; older finished, unheld runs are released. The sweeper deletes
 only data no committed manifest references (uncommitted attempts, losers of a commit race, orphans), and only
-when the writer's newest activity is older than the grace period: its newest completed object *and* the newest
-part of any of its multipart uploads still in progress (a writer prefix with an upload active within the grace is
-never swept). It aborts an incomplete upload only when its last part (else its initiation) is older than the
-grace. The grace is at least :data:`MIN_GRACE_SECONDS` (no live writer is silent that long between two parts).
+when the writer's newest activity is older than the grace period: its newest completed object, its heartbeat
+*and* the newest part of any of its multipart uploads still in progress (a writer prefix with an upload active
+within the grace is never swept). It aborts an incomplete upload only when its last part (else its initiation)
+is older than the grace. Ages are the server's clock minus last-modified times (:meth:`.objects.Objects.clock`).
+
+Why a live writer is never swept: a writer's Spark tasks announce and upload its objects as they finish, but its
+driver commits only after the *last* task — a straggler, or executors queued for an hour, can leave the writer's
+keys untouched for longer than any grace. So while the driver is at work (writing, then committing) it renews the
+writer's heartbeat ``data/P/A-<writer>/alive`` every ``HEARTBEAT_SHARE * G0`` (:class:`Heartbeat`; ``G0`` the
+grace floor, :data:`MIN_GRACE_SECONDS` or the store's ``min_grace_seconds``), and the sweeper, whose grace ``G >=
+G0``, finds the writer's newest activity at most ``G0/4 < G`` old: it keeps the writer's prefix, so its
+announcements keep referencing its shared objects (:mod:`.registry`). A writer whose driver died stops renewing
+and is swept ``G`` after its last sign of life; a commit it might still attempt is guarded by the committer's own
+confirmation (:mod:`.content`), never by the heartbeat. The grace is at least :data:`MIN_GRACE_SECONDS`.
 A result holding a manifest this version cannot read (e.g. a newer format written during an upgrade) is kept
 whole and named in the :class:`SweepReport`. After the runs, the shared area of content-addressed objects is swept
 by its own rule (:mod:`.registry`: an object no retained manifest lists, older than the grace; nothing there
@@ -22,11 +32,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from airflow_region_failover.exceptions import AlreadyCommitted, GraceTooShort, ManifestError, ReleaseRefused
 from airflow_region_failover.store.commit import now_iso
@@ -36,6 +49,11 @@ from airflow_region_failover.store.keys import DEPLOYMENT_MARKER, PARTITION_PART
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Listed, Objects, Upload
 from airflow_region_failover.store.registry import SharedSweep, sweep_shared
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SHARE = 0.25
+"""A live writer's driver renews its heartbeat every ``HEARTBEAT_SHARE * G0`` (module rule)."""
 
 _MANIFEST = re.compile(rf"([^/]+)/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _RETIRED = re.compile(rf"[^/]+/retired/{PARTITION_PART}/a\d{{6}}\.json\Z")
@@ -78,6 +96,37 @@ class SweepReport:
     live_writers: int = 0
     nested_deployments: tuple[str, ...] = ()
     shared: SharedSweep = field(default_factory=SharedSweep)
+
+
+class Heartbeat:
+    """While open, renews the writer's heartbeat ``key`` every ``HEARTBEAT_SHARE * min_grace_seconds`` from a
+    thread of this process (the writer's driver; module rule). The first renewal comes after one interval: a write
+    shorter than that costs nothing. A failed renewal is logged and tried again at the next interval."""
+
+    def __init__(self, objects: Objects, key: str, min_grace_seconds: float) -> None:
+        self._objects, self._key = objects, key
+        self.interval = HEARTBEAT_SHARE * min_grace_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Heartbeat:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="region-failover-writer-heartbeat")
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._objects.put(self._key, b"")
+            except Exception:
+                log.warning("could not renew the writer's heartbeat %s; retrying in %.0f s (its commit still checks "
+                            "every object it lists)", self._key, self.interval, exc_info=True)
 
 
 def record_run(objects: Objects, keys: RunKeys) -> None:
@@ -184,9 +233,10 @@ def sweep(objects: Objects, layout: Layout, grace_seconds: float, now: float | N
 
     :class:`GraceTooShort` if ``grace_seconds < min_grace_seconds`` (lower ``min_grace_seconds`` only in tests
     that control every writer). With ``dry_run`` nothing is deleted or aborted; the report counts what would be.
+    ``now``: pretend the clock is ``now - time.time()`` ahead of the server's (tests).
     """
     check_grace(grace_seconds, min_grace_seconds)
-    cutoff = (time.time() if now is None else now) - grace_seconds
+    cutoff = objects.clock() + (0.0 if now is None else now - time.time()) - grace_seconds
     tally = _Tally()
     root = layout.root + "/"
     dags, files = objects.level(root)

@@ -6,7 +6,11 @@ deployment's marker exists at a parent prefix, :meth:`Objects.marker_exists`); c
 bounded retries become :class:`StoreUnreachable` naming the operation and key (never credentials); an upload is
 visible only when complete — on any error its multipart upload is aborted, so nothing half-written is left
 visible; an incomplete upload's last activity is its newest part (its initiation if it has none); bodies are
-read as a stream of :data:`CHUNK` bytes, so a caller holds an object at most once.
+read as a stream of :data:`CHUNK` bytes, so a caller holds an object at most once. Clocks: an object's age is the
+server's ``Date`` minus its ``LastModified``, both the server's clock (:attr:`Stat.now`, :meth:`Objects.clock`),
+so no process compares its own clock with the server's (the local clock stands in only for a server that sends no
+``Date``). A body sent with its SHA-256 (:meth:`Objects.put_if_absent`) is refused by the server if it does not
+match, and the server keeps the checksum with the object (:attr:`Stat.sha256`; ``None`` where it keeps none).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from airflow_region_failover.exceptions import (
@@ -42,6 +47,31 @@ class Listed:
 
 
 @dataclass(frozen=True)
+class Stat:
+    """One object's HEAD: size, last-modified, ETag, the full-object SHA-256 the server keeps with it (hex;
+    ``None`` when it keeps none: uploaded without one, multipart, or a server that keeps no checksums), the
+    server's clock when it answered (:func:`server_now`), and the CRC32 it keeps instead (base64, as S3 sends it:
+    what an SDK sends by default with a plain PUT; ``None`` if none)."""
+
+    key: str
+    size: int
+    modified: float
+    etag: str
+    sha256: str | None
+    now: float
+    crc32: str | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A GET under way: the streaming body (read it with :meth:`Objects.chunks`), its length and ETag."""
+
+    body: Any
+    length: int
+    etag: str
+
+
+@dataclass(frozen=True)
 class Upload:
     """One incomplete multipart upload: key, upload id, initiation time (epoch seconds)."""
 
@@ -61,6 +91,23 @@ def error_code(exc: BaseException) -> str:
     """The S3 error code of a botocore ``ClientError`` (empty for any other exception)."""
     response = getattr(exc, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
+
+
+def server_now(response: Any) -> float:
+    """The server's clock when it sent ``response`` (its ``Date`` header, whole seconds), else this process's."""
+    headers = (response or {}).get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    try:
+        return parsedate_to_datetime(headers["date"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return time.time()
+
+
+def _full_sha256(response: Any) -> str | None:
+    """The full-object SHA-256 (hex) a HEAD/GET with ``ChecksumMode`` returned, or ``None`` (none, or composite)."""
+    stored = response.get("ChecksumSHA256")
+    if not stored or "-" in stored or response.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+        return None
+    return base64.b64decode(stored).hex()
 
 
 def call(operation: str, key: str, fn: Callable[[], T]) -> T:
@@ -85,7 +132,7 @@ class Objects:
                       sha256: str | None = None) -> str:
         """Create ``key`` only if absent (``If-None-Match: *``) and return its ETag; :class:`AlreadyCommitted` if
         it exists. ``sha256`` (hex): the body's SHA-256, sent as its S3 checksum — the server refuses a body that
-        does not match it and keeps it with the object (:meth:`stored_sha256`).
+        does not match it and keeps it with the object (:attr:`Stat.sha256`).
 
         A 409 ``ConditionalRequestConflict`` (a concurrent conditional write still in flight) is retried, so
         the answer is always the server's 200 or 412.
@@ -140,10 +187,16 @@ class Objects:
         body: bytes = response["Body"].read()
         return body, str(response["ETag"])
 
-    def open(self, key: str) -> tuple[Any, int] | None:
-        """The streaming body of ``key`` and its length (read it with :meth:`chunks`), or ``None`` if missing."""
+    def put(self, key: str, body: bytes) -> None:
+        """Write ``key`` unconditionally (a marker whose only news is its new last-modified time)."""
+        self.layout.check(key)
+        call("PUT", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body))
+
+    def open(self, key: str) -> Opened | None:
+        """The streaming body of ``key``, its length and ETag, or ``None`` if missing."""
         response = self._unless_missing("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
-        return None if response is None else (response["Body"], int(response["ContentLength"]))
+        return None if response is None else Opened(response["Body"], int(response["ContentLength"]),
+                                                    str(response.get("ETag", "")))
 
     @staticmethod
     def chunks(key: str, body: Any) -> Iterator[bytes]:
@@ -158,7 +211,7 @@ class Objects:
         if opened is None:
             return None
         digest = hashlib.sha256()
-        for chunk in self.chunks(key, opened[0]):
+        for chunk in self.chunks(key, opened.body):
             digest.update(chunk)
         return digest.hexdigest()
 
@@ -176,24 +229,51 @@ class Objects:
         return None if response is None else Listed(key, int(response["ContentLength"]),
                                                      response["LastModified"].timestamp())
 
+    def stat(self, key: str) -> Stat | None:
+        """``key``'s HEAD with the checksum the server keeps (module rule), or ``None`` if it does not exist."""
+        response = self._unless_missing("HEAD", key, lambda: self.client.head_object(
+            Bucket=self.bucket, Key=key, ChecksumMode="ENABLED"))
+        if response is None:
+            return None
+        return Stat(key, int(response["ContentLength"]), response["LastModified"].timestamp(),
+                    str(response.get("ETag", "")), _full_sha256(response), server_now(response),
+                    response.get("ChecksumCRC32") if response.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT"
+                    and "-" not in str(response.get("ChecksumCRC32", "")) else None)
+
+    def clock(self) -> float:
+        """The server's clock now (one LIST of at most one key under the results' root)."""
+        prefix = self.layout.check(self.layout.root + "/")
+        return server_now(call("LIST", prefix, lambda: self.client.list_objects_v2(
+            Bucket=self.bucket, Prefix=prefix, MaxKeys=1)))
+
     def freshen(self, key: str) -> bool:
         """Give ``key`` a new last-modified time without sending its bytes (a server-side copy onto itself, like
-        git's *freshen*), keeping a SHA-256 checksum on it; ``False`` if it does not exist."""
+        git's *freshen*), asking the server to keep its SHA-256 (where a copy computes one); ``False`` if it does
+        not exist."""
         response = self._unless_missing("copy", key, lambda: self.client.copy_object(
             Bucket=self.bucket, Key=key, CopySource={"Bucket": self.bucket, "Key": key},
             MetadataDirective="REPLACE", ChecksumAlgorithm="SHA256"))
         return response is not None
 
-    def stored_sha256(self, key: str) -> tuple[int, str | None] | None:
-        """``key``'s size and the full-object SHA-256 (hex) S3 keeps with it (``None``: it keeps none, e.g. a
-        multipart upload's composite checksum or an object uploaded without one), or ``None`` if it is missing."""
-        response = self._unless_missing("HEAD", key, lambda: self.client.head_object(
-            Bucket=self.bucket, Key=key, ChecksumMode="ENABLED"))
-        if response is None:
-            return None
-        stored = response.get("ChecksumSHA256")
-        full = stored and "-" not in stored and response.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT"
-        return int(response["ContentLength"]), base64.b64decode(stored).hex() if full else None
+    def move_aside(self, key: str, target: str, etag: str) -> bool:
+        """Copy ``key`` to ``target`` and delete it, only while its ETag is ``etag`` (``If-Match`` on both, where
+        the server honours it on DELETE); ``False`` if it is gone or another object stands there now."""
+        self.layout.check(key)
+        self.layout.check(target)
+        gone = {"PreconditionFailed", "412", "NoSuchKey", "404", "NotFound"}
+        for operation, request in (
+                ("copy", lambda: self.client.copy_object(Bucket=self.bucket, Key=target, CopySourceIfMatch=etag,
+                                                         CopySource={"Bucket": self.bucket, "Key": key})),
+                ("DELETE", lambda: self.client.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag))):
+            try:
+                call(operation, key, request)
+            except StoreUnreachable:
+                raise
+            except Exception as exc:
+                if error_code(exc) in gone:
+                    return False
+                raise
+        return True
 
     def head_size(self, key: str) -> int | None:
         """The size of ``key``, or ``None`` if it does not exist."""

@@ -7,24 +7,31 @@ its classpath, the store's endpoint and long-lived keys, ``[region_failover] sto
 workers (``benchmarks/bench_store_paths.py``) — and the integrity check moves to S3's own checksum: every object is
 HEADed first and must have its recorded size and, kept by S3 with it, the full-object SHA-256 its key and manifest
 name (the writers upload every object with that checksum, which the server verifies, :mod:`.content`); a missing,
-resized or different object raises :class:`NotAvailable` naming the partition and the object, before Spark reads
+resized or different object makes the partition unreadable (below), naming it and the object, before Spark reads
 anything. The frame gets back the nullability its schema records (:mod:`.nullability`). An object S3 keeps no
-full-object SHA-256 for (uploaded before this rule, or multipart), or a schema whose nullability cannot be
-restored, sends the read to the Python path, which hashes what it reads.
+full-object SHA-256 for (uploaded before this rule, or multipart), or a schema whose nullability cannot be restored,
+sends the read to the Python path, which hashes what it reads.
 
 Python path (no S3A, ``driver`` mode, reads without Spark): ``executors`` mode maps one Spark partition per object
 (``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object; ``driver`` mode GETs the
 objects in the driver and calls ``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest
 entry: run-scoped (version-1 manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). It
-always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming), raising :class:`NotAvailable`
-naming the object. Memory rule: an object's body is streamed into one buffer of its recorded size, the Parquet
-decoder reads that buffer without copying it, and the buffer is dropped as soon as its table is decoded — so a read
-holds each object once, and only the objects in flight (not all of a manifest's) at a time. Executors receive the
-store's access with credentials frozen at the moment of the read (:func:`.config.portable`).
+always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming). Memory rule: an object's body is
+streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without copying it, and the
+buffer is dropped as soon as its table is decoded — so a read holds each object once, and only the objects in flight
+(not all of a manifest's) at a time. Executors receive the store's access with credentials frozen at the moment of
+the read (:func:`.config.portable`).
+
+Every error of a read that finds an object missing, of another size or of other bytes makes the partition
+unreadable: it (:func:`~airflow_region_failover.exceptions.unreadable`) names the partition and the object — also
+through Spark, whose executor errors reach the driver as text — and a shared object found wrong is moved aside
+first (:func:`.content.quarantine`), so the restart of its producer, which the failover loop makes for an
+unreadable partition, writes it again for every run that lists it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 from collections.abc import Iterator
@@ -32,9 +39,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import NotAvailable
+from airflow_region_failover.exceptions import unreadable
+from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import nullability, s3a
 from airflow_region_failover.store.config import S3Access, client_for, portable
+from airflow_region_failover.store.content import check_stored, quarantine
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.objects import Objects
@@ -45,42 +54,45 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> bytearray:
-    """GET one object of a manifest into one buffer of its recorded size, checking the size (and the SHA-256 if
-    ``verify``, hashed while streaming): no second copy of the body is made."""
+def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, partition: PartitionId) -> bytearray:
+    """GET one object of ``partition``'s manifest into one buffer of its recorded size, checking the size (and the
+    SHA-256 if ``verify``, hashed while streaming): no second copy of the body is made (module rule)."""
     key = keys.object_key(entry.key, entry.shared)
     opened = objects.open(key)
     if opened is None:
-        raise NotAvailable(f"object {key} listed in the manifest is missing")
-    body, length = opened
-    if length != entry.size:
-        body.close()
-        raise NotAvailable(f"object {key} has {length} bytes, manifest says {entry.size}")
-    buffer = bytearray(length)
-    digest = hashlib.sha256()
-    filled = 0
-    with memoryview(buffer) as view:
-        for chunk in objects.chunks(key, body):
-            end = filled + len(chunk)
-            if end > length:
-                raise NotAvailable(f"object {key} has more than {length} bytes, manifest says {entry.size}")
-            view[filled:end] = chunk
-            if verify:
-                digest.update(chunk)
-            filled = end
-    if filled != length:
-        raise NotAvailable(f"object {key} ended after {filled} of {length} bytes")
-    if verify and digest.hexdigest() != entry.sha256:
-        raise NotAvailable(f"object {key} does not match the SHA-256 in its manifest")
+        raise unreadable(partition, f"object {key} listed in its manifest is missing")
+    with contextlib.closing(opened.body):
+        problem = "" if opened.length == entry.size else f"has {opened.length} bytes, its manifest says {entry.size}"
+        buffer = bytearray(opened.length if not problem else 0)
+        digest = hashlib.sha256()
+        filled = 0
+        with memoryview(buffer) as view:
+            for chunk in () if problem else objects.chunks(key, opened.body):
+                end = filled + len(chunk)
+                if end > opened.length:
+                    problem = f"has more than {opened.length} bytes, its manifest says {entry.size}"
+                    break
+                view[filled:end] = chunk
+                if verify:
+                    digest.update(chunk)
+                filled = end
+    if not problem and filled != opened.length:
+        problem = f"ended after {filled} of {opened.length} bytes"
+    if not problem and verify and digest.hexdigest() != entry.sha256:
+        problem = "does not match the SHA-256 in its manifest"
+    if problem:
+        quarantine(objects, objects.layout, entry, opened.etag, problem)
+        raise unreadable(partition, f"object {key} listed in its manifest {problem}")
     return buffer
 
 
-def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool) -> pa.Table:
-    """One object of a manifest decoded from its fetched buffer (zero-copy input); the buffer is dropped after."""
+def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, partition: PartitionId) -> pa.Table:
+    """One object of ``partition``'s manifest decoded from its fetched buffer (zero-copy input); the buffer is
+    dropped after."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify))))
+    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify, partition))))
 
 
 def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool, threads: int = 4) -> pa.Table:
@@ -89,7 +101,7 @@ def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool
     from pyspark.sql.types import StructType
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        tables = list(pool.map(lambda e: load_table(objects, keys, e, verify), manifest.objects))
+        tables = list(pool.map(lambda e: load_table(objects, keys, e, verify, manifest.partition), manifest.objects))
     if tables:
         return pa.concat_tables(tables)
     return _empty_arrow(StructType.fromJson(_schema_json(manifest)))
@@ -117,12 +129,14 @@ class _TaskReader:
     keys: RunKeys
     objects: tuple[ObjectEntry, ...]
     verify: bool
+    partition: PartitionId
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = Objects(client_for(self.access), self.layout)
         for batch in batches:
             for number in batch.column(0).to_pylist():
-                yield from load_table(store, self.keys, self.objects[number], self.verify).to_batches()
+                entry = self.objects[number]
+                yield from load_table(store, self.keys, entry, self.verify, self.partition).to_batches()
 
 
 def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
@@ -149,28 +163,26 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
             if frame is not None:
                 return frame
     count = len(chosen)
-    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify)
+    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify, manifest.partition)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)
 
 
 def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...],
                            threads: int = 16) -> bool:
     """Whether S3 keeps, with every ``chosen`` object of ``manifest``, the full-object SHA-256 the manifest records
-    (``False``: one has none, so only hashing its bytes can verify it); :class:`NotAvailable` naming the partition
-    and the object when one is missing, of another size, or has another SHA-256."""
+    (``False``: one has none, so only hashing its bytes can verify it); an :func:`unreadable` error naming the
+    partition and the object when one is missing, of another size, or has another SHA-256 (a shared one is moved
+    aside first, :func:`.content.quarantine`)."""
     keys = manifest_keys(objects.layout.run(manifest.dag_id, manifest.run_id), chosen)
 
     def stored(pair: tuple[str, ObjectEntry]) -> bool:
         key, entry = pair
-        found = objects.stored_sha256(key)
-        problem = ("is missing" if found is None else
-                   f"has {found[0]} bytes, the manifest says {entry.size}" if found[0] != entry.size else
-                   "does not match the SHA-256 in its manifest (S3 keeps another checksum for it)"
-                   if found[1] not in (None, entry.sha256) else "")
-        if problem:
-            raise NotAvailable(f"{manifest.partition} (attempt {manifest.attempt}): object {key} listed in its "
-                               f"manifest {problem}")
-        return found is not None and found[1] is not None
+        verdict = check_stored(objects, key, entry)
+        if verdict.problem:
+            if verdict.found is not None:
+                quarantine(objects, objects.layout, entry, verdict.found.etag, verdict.problem)
+            raise unreadable(manifest.partition, f"object {key} listed in its manifest {verdict.problem}")
+        return verdict.found is not None and verdict.found.sha256 is not None
 
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(keys)))) as pool:
         return all(list(pool.map(stored, zip(keys, chosen, strict=True))))

@@ -20,14 +20,22 @@ Rules:
   ours is never entered.
 * **Sweep** (:func:`sweep_shared`), after retention has released manifests: a shared object is deleted only when
   the registry derived in this sweep does not list it, a HEAD right before its DELETE shows it older than the grace
-  ``G``, and the derivation began less than ``G/4`` before that HEAD (:mod:`.content` shows why this cannot delete
-  an object a committing writer is about to list); otherwise it is left for the next sweep. Deletions happen one
-  object at a time, only after the manifests that dropped them are gone: a sweeper killed at any point loses
-  nothing referenced and leaves at worst garbage, which the next sweep removes.
+  ``G`` by the server's clock (the HEAD's ``Date`` minus its last-modified time), the derivation began less than
+  ``G/4`` before that HEAD and the DELETE follows the HEAD within :data:`HEAD_TO_DELETE_SECONDS` on this process's
+  monotonic clock (:mod:`.content` shows why this cannot delete an object a committing writer is about to list, and
+  what remains); otherwise it is left for the next sweep. Deletions happen one object at a time, only after the
+  manifests that dropped them are gone: a sweeper killed at any point loses nothing referenced and leaves at
+  worst garbage, which the next sweep removes. Objects moved to the quarantine (:func:`.content.quarantine`) are
+  deleted once older than the grace.
+* **A window too short says so**: when deriving the registry takes ``G/4`` or more (about 180,000 manifests at
+  ``G`` = 15 min), no unreferenced object can be deleted at all; the sweep then logs a warning naming the time the
+  derivation took and the grace that would let it delete (``SharedSweep.window_closed``), and ``region-failover
+  gc`` exits non-zero, instead of keeping every garbage object silently, sweep after sweep.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections import Counter
@@ -41,8 +49,12 @@ from airflow_region_failover.store.keys import PARTITION_PART, Layout
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Listed, Objects
 
+log = logging.getLogger(__name__)
+
 WINDOW_SHARE = 0.25
 """A shared object is deleted only within ``WINDOW_SHARE * grace`` of the start of the derivation that judged it."""
+HEAD_TO_DELETE_SECONDS = 1.0
+"""A DELETE is sent only this soon after the HEAD that judged the object (else it is judged again next sweep)."""
 
 _MANIFEST_KEY = re.compile(rf"[^/]+/[^/]+/[^/]+/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _SHARED_KEY = re.compile(r"([0-9a-f]{2})/(\1[0-9a-f]{62})\.parquet\Z")
@@ -113,7 +125,9 @@ def derive_registry(objects: Objects, layout: Layout, threads: int = 16) -> Regi
 @dataclass(frozen=True)
 class SharedSweep:
     """What a sweep of the shared area did: objects deleted, kept because referenced, left for a later sweep
-    (younger than the grace, or the window ran out), and whether it was skipped (registry incomplete)."""
+    (younger than the grace, or the window ran out), whether it was skipped (registry incomplete), how long the
+    derivation took and whether the window closed before every candidate was judged (module rule), and how many
+    quarantined objects it deleted."""
 
     deleted: int = 0
     referenced: int = 0
@@ -121,54 +135,102 @@ class SharedSweep:
     manifests: int = 0
     skipped_incomplete: bool = False
     nested_deployments: tuple[str, ...] = ()
+    derivation_seconds: float = 0.0
+    window_closed: bool = False
+    quarantine_deleted: int = 0
 
 
-def shared_objects(objects: Objects, layout: Layout) -> tuple[list[tuple[str, Listed]], tuple[str, ...]]:
-    """Every shared object as ``(sha256, listed)``, and other deployments' prefixes found nested in the area."""
+def shared_objects(objects: Objects, layout: Layout) -> tuple[list[tuple[str, Listed]], tuple[str, ...],
+                                                              list[Listed]]:
+    """Every shared object as ``(sha256, listed)``, other deployments' prefixes found nested in the area, and the
+    objects in quarantine."""
     area = layout.cas_root + "/"
     listed = list(objects.listing(area))
     nested = nested_prefixes(area, listed)
-    found = []
+    found, quarantined = [], []
     for item in outside_nested(listed, nested):
         match = _SHARED_KEY.match(item.key[len(area):])
         if match:
             found.append((match.group(2), item))
-    return found, nested
+        elif item.key.startswith(layout.quarantine_root + "/"):
+            quarantined.append(item)
+    return found, nested, quarantined
 
 
 def sweep_shared(objects: Objects, layout: Layout, grace_seconds: float, now: float | None = None,
                  dry_run: bool = False) -> SharedSweep:
-    """Delete the shared objects no retained manifest lists and older than ``grace_seconds`` (module rule).
+    """Delete the shared objects no retained manifest lists and older than ``grace_seconds`` (module rule), and
+    the quarantined ones older than it.
 
-    ``now``: pretend the clock reads this at the start (tests); the window is measured on the real clock.
+    ``now``: pretend the clock is ``now - time.time()`` ahead of the server's (tests); windows are measured on the
+    monotonic clock.
     """
     offset = 0.0 if now is None else now - time.time()
+    began = time.monotonic()
     registry = derive_registry(objects, layout)
-    found, nested = shared_objects(objects, layout)
+    derived = time.monotonic() - began
+    found, nested, quarantined = shared_objects(objects, layout)
+    skew = objects.clock() - time.time()  # the server's clock, as seen from here
+    old = [i.key for i in quarantined if i.modified < time.time() + skew + offset - grace_seconds]
+    cleared = len(old) if dry_run else objects.delete(old)
     if not registry.complete:
-        return SharedSweep(manifests=registry.manifests, skipped_incomplete=True, nested_deployments=nested)
-    deadline = registry.started + WINDOW_SHARE * grace_seconds
+        return SharedSweep(manifests=registry.manifests, skipped_incomplete=True, nested_deployments=nested,
+                           derivation_seconds=derived, quarantine_deleted=cleared)
+    window = Window(began, WINDOW_SHARE * grace_seconds)
     deleted = deferred = referenced = 0
     for sha, item in found:
         if registry.referenced(sha):
             referenced += 1
-        elif item.modified >= time.time() + offset - grace_seconds:
+        elif item.modified >= time.time() + skew + offset - grace_seconds:
             deferred += 1
-        elif _delete_if_idle(objects, item.key, grace_seconds, offset, deadline, dry_run):
+        elif _delete_if_idle(objects, item.key, grace_seconds, offset, window, dry_run):
             deleted += 1
         else:
             deferred += 1
-    return SharedSweep(deleted, referenced, deferred, registry.manifests, False, nested)
+    if window.missed:
+        _warn_window(layout, registry.manifests, derived, grace_seconds, window.missed)
+    return SharedSweep(deleted, referenced, deferred, registry.manifests, False, nested, derived,
+                       bool(window.missed), cleared)
 
 
-def _delete_if_idle(objects: Objects, key: str, grace_seconds: float, offset: float, deadline: float,
-                    dry_run: bool) -> bool:
-    """HEAD ``key`` and DELETE it right away if it is still older than the grace and the window is open."""
-    if time.time() >= deadline:
+@dataclass
+class Window:
+    """The time, from the derivation's start ``began`` (monotonic), within which objects may be deleted; counts the
+    candidates it was closed for."""
+
+    began: float
+    seconds: float
+    missed: int = 0
+
+    def open(self) -> bool:
+        """Whether a deletion may still happen (else one more candidate missed it)."""
+        if time.monotonic() - self.began < self.seconds:
+            return True
+        self.missed += 1
         return False
-    current = objects.head(key)
-    if current is None or current.modified >= time.time() + offset - grace_seconds:
+
+
+def _delete_if_idle(objects: Objects, key: str, grace_seconds: float, offset: float, window: Window,
+                    dry_run: bool) -> bool:
+    """HEAD ``key`` and DELETE it right away if it is still older than the grace by the server's clock, the window
+    is open and the HEAD was at most :data:`HEAD_TO_DELETE_SECONDS` ago (module rule)."""
+    if not window.open():
+        return False
+    sent = time.monotonic()
+    current = objects.stat(key)
+    if current is None or current.modified >= current.now + offset - grace_seconds:
+        return False
+    if time.monotonic() - sent > HEAD_TO_DELETE_SECONDS or not window.open():
         return False
     if not dry_run:
         objects.delete([key])
     return True
+
+
+def _warn_window(layout: Layout, manifests: int, derived: float, grace_seconds: float, missed: int) -> None:
+    needed = max(grace_seconds, derived / WINDOW_SHARE * 1.5)
+    log.warning("shared sweep of s3://%s/%s: deriving the registry from %d manifests took %.0f s of the %.0f s "
+                "(grace/4) within which an unreferenced object may be deleted, so %d of them were kept; sweep with "
+                "a grace of at least %d min (region-failover gc --grace '%d min') or retain fewer manifests "
+                "(store_keep_last_runs / store_keep_days)", layout.bucket, layout.cas_root, manifests, derived,
+                WINDOW_SHARE * grace_seconds, missed, -(-needed // 60), -(-needed // 60))

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store import ResultStore
+from tests.support.store import moto_store
 
 
 @pytest.fixture
 def store() -> Iterator[ResultStore]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
+    with moto_store() as on_moto:
+        yield on_moto

@@ -24,13 +24,14 @@ def test_stored_checksums_are_checked_before_a_jvm_read(store: ResultStore) -> N
     assert body is not None
     other = bytes(b ^ 0xFF for b in body)  # same size, other bytes, uploaded with their own SHA-256
     store.objects.client.put_object(Bucket="bkt", Key=key, Body=other, ChecksumAlgorithm="SHA256")
-    with pytest.raises(NotAvailable, match=r"orders->join#3 \(attempt 1\): object .* does not match the SHA-256"):
+    with pytest.raises(NotAvailable, match=r"orders->join#3 is unreadable: object .* holds other bytes"):
         stored_checksums_match(store.objects, manifest, manifest.objects)
+    assert store.objects.head_size(key) is None, "the wrong shared object is moved aside (quarantined)"
     store.objects.client.put_object(Bucket="bkt", Key=key, Body=other)  # no SHA-256 kept: only hashing can tell
     assert not stored_checksums_match(store.objects, manifest, manifest.objects)
     store.objects.client.put_object(Bucket="bkt", Key=key, Body=other[:-1], ChecksumAlgorithm="SHA256")
-    with pytest.raises(NotAvailable, match=r"has \d+ bytes, the manifest says \d+"):
+    with pytest.raises(NotAvailable, match=r"has \d+ bytes, its manifest says \d+"):
         stored_checksums_match(store.objects, manifest, manifest.objects)
     store.objects.delete([key])
-    with pytest.raises(NotAvailable, match=r"orders->join#3 \(attempt 1\): object .* is missing"):
+    with pytest.raises(NotAvailable, match=r"orders->join#3 is unreadable: object .* is missing"):
         stored_checksums_match(store.objects, manifest, manifest.objects)

@@ -24,7 +24,7 @@ ROOT = Path(airflow_region_failover.__file__).parent
 LAYER: dict[str, int] = {
     "graph": 0,
     "failover": 1,
-    "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "publication.declaration": 2,
+    "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "publication.declaration": 2, "timeline": 2,
     "store": 3,
     "decisions": 4, "publication.delta": 4,
     "spark": 5,

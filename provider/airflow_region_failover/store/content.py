@@ -8,7 +8,8 @@ Rules:
   (``If-None-Match: *``); the server's 412 means the object is there and nothing was uploaded. A larger body is
   HEADed first and, if absent, streamed as a multipart upload that is visible only when complete (a concurrent
   writer of the same key writes the same bytes, so whichever completes last changes nothing). The caller learns
-  whether bytes went up (:class:`Stored`), so each write reports bytes uploaded vs reused.
+  whether bytes went up (:class:`Stored`), so each write reports bytes uploaded vs reused, and how long hashing and
+  storing took (the task's timeline, :mod:`~airflow_region_failover.timeline`).
 * **Freshness** (the race with the sweeper; git's *freshen* rule). A writer that found an object present may be
   about to list an object the sweeper has judged garbage. Writers know the grace floor ``G0``
   (:data:`.lifecycle.MIN_GRACE_SECONDS`, or the store's ``min_grace_seconds``); the sweeper uses a grace ``G >=
@@ -32,7 +33,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit
 from airflow_region_failover.store.keys import Layout, cas_name
@@ -51,10 +52,13 @@ COMMIT_SHARE = 0.125
 
 @dataclass(frozen=True)
 class Stored:
-    """One stored body: its manifest entry and whether its bytes were uploaded now (``False``: already there)."""
+    """One stored body: its manifest entry and whether its bytes were uploaded now (``False``: already there);
+    ``hash_s``/``upload_s``: seconds spent hashing it and storing it (the requests, whether or not bytes went up)."""
 
     entry: ObjectEntry
     uploaded: bool
+    hash_s: float = field(default=0.0, compare=False)
+    upload_s: float = field(default=0.0, compare=False)
 
 
 def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memoryview, subpartition: int = -1,
@@ -64,10 +68,16 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
     rule). ``subpartition`` >= 0: the object holds that subpartition of a keyed partition. ``announce(sha256)``:
     the key of an empty marker created first, which holds a reference while the write is under way
     (:meth:`.keys.RunKeys.announcement`), so a sweeper never takes a live writer's objects for garbage."""
+    started = time.perf_counter()
     view = memoryview(body)
     digest = hashlib.sha256(view).hexdigest()
+    hashed = time.perf_counter()
     key = layout.cas_object(digest)
     entry = ObjectEntry(cas_name(digest), len(view), digest, subpartition, shared=True)
+
+    def done(uploaded: bool) -> Stored:
+        return Stored(entry, uploaded, hashed - started, time.perf_counter() - hashed)
+
     if announce is not None:
         with contextlib.suppress(AlreadyCommitted):
             objects.put_if_absent(announce(digest), b"", content_type="application/octet-stream")
@@ -75,16 +85,16 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
         try:
             objects.put_if_absent(key, bytes(view), content_type="application/octet-stream")
         except AlreadyCommitted:
-            return Stored(entry, uploaded=False)
-        return Stored(entry, uploaded=True)
+            return done(False)
+        return done(True)
     found = objects.head(key)
     if found is not None and found.size == len(view):
-        return Stored(entry, uploaded=False)
+        return done(False)
     with UploadStream(objects, key, part_size, threads) as stream:
         for start in range(0, len(view), part_size):
             stream.write(view[start:start + part_size])
         stream.finish()
-    return Stored(entry, uploaded=True)
+    return done(True)
 
 
 @dataclass(frozen=True)

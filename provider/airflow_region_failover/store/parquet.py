@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ from airflow_region_failover.store.content import Stored, Tally, put_content
 from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.timeline import Waited
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -133,13 +135,15 @@ class Target:
 
 @dataclass(frozen=True)
 class Written:
-    """What an attempt wrote: its objects (manifest order), the total row count, the rows per subpartition, and
-    how many bytes/objects it uploaded vs found already stored."""
+    """What an attempt wrote: its objects (manifest order), the total row count, the rows per subpartition, how
+    many bytes/objects it uploaded vs found already stored, and the seconds its writers spent by kind (``wait``
+    for their input rows, ``encode``, ``hash``, ``upload``: summed over the Spark tasks)."""
 
     objects: tuple[ObjectEntry, ...]
     rows: int
     subpartition_rows: dict[int, int] = field(default_factory=dict)
     tally: Tally = field(default_factory=Tally)
+    work: dict[str, float] = field(default_factory=dict)
 
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -183,12 +187,21 @@ def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> 
 @dataclass(frozen=True)
 class Piece:
     """One object a Spark task wrote: where it comes in the manifest (``number``: the task, ``sequence`` within
-    it), its rows, and whether its bytes were uploaded now."""
+    it), its rows, whether its bytes were uploaded now, and the seconds the task waited for its rows (``wait_s``)
+    and encoded them (``encode_s``)."""
 
     stored: Stored
     rows: int
     number: int = 0
     sequence: int = 0
+    wait_s: float = 0.0
+    encode_s: float = 0.0
+
+    @property
+    def work(self) -> dict[str, float]:
+        """Seconds by kind: ``wait``, ``encode``, ``hash``, ``upload``."""
+        return {"wait": self.wait_s, "encode": self.encode_s, "hash": self.stored.hash_s,
+                "upload": self.stored.upload_s}
 
     @property
     def order(self) -> tuple[int, int, int]:
@@ -209,18 +222,32 @@ def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int
     objects = target.objects()
     pieces: list[Piece] = []
     pending: Future[Piece] | None = None
+    timed = Waited(batches)
 
-    def store(body: pa.Buffer, rows: int, sequence: int) -> Piece:
-        return Piece(target.put(objects, body, subpartition), rows, number, sequence)
+    def store(body: pa.Buffer, rows: int, sequence: int, waited: float, encoding: float) -> Piece:
+        return Piece(target.put(objects, body, subpartition), rows, number, sequence, waited, encoding)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        for sequence, (body, rows) in enumerate(encode_objects(batches, target.max_object_bytes)):
+        for sequence, (body, rows, waited, spent) in enumerate(_timed_objects(timed, target.max_object_bytes)):
             if pending is not None:
                 pieces.append(pending.result())
-            pending = pool.submit(store, body, rows, sequence)
+            pending = pool.submit(store, body, rows, sequence, waited, spent - waited)
         if pending is not None:
             pieces.append(pending.result())
     return pieces
+
+
+def _timed_objects(timed: Waited[pa.RecordBatch],
+                   max_object_bytes: int) -> Iterator[tuple[pa.Buffer, int, float, float]]:
+    """:func:`encode_objects` of ``timed``: ``(body, rows, seconds waited for input, seconds spent in all)`` per
+    object."""
+    encoder = encode_objects(timed, max_object_bytes)
+    while True:
+        started, waited = time.perf_counter(), timed.seconds
+        item = next(encoder, None)
+        if item is None:
+            return
+        yield item[0], item[1], timed.seconds - waited, time.perf_counter() - started
 
 
 def split_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -280,9 +307,10 @@ def row_groups(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Tab
 
 
 _PIECE_FIELDS = (("sha256", "string"), ("size", "int64"), ("rows", "int64"), ("subpartition", "int64"),
-                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool_"))
+                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool_"), ("wait_s", "float64"),
+                 ("encode_s", "float64"), ("hash_s", "float64"), ("upload_s", "float64"))
 """The row a task yields per object: (name, pyarrow type factory)."""
-_SPARK_TYPES = {"string": "string", "int64": "long", "bool_": "boolean"}
+_SPARK_TYPES = {"string": "string", "int64": "long", "bool_": "boolean", "float64": "double"}
 _UPLOAD_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in _PIECE_FIELDS)
 
 
@@ -312,15 +340,18 @@ def piece_rows(pieces: list[Piece]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(
         [{"sha256": p.stored.entry.sha256, "size": p.stored.entry.size, "rows": p.rows,
           "subpartition": p.stored.entry.subpartition, "number": p.number, "sequence": p.sequence,
-          "uploaded": p.stored.uploaded} for p in pieces],
+          "uploaded": p.stored.uploaded, "wait_s": p.wait_s, "encode_s": p.encode_s, "hash_s": p.stored.hash_s,
+          "upload_s": p.stored.upload_s} for p in pieces],
         schema=pa.schema([(name, getattr(pa, kind)()) for name, kind in _PIECE_FIELDS]))
 
 
 def written_from_rows(rows: list[Any]) -> Written:
     """The driver's view of what the tasks wrote, from their collected :func:`piece_rows`."""
     return _written([Piece(Stored(ObjectEntry(cas_name(r["sha256"]), int(r["size"]), r["sha256"],
-                                              int(r["subpartition"]), shared=True), bool(r["uploaded"])),
-                           int(r["rows"]), int(r["number"]), int(r["sequence"])) for r in rows])
+                                              int(r["subpartition"]), shared=True), bool(r["uploaded"]),
+                                  float(r["hash_s"]), float(r["upload_s"])),
+                           int(r["rows"]), int(r["number"]), int(r["sequence"]), float(r["wait_s"]),
+                           float(r["encode_s"])) for r in rows])
 
 
 def _tally(pieces: list[Piece]) -> Tally:
@@ -337,7 +368,12 @@ def _written(pieces: list[Piece]) -> Written:
         if piece.stored.entry.subpartition >= 0:
             sub = piece.stored.entry.subpartition
             per_sub[sub] = per_sub.get(sub, 0) + piece.rows
-    return Written(tuple(p.stored.entry for p in ordered), sum(p.rows for p in ordered), per_sub, _tally(ordered))
+    work: dict[str, float] = {}
+    for piece in ordered:
+        for kind, seconds in piece.work.items():
+            work[kind] = work.get(kind, 0.0) + seconds
+    return Written(tuple(p.stored.entry for p in ordered), sum(p.rows for p in ordered), per_sub, _tally(ordered),
+                   work)
 
 
 def write_with_executors(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:

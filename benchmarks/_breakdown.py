@@ -26,14 +26,16 @@ from dataclasses import dataclass
 
 from airflow_region_failover.timeline import Timeline
 
-SCHEDULING, QUEUED, STARTUP, SETUP = ("Airflow scheduling (upstream done -> queued)", "queued -> started",
+SCHEDULING, QUEUED, STARTUP, SETUP = ("Airflow scheduling (upstream done -> queued)",
+                                      "queued -> started (a free slot, the task process)",
                                       "process start, imports, DAG parse", "task set-up (store, XCom, session, plan)")
+AIRFLOW_START = "Airflow's task start (DAG parsed -> execute)"
 READ_COMPUTE, ENCODE, HASH, UPLOAD = ("Spark job: reading inputs and computing", "Spark job: Parquet encoding",
                                       "Spark job: hashing", "Spark job: upload")
 COMMIT, END, UNMEASURED, RUN_END = ("commit and bookkeeping", "task end (return value, exit, Airflow's finish)",
                                     "task (unmeasured)", "run end (last task -> run success)")
-CATEGORIES = (SCHEDULING, QUEUED, STARTUP, SETUP, READ_COMPUTE, ENCODE, HASH, UPLOAD, COMMIT, END, UNMEASURED,
-              RUN_END)
+CATEGORIES = (SCHEDULING, QUEUED, STARTUP, AIRFLOW_START, SETUP, READ_COMPUTE, ENCODE, HASH, UPLOAD, COMMIT, END,
+              UNMEASURED, RUN_END)
 WORK_CATEGORY = {"wait": READ_COMPUTE, "encode": ENCODE, "hash": HASH, "upload": UPLOAD}
 BOOKKEEPING = ("begin", "commit", "discard", "publish", "ledger")
 
@@ -83,7 +85,7 @@ def measured(timeline: Timeline) -> dict[str, float]:
     job = timeline.total("job")
     for category, share in shares.items():
         _add(out, category, job * share)
-    _add(out, SETUP, max(0.0, (timeline.ended - timeline.started) - sum(out.values())))
+    _add(out, SETUP, max(0.0, (timeline.ended - timeline.started) - sum(out.values())))  # airflow_start lies before
     return out
 
 
@@ -97,7 +99,10 @@ def task_segments(task: TaskTry, ready: float) -> dict[str, float]:
         _add(out, UNMEASURED, task.ended - task.started)
         return out
     line = task.timeline
-    _add(out, STARTUP, line.started - task.started)
+    parse = line.first("airflow_start")
+    since_parse = -parse.start if parse is not None else 0.0
+    _add(out, STARTUP, line.started - task.started - since_parse)
+    _add(out, AIRFLOW_START, since_parse)
     for category, seconds in measured(line).items():
         _add(out, category, seconds)
     _add(out, END, task.ended - line.ended)

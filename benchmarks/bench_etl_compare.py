@@ -55,13 +55,19 @@ S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credenti
 
 
 # -- the DAG files ------------------------------------------------------------------------------------------------
-def ours_variant(target: Path, label: str, orders: int, customers: int) -> str:
-    """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``tpch_etl_<label>``."""
+def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: str = "tpch_etl",
+                 attempts: int | None = None) -> str:
+    """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``<prefix>_<label>`` (``attempts``:
+    its fixed-delay restart strategy's attempts instead of the example's)."""
     text = ETL.read_text()
-    dag_id = f"tpch_etl_{label}"
+    dag_id = f"{prefix}_{label}"
     changed, sized = re.subn(r"^CUSTOMERS, ORDERS, LINES_PER_ORDER = [^,\n]+, [^,\n]+, (\S+)$",
                              rf"CUSTOMERS, ORDERS, LINES_PER_ORDER = {customers}, {orders}, \1", text, flags=re.M)
     changed = changed.replace('dag_id="tpch_etl"', f'dag_id="{dag_id}"')
+    if attempts is not None:
+        changed, retried = re.subn(r'"restart-strategy\.fixed-delay\.attempts": "\d+"',
+                                   f'"restart-strategy.fixed-delay.attempts": "{attempts}"', changed)
+        sized *= retried
     if sized != 1 or changed.count(dag_id) != 1:
         raise SystemExit("dags/tpch_etl.py changed shape: cannot derive a sized copy")
     (target / f"{dag_id}.py").write_text(changed)
@@ -155,6 +161,14 @@ def _app_attempt(args: argparse.Namespace, clock: Any) -> int:
     return 0
 
 
+def _app_command(spark_url: str, dag_id: str, run_id: str, orders: int, customers: int, attempt: int, salt: int,
+                 fail: bool) -> list[str]:
+    """The command line of one (a) attempt."""
+    return [sys.executable, str(Path(__file__).resolve()), "_app", "--url", spark_url, "--dag-id", dag_id,
+            "--run-id", run_id, "--orders", str(orders), "--customers", str(customers), "--attempt", str(attempt),
+            "--salt", str(salt)] + (["--fail"] if fail else [])
+
+
 def run_app(spark_url: str, s3_env: str, label: str, orders: int, customers: int, fail: bool,
             procs: list[subprocess.Popen[bytes]], salt: int = 0,
             watch: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -163,9 +177,7 @@ def run_app(spark_url: str, s3_env: str, label: str, orders: int, customers: int
     dag_id, run_id = f"etl_one_app_{label}", f"app_{int(time.time() * 1000)}"
     t0, busy, attempt = time.time(), 0.0, 1
     while True:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "_app", "--url", spark_url, "--dag-id", dag_id,
-               "--run-id", run_id, "--orders", str(orders), "--customers", str(customers),
-               "--attempt", str(attempt), "--salt", str(salt)] + (["--fail"] if fail and attempt == 1 else [])
+        cmd = _app_command(spark_url, dag_id, run_id, orders, customers, attempt, salt, fail and attempt == 1)
         started = time.time()
         proc = subprocess.Popen(cmd, env={**os.environ, S3_ENV: s3_env}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)

@@ -110,6 +110,10 @@ class Clock:
         form keeps it)."""
         self.spans.append(Span(name, round(start, 3), round(self.offset() - start, 3)))
 
+    def record_since(self, name: str, at: float) -> None:
+        """Record a span ``name`` from epoch time ``at`` (before the clock started) to the clock's start."""
+        self.spans.append(Span(name, round(at - self.started, 3), round(self.started - at, 3)))
+
     def add_work(self, totals: Mapping[str, float]) -> None:
         """Add executor seconds by kind."""
         for kind, seconds in totals.items():

@@ -103,13 +103,15 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         if members[0] != SubtaskId.parse(subtask):
             raise ValueError(f"chain {self.chain} must start with subtask {subtask!r}")
         self.doc_md = doc_of(runtime, members)
+        self._parsed_at = time.time()  # in a task process: when the DAG file's parse created this task
 
     def execute(self, context: Context) -> Any:
         """Run the subtask; returns its summary (rows written per result, the task's ledger:
         :class:`~airflow_region_failover.spark.ledger.TaskSummary`, in its JSON form, with the task's timeline from
         here on, :mod:`~airflow_region_failover.timeline`) that Airflow stores as return value, and sends the task's
         restart metrics (:mod:`~airflow_region_failover.observability.metrics`)."""
-        with timeline.measured():
+        with timeline.measured() as clock:
+            clock.record_since("airflow_start", getattr(self, "_parsed_at", clock.started))
             with timeline.phase("restart_wait"):
                 doc = restart_log(context["ti"])
                 self._wait_for_restart_time(context, doc)

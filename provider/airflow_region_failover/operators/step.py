@@ -60,7 +60,7 @@ def delay_left(ti: Any, doc: RunLog | None) -> float:
     if doc is None:
         return 0.0
     wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
-    return min(wait, conf.float_value("max_start_delay", 3600.0))
+    return min(wait, conf.max_start_delay())
 
 
 def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:

@@ -6,13 +6,14 @@ Rules:
   with no upstream. The path's segments — each task's wait for its upstream (or for the run's start), its time
   queued, its run — add up exactly to the run's start to the last task's end; the run's end follows.
 * **A task's run** is cut by its timeline (the task summary's ``timeline``, :mod:`airflow_region_failover.timeline`):
-  Airflow's start of the task to the clock's start is *process start, imports, DAG parse*; the spans before the
-  first write are *task set-up*; each ``job`` span (the Spark job of a write) is shared among *reading inputs and
-  computing* (the writers' ``wait`` for their input rows), *Parquet encoding*, *hashing* and *upload* in
-  proportion to the executor seconds of each kind (the writers' work is parallel and partly overlapped: a share,
-  not a measurement of its own); ``begin``, ``commit``, ``discard``, ``publish``, ``ledger`` are *commit and
-  bookkeeping*; the rest of a write (its plan, schema) and the spans after the last write are *task set-up* too;
-  the clock's end to Airflow's end of the task is *task end*. A task without a timeline is one *task (unmeasured)*.
+  Airflow's start of the task to the parse of its DAG file is *process start, imports, DAG parse*, from there to
+  the clock's start *Airflow's task start*; each ``job`` span (the Spark job of a write) is cut into *Parquet
+  encoding*, *hashing* and *upload* — the writers' executor seconds of each kind divided by how many ran at once
+  (``writers``, at most the executor cores) — and the rest of the job, *reading inputs and computing* (the stages
+  before the writers and the writers' wait for their rows); ``begin``, ``commit``, ``discard``, ``publish``,
+  ``ledger`` are *commit and bookkeeping*; everything else of the clock (store checks, XCom, manifests, the Spark
+  session, the plan, a write's schema) is *task set-up*; the clock's end to Airflow's end of the task is *task end*.
+  A task without a timeline is one *task (unmeasured)*.
 * **(a)**, the one application, is cut the same way: its process start to the clock's start, ``session`` and
   ``define`` (set-up), its one write's job, commit.
 * **Step task overhead** (the issue's target): Airflow's start of the task to the first Spark job, plus the end of
@@ -36,7 +37,9 @@ COMMIT, END, UNMEASURED, RUN_END = ("commit and bookkeeping", "task end (return 
                                     "task (unmeasured)", "run end (last task -> run success)")
 CATEGORIES = (SCHEDULING, QUEUED, STARTUP, AIRFLOW_START, SETUP, READ_COMPUTE, ENCODE, HASH, UPLOAD, COMMIT, END,
               UNMEASURED, RUN_END)
-WORK_CATEGORY = {"wait": READ_COMPUTE, "encode": ENCODE, "hash": HASH, "upload": UPLOAD}
+WORK_CATEGORY = {"encode": ENCODE, "hash": HASH, "upload": UPLOAD}
+CORES = 2
+"""Executor cores of the benchmarks' Spark (``local[2]``): at most this many writers run at once."""
 BOOKKEEPING = ("begin", "commit", "discard", "publish", "ledger")
 
 
@@ -68,23 +71,23 @@ def _add(out: dict[str, float], category: str, seconds: float) -> None:
     out[category] = out.get(category, 0.0) + seconds
 
 
-def job_shares(timeline: Timeline) -> dict[str, float]:
-    """The categories a job's wall time is shared among, by the writers' executor seconds (all to reading and
-    computing when nothing was measured)."""
-    work = {WORK_CATEGORY[k]: v for k, v in timeline.work.items() if k in WORK_CATEGORY and v > 0}
-    total = sum(work.values())
-    return {k: v / total for k, v in work.items()} if total else {READ_COMPUTE: 1.0}
+def job_parts(timeline: Timeline, cores: int) -> dict[str, float]:
+    """The Spark jobs' wall time cut as the module rule says (the writers' parts never more than the jobs)."""
+    job = timeline.total("job")
+    at_once = max(1.0, min(float(cores), timeline.work.get("writers", 1.0)))
+    parts = {WORK_CATEGORY[k]: timeline.work.get(k, 0.0) / at_once for k in ("encode", "hash", "upload")}
+    scale = min(1.0, job / sum(parts.values())) if sum(parts.values()) else 1.0
+    parts = {k: v * scale for k, v in parts.items()}
+    return {READ_COMPUTE: job - sum(parts.values()), **parts}
 
 
-def measured(timeline: Timeline) -> dict[str, float]:
-    """The clock's span cut into categories (module rule): set-up, job shares, commit and bookkeeping."""
+def measured(timeline: Timeline, cores: int = CORES) -> dict[str, float]:
+    """The clock's span cut into categories (module rule): set-up, the jobs' parts, commit and bookkeeping."""
     out: dict[str, float] = {}
-    shares = job_shares(timeline)
     for name in BOOKKEEPING:
         _add(out, COMMIT, timeline.total(name))
-    job = timeline.total("job")
-    for category, share in shares.items():
-        _add(out, category, job * share)
+    for category, seconds in job_parts(timeline, cores).items():
+        _add(out, category, seconds)
     _add(out, SETUP, max(0.0, (timeline.ended - timeline.started) - sum(out.values())))  # airflow_start lies before
     return out
 

@@ -10,7 +10,7 @@ Rules:
   several times (one ``write`` per output). Readers sum what they need.
 * **Work on Spark executors** (what a Spark task of the store's data path spent waiting for its input rows,
   encoding, hashing, uploading) is summed over the Spark tasks with :func:`add_work` — seconds of parallel work,
-  not wall time: compared with spans only as shares of a job.
+  not wall time — with ``writers``, how many Spark tasks did it (a count).
 * **The record** (:class:`Timeline`, frozen, JSON beside it): the process's start (epoch seconds, from the OS), the
   clock's start and end, the spans in the order they ended, and the work totals.
 """

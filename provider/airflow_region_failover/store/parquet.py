@@ -136,8 +136,9 @@ class Target:
 @dataclass(frozen=True)
 class Written:
     """What an attempt wrote: its objects (manifest order), the total row count, the rows per subpartition, how
-    many bytes/objects it uploaded vs found already stored, and the seconds its writers spent by kind (``wait``
-    for their input rows, ``encode``, ``hash``, ``upload``: summed over the Spark tasks)."""
+    many bytes/objects it uploaded vs found already stored, and what its writers spent (``work``: seconds by kind,
+    ``wait`` for their input rows, ``encode``, ``hash``, ``upload``, summed over the Spark tasks; and ``writers``,
+    how many Spark tasks wrote objects)."""
 
     objects: tuple[ObjectEntry, ...]
     rows: int
@@ -372,6 +373,7 @@ def _written(pieces: list[Piece]) -> Written:
     for piece in ordered:
         for kind, seconds in piece.work.items():
             work[kind] = work.get(kind, 0.0) + seconds
+    work["writers"] = float(len({p.number for p in ordered}))
     return Written(tuple(p.stored.entry for p in ordered), sum(p.rows for p in ordered), per_sub, _tally(ordered),
                    work)
 

@@ -8,9 +8,11 @@ The DAG ``rf_daemons``: ``a`` (P subtasks, each writing 10,000 rows) -BLOCKING P
 reading its partition and writing it again): 2 x P step tasks per run, every store read and write a Spark job whose
 tasks run this provider's Python on the executors. Runs follow one another until ``--tasks`` step tasks ran; after
 each run, per executor (a ``CoarseGrainedExecutorBackend`` JVM): its Python daemons (``pyspark.daemon`` processes
-whose parent is the executor) and its idle workers (their children), with their resident memory; and the median
-step task duration. ``--stock-connect``: Spark's stock Spark Connect server class (a daemon per session), for
-comparison; the provider's server (``standalone/connect_server.py``) is the default.
+whose parent is the executor) and its idle workers (their children), with their resident memory; the median
+step task duration, and the median step task overhead (``_breakdown.overhead``: Airflow's start of the task to its
+first Spark job, plus its last write's end to Airflow's end of the task). ``--stock-connect``: Spark's stock Spark
+Connect server class (a daemon per session), for comparison; the provider's server (``standalone/connect_server.py``)
+is the default.
 """
 
 from __future__ import annotations
@@ -69,9 +71,13 @@ def executors() -> dict[int, dict[str, float]]:
     return out
 
 
-def durations(api: Any, run_id: str) -> list[float]:
-    """The run's task durations (s)."""
-    return [float(ti["duration"]) for ti in api.task_instances(DAG_ID, run_id) if ti.get("duration")]
+def durations(api: Any, run_id: str) -> tuple[list[float], list[float]]:
+    """The run's task durations and step task overheads (s)."""
+    from _breakdown import overhead
+    from bench_breakdown import tasks_of
+
+    took = [float(ti["duration"]) for ti in api.task_instances(DAG_ID, run_id) if ti.get("duration")]
+    return took, [o for t in tasks_of(api, DAG_ID, run_id).values() if (o := overhead(t)) is not None]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     stack = ProductionStack(dags_folder=work / "dags", work_dir=work, shared_workers=not args.stock_connect)
     server = "Spark's stock server class" if args.stock_connect else "the provider's server (shared workers)"
     print(f"Spark Connect: {server}; {2 * args.parallelism} step tasks per run", flush=True)
-    print("| step tasks | elapsed s | median task s | daemons per executor | idle workers per executor | "
-          "daemon + worker MB per executor |\n|---:|---:|---:|---|---|---|", flush=True)
+    print("| step tasks | elapsed s | median task s | median overhead s | daemons per executor | idle workers per "
+          "executor | daemon + worker MB per executor |\n|---:|---:|---:|---:|---|---|---|", flush=True)
     try:
         stack.start()
         assert stack.airflow is not None
@@ -103,12 +109,13 @@ def main(argv: list[str] | None = None) -> int:
                 state = api.wait_for_run(DAG_ID, run_id, timeout=3600, poll=1.0)
                 if state != "success":
                     raise SystemExit(f"run {run_id} ended {state}; see {work}")
-                took = durations(api, run_id)
+                took, overheads = durations(api, run_id)
                 done += len(took)
                 found = executors()
                 cells = [", ".join(str(e[k]) for e in found.values()) for k in ("daemons", "workers", "mb")]
                 print(f"| {done} | {time.monotonic() - started:.0f} | {statistics.median(took):.1f} | "
-                      + " | ".join(cells) + " |", flush=True)
+                      f"{statistics.median(overheads) if overheads else float('nan'):.2f} | " + " | ".join(cells)
+                      + " |", flush=True)
         return 0
     except KeyboardInterrupt:
         print("interrupted: stopping everything", file=sys.stderr)

@@ -15,6 +15,12 @@ off: every session's Python UDFs and ``mapInArrow`` functions run in the one dae
 workers (``spark.python.worker.reuse``, Spark's default). Sessions keep their own configuration, temporary views and
 state; what they no longer isolate are artifacts a client adds with ``addArtifacts`` (then visible to every
 session), which step tasks never add. The driver runs until SIGTERM or SIGINT, then stops its session.
+
+A step task that dies (a killed worker, a cleared task) leaves its Spark job running on the server, detached from
+any client; Spark Connect interrupts a detached operation only after ``detachedTimeout`` (5 minutes by default),
+while the restarted try competes with it for the executors. This server interrupts it after 30 s
+(:data:`ORPHANS`; a live client re-attaches within milliseconds when the server ends a stream, every
+``senderMaxStreamDuration``); ``--conf`` may set other values.
 """
 
 from __future__ import annotations
@@ -29,13 +35,16 @@ from typing import Any
 PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 SHARED_WORKERS = {"spark.plugins": PLUGIN, "spark.sql.artifact.isolation.enabled": "false"}
 """What makes a Spark Connect server's sessions share their Python workers (module rule)."""
+ORPHANS = {"spark.connect.execute.manager.detachedTimeout": "30s",
+           "spark.connect.execute.manager.maintenanceInterval": "5s"}
+"""How soon a Spark job whose client is gone is interrupted (module rule)."""
 READY = "region-failover Spark Connect server ready"
 
 
 def conf_of(port: int, host: str, extra: Sequence[str]) -> dict[str, str]:
-    """The driver's Spark configuration: the gRPC binding, ``extra`` (``key=value``), then :data:`SHARED_WORKERS`
-    (which ``extra`` cannot undo: it is what this server is for)."""
-    conf = {"spark.connect.grpc.binding.port": str(port), "spark.connect.grpc.binding.address": host}
+    """The driver's Spark configuration: the gRPC binding and :data:`ORPHANS`, ``extra`` (``key=value``) over them,
+    then :data:`SHARED_WORKERS` (which ``extra`` cannot undo: it is what this server is for)."""
+    conf = {"spark.connect.grpc.binding.port": str(port), "spark.connect.grpc.binding.address": host, **ORPHANS}
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep or not key:

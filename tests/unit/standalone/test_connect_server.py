@@ -19,6 +19,9 @@ def test_the_driver_binds_where_asked_and_its_sessions_share_workers_whatever_th
     assert conf["spark.connect.grpc.binding.address"] == "0.0.0.0"
     assert conf["spark.plugins"] == PLUGIN and conf["spark.sql.artifact.isolation.enabled"] == "false"
     assert conf["spark.driver.memory"] == "4g" and conf["spark.sql.shuffle.partitions"] == "a=b"
+    assert conf["spark.connect.execute.manager.detachedTimeout"] == "30s"
+    longer = conf_of(1, "h", ["spark.connect.execute.manager.detachedTimeout=5m"])
+    assert longer["spark.connect.execute.manager.detachedTimeout"] == "5m"
 
 
 @pytest.mark.parametrize("bad", ["spark.driver.memory", "=4g"])

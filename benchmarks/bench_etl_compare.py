@@ -34,35 +34,40 @@ import itertools
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_stack import Salts, add_stack_arguments, parse_sizes, size_of, stack_from
 
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
 PLAIN_TEMPLATE = Path(__file__).resolve().parent / "etl_plain_airflow.py"
 CONFIGS = ("ours", "app", "plain")
-TINY_ORDERS, TINY_CUSTOMERS = 20_000, 2_000
-BYTES_PER_ORDER = 217.9  # ours' committed bytes per order at tiny (4,358,022 B / 20,000 orders)
+TIMELINE_MARK = "app timeline: "
 S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credentials (JSON), never printed
 
 
 # -- the DAG files ------------------------------------------------------------------------------------------------
-def ours_variant(target: Path, label: str, orders: int, customers: int) -> str:
-    """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``tpch_etl_<label>``."""
+def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: str = "tpch_etl",
+                 attempts: int | None = None) -> str:
+    """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``<prefix>_<label>`` (``attempts``:
+    its fixed-delay restart strategy's attempts instead of the example's)."""
     text = ETL.read_text()
-    dag_id = f"tpch_etl_{label}"
+    dag_id = f"{prefix}_{label}"
     changed, sized = re.subn(r"^CUSTOMERS, ORDERS, LINES_PER_ORDER = [^,\n]+, [^,\n]+, (\S+)$",
                              rf"CUSTOMERS, ORDERS, LINES_PER_ORDER = {customers}, {orders}, \1", text, flags=re.M)
     changed = changed.replace('dag_id="tpch_etl"', f'dag_id="{dag_id}"')
+    if attempts is not None:
+        changed, retried = re.subn(r'"restart-strategy\.fixed-delay\.attempts": "\d+"',
+                                   f'"restart-strategy.fixed-delay.attempts": "{attempts}"', changed)
+        sized *= retried
     if sized != 1 or changed.count(dag_id) != 1:
         raise SystemExit("dags/tpch_etl.py changed shape: cannot derive a sized copy")
     (target / f"{dag_id}.py").write_text(changed)
@@ -103,24 +108,38 @@ def app_main(argv: list[str]) -> int:
     parser.add_argument("--orders", type=int, required=True)
     parser.add_argument("--customers", type=int, required=True)
     parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument("--salt", type=int, default=0)
     parser.add_argument("--fail", action="store_true")
     args = parser.parse_args(argv)
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType
+    from airflow_region_failover import timeline
 
-    from airflow_region_failover.graph.ids import PartitionId
-    from airflow_region_failover.store.facade import ResultStore
+    with timeline.measured() as clock:  # the same phases a step task records (bench_breakdown.py compares them)
+        return _app_attempt(args, clock)
+
+
+def _app_attempt(args: argparse.Namespace, clock: Any) -> int:
+    """:func:`app_main` inside its clock."""
+    from airflow_region_failover import timeline
+
+    with timeline.phase("imports"):
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegerType
+
+        from airflow_region_failover.graph.ids import PartitionId
+        from airflow_region_failover.store.facade import ResultStore
 
     etl = etl_functions(str(ETL), args.orders, args.customers)
     s3 = json.loads(os.environ[S3_ENV])
     store = ResultStore.from_endpoint(s3["endpoint_url"], s3["access_key"], s3["secret_key"], s3["bucket"])
-    spark = SparkSession.builder.remote(args.url).getOrCreate()
+    with timeline.phase("session"):
+        spark = SparkSession.builder.remote(args.url).getOrCreate()
     try:
-        joined = etl["join"](etl["customers"](spark, 0, args.customers),
-                             etl["clean_orders"](etl["orders"](spark, 0, args.orders)),
-                             etl["clean_lineitems"](etl["lineitems"](spark, 0, args.orders)))
-        aggregated = etl["aggregate"](joined)
+        with timeline.phase("define"):
+            joined = etl["join"](etl["customers"](spark, 0, args.customers, args.salt),
+                                 etl["clean_orders"](etl["orders"](spark, 0, args.orders, args.salt)),
+                                 etl["clean_lineitems"](etl["lineitems"](spark, 0, args.orders, args.salt)))
+            aggregated = etl["aggregate"](joined)
         if args.fail:
             def boom(year: int) -> int:
                 raise RuntimeError("injected failure: the aggregate stage fails on the first attempt")
@@ -128,7 +147,9 @@ def app_main(argv: list[str]) -> int:
             fail = F.udf(boom, IntegerType()).asNondeterministic()
             aggregated = aggregated.withColumn("year", fail(F.col("year")))
         try:
-            store.write(etl["report"](aggregated), args.dag_id, args.run_id, PartitionId("report", 0), args.attempt)
+            with timeline.phase("write"):
+                store.write(etl["report"](aggregated), args.dag_id, args.run_id, PartitionId("report", 0),
+                            args.attempt)
         except Exception as exc:  # the injected failure arrives wrapped in Spark's error
             if args.fail and "injected failure" in str(exc):
                 print("injected failure fired", file=sys.stderr)
@@ -136,31 +157,46 @@ def app_main(argv: list[str]) -> int:
             raise
     finally:
         spark.stop()
+    print(TIMELINE_MARK + json.dumps(clock.timeline().to_json()), flush=True)
     return 0
 
 
+def _app_command(spark_url: str, dag_id: str, run_id: str, orders: int, customers: int, attempt: int, salt: int,
+                 fail: bool) -> list[str]:
+    """The command line of one (a) attempt."""
+    return [sys.executable, str(Path(__file__).resolve()), "_app", "--url", spark_url, "--dag-id", dag_id,
+            "--run-id", run_id, "--orders", str(orders), "--customers", str(customers), "--attempt", str(attempt),
+            "--salt", str(salt)] + (["--fail"] if fail else [])
+
+
 def run_app(spark_url: str, s3_env: str, label: str, orders: int, customers: int, fail: bool,
-            procs: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
-    """Run (a) once: with ``fail``, attempt 1 fails late and attempt 2 reruns everything after 1 s."""
+            procs: list[subprocess.Popen[bytes]], salt: int = 0,
+            watch: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Run (a) once: with ``fail``, attempt 1 fails late and attempt 2 reruns everything after 1 s; ``watch`` is
+    called with each attempt's process id. The result has the last attempt's ``timeline`` and its end."""
     dag_id, run_id = f"etl_one_app_{label}", f"app_{int(time.time() * 1000)}"
     t0, busy, attempt = time.time(), 0.0, 1
     while True:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "_app", "--url", spark_url, "--dag-id", dag_id,
-               "--run-id", run_id, "--orders", str(orders), "--customers", str(customers),
-               "--attempt", str(attempt)] + (["--fail"] if fail and attempt == 1 else [])
+        cmd = _app_command(spark_url, dag_id, run_id, orders, customers, attempt, salt, fail and attempt == 1)
         started = time.time()
-        proc = subprocess.Popen(cmd, env={**os.environ, S3_ENV: s3_env}, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, env={**os.environ, S3_ENV: s3_env}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
         procs.append(proc)
-        _, err = proc.communicate()
+        if watch is not None:
+            watch(proc.pid)
+        out, err = proc.communicate()
         procs.remove(proc)
         busy += time.time() - started
         if proc.returncode == 0:
+            marked = [line for line in out.decode(errors="replace").splitlines() if line.startswith(TIMELINE_MARK)]
+            timeline = json.loads(marked[-1][len(TIMELINE_MARK):]) if marked else None
             break
         if not (fail and attempt == 1 and b"injected failure fired" in err):
             raise SystemExit(f"app attempt {attempt} failed:\n{err.decode(errors='replace')[-3000:]}")
         attempt += 1
         time.sleep(1.0)
-    return {"wall_s": time.time() - t0, "task_s": busy, "tries": attempt, "dag_id": dag_id, "run_id": run_id}
+    return {"wall_s": time.time() - t0, "task_s": busy, "tries": attempt, "dag_id": dag_id, "run_id": run_id,
+            "timeline": timeline, "ended": time.time()}
 
 
 # -- Airflow runs -------------------------------------------------------------------------------------------------
@@ -168,10 +204,11 @@ def _ts(value: str | None) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
 
 
-def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float) -> dict[str, Any]:
-    """Trigger ``dag_id`` once and return its wall time, task-seconds and tries."""
+def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float, salt: int = 0) -> dict[str, Any]:
+    """Trigger ``dag_id`` once (DAG params ``fail_once`` and ``salt``) and return its wall time, task-seconds and
+    tries."""
     t0 = time.time()
-    run_id = api.trigger(dag_id, {"fail_once": fail})
+    run_id = api.trigger(dag_id, {"fail_once": fail, "salt": salt})
     state = api.wait_for_run(dag_id, run_id, timeout=timeout, poll=0.5)
     wall = time.time() - t0
     if state != "success":
@@ -266,14 +303,6 @@ def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], 
 
 
 # -- main ---------------------------------------------------------------------------------------------------------
-def parse_sizes(text: str) -> list[str]:
-    out = [s.strip() for s in text.split(",") if s.strip()]
-    for s in out:
-        if s != "tiny":
-            float(s)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     """Start the stack once, run every (size, config, failure) combination, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -282,60 +311,23 @@ def main(argv: list[str] | None = None) -> int:
                              "tiny,1,5)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="subset of ours,app,plain")
     parser.add_argument("--repeat", type=int, default=1, help="runs per (size, config, failure) (default 1)")
-    parser.add_argument("--bytes-per-order", type=float, default=BYTES_PER_ORDER,
-                        help=f"bytes committed per order, to size the GB points (default {BYTES_PER_ORDER}, measured "
-                             "at tiny on 2026-11-24; the measured figure is printed)")
-    parser.add_argument("--driver-memory", default="4g", help="Spark Connect server (driver = executor) memory")
-    parser.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions")
-    parser.add_argument("--broadcast-threshold", default="-1",
-                        help="spark.sql.autoBroadcastJoinThreshold of the server (default -1: no broadcast joins; "
-                             "at 1 GB Spark's own default, 10MB, broadcast the orders read back from Parquet and "
-                             "ran out of heap in the join tasks of ours and plain Airflow; 'spark' keeps Spark's "
-                             "default)")
+    parser.add_argument("--same-salt", action="store_true",
+                        help="give every run the same salt (the scheduled-run case: a run finds the outputs of the "
+                             "runs before it in the content-addressed store); default: a new salt per run")
+    add_stack_arguments(parser)
     parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
     args = parser.parse_args(argv)
     configs = tuple(c for c in CONFIGS if c in args.configs.split(","))
-
-    from airflow_region_failover.standalone.airflow_stack import AirflowStack
-    from airflow_region_failover.standalone.platform import platform_env
-    from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
-    from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.facade import ResultStore
-
-    stop_on_signals()  # SIGTERM/SIGHUP raise KeyboardInterrupt like Ctrl-C: the finally below stops everything
-    work = Path(tempfile.mkdtemp(prefix="bench-etl-compare-"))
-    dags = work / "dags"
-    dags.mkdir()
-    s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
-    spark_conf = {"spark.sql.shuffle.partitions": str(args.shuffle_partitions)}
-    if args.broadcast_threshold != "spark":
-        spark_conf["spark.sql.autoBroadcastJoinThreshold"] = args.broadcast_threshold
-    spark = SparkConnectServer(work / "sc", cores=2, driver_memory=args.driver_memory, conf=spark_conf)
-    stack, procs = None, []
+    stack, procs = stack_from(args), []
+    salts = Salts(same=args.same_salt)
     results: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
-    sizes: list[dict[str, Any]] = []
-    for wanted in args.sizes:  # every DAG file is written before Airflow starts (a file added later may wait
-        if wanted == "tiny":   # for the dag-processor's next full listing)
-            label, orders, customers = "tiny", TINY_ORDERS, TINY_CUSTOMERS
-        else:
-            orders = int(round(float(wanted) * 1e9 / args.bytes_per_order, -3))
-            label, customers = f"{wanted.replace('.', 'p')}gb", max(orders // 10, 1)
-        sizes.append({"label": label, "orders": orders, "customers": customers,
-                      "dag_ids": {"ours": ours_variant(dags, label, orders, customers),
-                                  "plain": plain_variant(dags, label, orders, customers)}})
+    sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
+    for size in sizes:  # every DAG file is written before Airflow starts
+        size["dag_ids"] = {"ours": ours_variant(stack.dags, size["label"], size["orders"], size["customers"]),
+                           "plain": plain_variant(stack.dags, size["label"], size["orders"], size["customers"])}
     try:
-        t_start = time.time()
-        endpoint, spark_url = s3.start(), spark.start()
-        stack = AirflowStack(dags_folder=dags, home=work / "airflow", extra_env=platform_env(endpoint, spark_url))
         stack.start()
-        print(f"stack up in {time.time() - t_start:.0f} s (Spark Connect local[2], {spark_conf}, driver memory "
-              f"{args.driver_memory})", flush=True)
-        store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
-                                          endpoint.bucket)
-        s3_env = json.dumps({"endpoint_url": endpoint.endpoint_url, "access_key": endpoint.access_key,
-                             "secret_key": endpoint.secret_key, "bucket": endpoint.bucket})
-        with stack.client() as api:
+        with stack.airflow.client() as api:
             for size in sizes:
                 label, orders, customers = size["label"], size["orders"], size["customers"]
                 dag_ids = size["dag_ids"]
@@ -346,21 +338,24 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.repeat):
                     for fail in (False, True):
                         for config in configs:
+                            salt = salts.next()
                             if config == "app":
-                                run = run_app(spark_url, s3_env, label, orders, customers, fail, procs)
+                                run = run_app(stack.spark_url, stack.s3_env, label, orders, customers, fail, procs,
+                                              salt)
                             else:
-                                run = run_airflow(api, dag_ids[config], fail, args.timeout)
-                            run["committed_bytes"], per_result = committed_bytes(store, run["dag_id"],
+                                run = run_airflow(api, dag_ids[config], fail, args.timeout, salt)
+                            run["committed_bytes"], per_result = committed_bytes(stack.store, run["dag_id"],
                                                                                  run["run_id"])
                             results.setdefault((label, config, fail), []).append(run)
-                            print(json.dumps({"size": label, "config": config, "fail": fail, **run,
+                            shown = {k: v for k, v in run.items() if k != "timeline"}
+                            print(json.dumps({"size": label, "config": config, "fail": fail, "salt": salt, **shown,
                                               "committed_by_result": per_result}), flush=True)
                 ours_ok = results.get((label, "ours", False))
                 if ours_ok:
                     size["gb"] = _med(ours_ok, "committed_bytes") / 1e9
                     print(f"{label}: {_med(ours_ok, 'committed_bytes') / orders:.1f} bytes committed per order "
                           f"(sizing used {args.bytes_per_order})", flush=True)
-                check = {c: report_rows(store, results[(label, c, True)][-1]["dag_id"],
+                check = {c: report_rows(stack.store, results[(label, c, True)][-1]["dag_id"],
                                         results[(label, c, True)][-1]["run_id"]) for c in configs}
                 same = all(rows == next(iter(check.values())) for rows in check.values())
                 print(f"reports of {', '.join(configs)} at {label} agree: {'yes' if same else 'NO'}", flush=True)
@@ -373,18 +368,18 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: stopping everything", file=sys.stderr)
         return 130
     finally:
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if stack is not None:
-            stack.stop()
-        spark.cleanup()
-        s3.cleanup()
-        stop_guarded()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(procs)
+        stack.stop()
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate (then kill) every application process still running."""
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ would write the pipeline without region failover:
   hadoop-aws here for ``df.write.parquet("s3a://...")``), under result ``<step>`` partition 0, attempt = try;
   a task reads its inputs whole (``ResultStore.read``), parallelism 1 per step, no keyed exchange;
 * DAG param ``fail_once``: ``aggregate`` raises on its first try; Airflow retries only that task (its inputs are
-  committed, so that is correct here).
+  committed, so that is correct here); DAG param ``salt``: the generators' key salt (as ``dags/tpch_etl.py``'s).
 """
 
 from __future__ import annotations
@@ -59,6 +59,10 @@ def _save(df: Any, step: str, context: Any) -> int:
     return int(manifest.total_bytes)
 
 
+def _salt(context: Any) -> int:
+    return int(context["params"].get("salt") or 0)
+
+
 def _load(spark: Any, step: str, context: Any) -> Any:
     from airflow_region_failover.graph.ids import PartitionId
 
@@ -73,20 +77,20 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     tags=["benchmark"],
-    params={"fail_once": Param(False, type="boolean")},
+    params={"fail_once": Param(False, type="boolean"), "salt": Param(0, type="integer")},
     default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
 ):
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def gen_customer(spark: Any = None, **context: Any) -> int:
-        return _save(ETL["customers"](spark, 0, CUSTOMERS), "gen_customer", context)
+        return _save(ETL["customers"](spark, 0, CUSTOMERS, _salt(context)), "gen_customer", context)
 
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def gen_orders(spark: Any = None, **context: Any) -> int:
-        return _save(ETL["orders"](spark, 0, ORDERS), "gen_orders", context)
+        return _save(ETL["orders"](spark, 0, ORDERS, _salt(context)), "gen_orders", context)
 
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def gen_lineitem(spark: Any = None, **context: Any) -> int:
-        return _save(ETL["lineitems"](spark, 0, ORDERS), "gen_lineitem", context)
+        return _save(ETL["lineitems"](spark, 0, ORDERS, _salt(context)), "gen_lineitem", context)
 
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def clean_orders(spark: Any = None, **context: Any) -> int:

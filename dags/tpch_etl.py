@@ -11,6 +11,11 @@ failure in a late step for the run-time failover demo. Region failover then rest
 and the report region downstream; generators, cleaners and joins keep their single try (their BLOCKING results
 are committed), while ``full`` failover would rerun everything.
 
+DAG param ``salt`` (default 0): every key (customer, order, line item's order) is shifted by ``salt`` x
+:data:`KEY_STRIDE`, so each salt commits other bytes at every step while the report stays the same (every attribute
+is a function of the unshifted key): a benchmark salts each run so that no run finds its outputs already in the
+content-addressed store (the same salt twice is the scheduled-run case, where they are).
+
 Sizes are small (2,000 customers, 20,000 orders, ~80,000 line items) so a run takes seconds of Spark work.
 """
 
@@ -26,6 +31,8 @@ from airflow_region_failover import RegionJob
 CUSTOMERS, ORDERS, LINES_PER_ORDER = 2_000, 20_000, 7
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
 PARALLELISM = 2
+KEY_STRIDE = 10**11
+"""How far one unit of ``salt`` shifts every key (more than any size generates)."""
 
 
 def _slice(total: int, context: Any) -> tuple[int, int]:
@@ -33,13 +40,14 @@ def _slice(total: int, context: Any) -> tuple[int, int]:
     return (total * context.index // context.parallelism, total * (context.index + 1) // context.parallelism)
 
 
-def customers(spark: Any, lo: int, hi: int) -> Any:
-    """Customers ``lo .. hi-1`` (pure function of the key, so any split generates the same rows)."""
+def customers(spark: Any, lo: int, hi: int, salt: int = 0) -> Any:
+    """Customers ``lo .. hi-1`` (pure function of the key, so any split generates the same rows; keys shifted by
+    ``salt``)."""
     from pyspark.sql import functions as F
 
     segments = F.array(*[F.lit(s) for s in SEGMENTS])
     return spark.range(lo, hi).select(
-        F.col("id").alias("c_custkey"),
+        (F.col("id") + F.lit(salt * KEY_STRIDE)).alias("c_custkey"),
         F.format_string("Customer#%09d", F.col("id")).alias("c_name"),
         F.pmod(F.hash(F.col("id"), F.lit(7)), F.lit(25)).cast("int").alias("c_nationkey"),
         F.element_at(segments, (F.pmod(F.hash(F.col("id"), F.lit(11)), F.lit(len(SEGMENTS))) + 1).cast("int"))
@@ -47,26 +55,29 @@ def customers(spark: Any, lo: int, hi: int) -> Any:
     )
 
 
-def orders(spark: Any, lo: int, hi: int) -> Any:
-    """Orders ``lo .. hi-1``; about 1% reference a missing customer (dropped by cleaning)."""
+def orders(spark: Any, lo: int, hi: int, salt: int = 0) -> Any:
+    """Orders ``lo .. hi-1``; about 1% reference a missing customer (dropped by cleaning); keys shifted by
+    ``salt``."""
     from pyspark.sql import functions as F
 
+    shift = F.lit(salt * KEY_STRIDE)
     return spark.range(lo, hi).select(
-        F.col("id").alias("o_orderkey"),
+        (F.col("id") + shift).alias("o_orderkey"),
         F.when(F.pmod(F.hash(F.col("id"), F.lit(3)), F.lit(100)) == 0, F.lit(-1))
-        .otherwise(F.pmod(F.hash(F.col("id"), F.lit(5)), F.lit(CUSTOMERS))).alias("o_custkey"),
+        .otherwise(F.pmod(F.hash(F.col("id"), F.lit(5)), F.lit(CUSTOMERS)) + shift).alias("o_custkey"),
         F.date_add(F.lit("1994-01-01").cast("date"), F.pmod(F.hash(F.col("id"), F.lit(13)), F.lit(1460)).cast("int"))
         .alias("o_orderdate"),
     )
 
 
-def lineitems(spark: Any, lo: int, hi: int) -> Any:
-    """Line items of orders ``lo .. hi-1``; a few have a non-positive quantity (dropped by cleaning)."""
+def lineitems(spark: Any, lo: int, hi: int, salt: int = 0) -> Any:
+    """Line items of orders ``lo .. hi-1``; a few have a non-positive quantity (dropped by cleaning); order keys
+    shifted by ``salt``."""
     from pyspark.sql import functions as F
 
     ids = spark.range(lo * LINES_PER_ORDER, hi * LINES_PER_ORDER)
     return ids.select(
-        (F.col("id") / LINES_PER_ORDER).cast("long").alias("l_orderkey"),
+        ((F.col("id") / LINES_PER_ORDER).cast("long") + F.lit(salt * KEY_STRIDE)).alias("l_orderkey"),
         (F.col("id") % LINES_PER_ORDER + 1).cast("int").alias("l_linenumber"),
         (F.pmod(F.hash(F.col("id"), F.lit(17)), F.lit(51)) - 1).cast("int").alias("l_quantity"),
         (F.pmod(F.hash(F.col("id"), F.lit(19)), F.lit(100_000)) / 100 + 1).cast("decimal(12,2)")
@@ -122,16 +133,20 @@ def expected_report(spark: Any) -> Any:
 
 
 # -- the steps: fn(spark, inputs, context) --------------------------------------------------------------------
+def _salt(context: Any) -> int:
+    return int(context.params.get("salt") or 0)
+
+
 def gen_customer(spark: Any, inputs: Any, context: Any) -> Any:
-    return customers(spark, *_slice(CUSTOMERS, context))
+    return customers(spark, *_slice(CUSTOMERS, context), _salt(context))
 
 
 def gen_orders(spark: Any, inputs: Any, context: Any) -> Any:
-    return orders(spark, *_slice(ORDERS, context))
+    return orders(spark, *_slice(ORDERS, context), _salt(context))
 
 
 def gen_lineitem(spark: Any, inputs: Any, context: Any) -> Any:
-    return lineitems(spark, *_slice(ORDERS, context))
+    return lineitems(spark, *_slice(ORDERS, context), _salt(context))
 
 
 def step_clean_orders(spark: Any, inputs: Any, context: Any) -> Any:
@@ -166,7 +181,9 @@ with DAG(
     catchup=False,
     tags=["region-failover", "example"],
     params={"fail_once": Param(False, type="boolean", title="Inject one failure",
-                               description="Fail subtask aggregate#0 on its first try (failover demo).")},
+                               description="Fail subtask aggregate#0 on its first try (failover demo)."),
+            "salt": Param(0, type="integer", minimum=0, maximum=90_000_000, title="Key salt",
+                          description="Shift every key by salt x 10^11: other bytes, the same report.")},
     doc_md=__doc__,
 ) as dag:
     job = RegionJob(failover_strategy="region", restart_strategy="fixed-delay",

@@ -56,7 +56,8 @@ class SparkCluster:
 
     def __init__(self, work_dir: str | os.PathLike[str] | None = None, *, workers: int = 2, worker_cores: int = 1,
                  worker_memory: str = "1g", daemon_memory: str = "512m", driver_memory: str = "1g",
-                 conf: dict[str, str] | None = None, startup_timeout: float = 180.0) -> None:
+                 conf: dict[str, str] | None = None, startup_timeout: float = 180.0,
+                 shared_workers: bool = True) -> None:
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="spark-cluster-"))
         self.workers = workers
@@ -67,6 +68,8 @@ class SparkCluster:
         #: extra Spark Connect server conf (over ``SparkConnectServer.executor_conf``)
         self.conf = dict(conf or {})
         self.startup_timeout = startup_timeout
+        #: the Connect server's sessions share their Python workers (``SparkConnectServer(shared_workers=)``)
+        self.shared_workers = shared_workers
         self.master_port: int | None = None
         self.master_web_port: int | None = None
         self.connect: SparkConnectServer | None = None
@@ -127,7 +130,7 @@ class SparkCluster:
         start_with_retries(self._start_daemons, self._stop_daemons, "Spark standalone cluster", attempts)
         self.connect = SparkConnectServer(
             self.work_dir / "connect", cores=self.workers * self.worker_cores, driver_memory=self.driver_memory,
-            master=self.master_url, startup_timeout=self.startup_timeout,
+            master=self.master_url, startup_timeout=self.startup_timeout, shared_workers=self.shared_workers,
             conf=s3a.with_jars({"spark.scheduler.minRegisteredResourcesRatio": "1.0",
                                 "spark.scheduler.maxRegisteredResourcesWaitingTime": f"{int(self.startup_timeout)}s",
                                 **self.conf}))  # the s3a jars go to the executors too: they read the store

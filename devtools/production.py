@@ -58,6 +58,8 @@ class ProductionStack:
     airflow: AirflowStack | None = None
     spark_url: str = ""
     database_url: str = ""
+    #: the Spark Connect server's sessions share their Python workers (the provider's server; False: the stock one)
+    shared_workers: bool = True
 
     def start(self) -> ProductionStack:
         """PostgreSQL, Redis, SeaweedFS, the Spark cluster with Connect, then Airflow; on failure stop all."""
@@ -69,7 +71,7 @@ class ProductionStack:
             broker = self.redis.start()
             self.s3 = SeaweedFS(bucket="region-failover", data_dir=self.work_dir / "s3")
             endpoint = self.s3.start()
-            self.spark = SparkCluster(self.work_dir / "spark", workers=2)
+            self.spark = SparkCluster(self.work_dir / "spark", workers=2, shared_workers=self.shared_workers)
             self.spark_url = self.spark.start()
             self.airflow = AirflowStack(
                 dags_folder=self.dags_folder, home=self.work_dir / "airflow", components=COMPONENTS,

@@ -26,6 +26,7 @@ LAYER: dict[str, int] = {
     "graph": 0, "provider_info": 0,
     "failover": 1,
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "process_cache": 2, "publication.declaration": 2,
+    "timeline": 2,
     "store": 3, "publication.staging": 3,
     "decisions": 4, "publication.delta": 4,
     "spark": 5,

@@ -3,9 +3,11 @@ steps (:mod:`~airflow_region_failover.graph.chains`), all in one Spark session.
 
 Rule: ``execute`` first honours a restart backoff delay (a task restarted by region failover starts no earlier
 than its decision's restart time: it is rescheduled to it, ``up_for_reschedule``, so no worker slot is held), then
-runs the subtask (:func:`~airflow_region_failover.spark.chain.run_chain`): inputs at the versions its
-producers' current tries published, the step function or script (a chain: each step function in turn, passing
-DataFrames in memory), outputs committed under this try's attempt and published as XComs.
+runs the subtask (:func:`~airflow_region_failover.spark.chain.run_chain`): inputs at the versions its producers'
+current tries published, the step function or script (a chain: each step function in turn, passing DataFrames in
+memory), outputs committed under this try's attempt and published as XComs. The run's decision log is read once,
+and only on a try after the first: the delay and the reuse rule (:mod:`~airflow_region_failover.spark.reuse`) both
+answer from that one read.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowRescheduleException
 
-from airflow_region_failover import conf
+from airflow_region_failover import conf, timeline
 from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.failover.handler import restart_wait
+from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.observability import metrics
@@ -38,17 +41,31 @@ SLEEP_BELOW_S = 2.0
 """A remaining restart delay shorter than this is slept off in place rather than rescheduled."""
 
 
-def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:
-    """Seconds this try of a restarted step task must still wait for its decision's restart time (rule: only the
-    first try after our clear waits; bounded by ``[region_failover] max_start_delay``). 0 when the decision log
-    cannot be read: an unreadable log never holds a task back."""
+def restart_log(ti: Any, logs: RunLogs | None = None) -> RunLog | None:
+    """The run's decision log as this try of a step task sees it, read once (module rule); ``None`` on a first try
+    (no clear of ours can have started it: nothing is read) or when it cannot be read (an unreadable log never holds
+    a task back, and then nothing is kept)."""
+    if int(getattr(ti, "try_number", 1) or 1) <= 1:
+        return None
     try:
-        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
-        wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
-        return min(wait, conf.max_start_delay())
+        return (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
     except Exception:
-        log.exception("region failover: could not check the restart delay (starting now)")
+        log.exception("region failover: could not read the decision log (starting now, recomputing)")
+        return None
+
+
+def delay_left(ti: Any, doc: RunLog | None) -> float:
+    """Seconds this try of a restarted step task must still wait for its decision's restart time (rule: only the
+    first try after our clear waits; bounded by ``[region_failover] max_start_delay``); 0 without a log."""
+    if doc is None:
         return 0.0
+    wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
+    return min(wait, conf.max_start_delay())
+
+
+def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:
+    """:func:`delay_left` of the log :func:`restart_log` reads."""
+    return delay_left(ti, restart_log(ti, logs))
 
 
 def doc_of(runtime: JobRuntime, members: Sequence[SubtaskId]) -> str:
@@ -86,13 +103,19 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         if members[0] != SubtaskId.parse(subtask):
             raise ValueError(f"chain {self.chain} must start with subtask {subtask!r}")
         self.doc_md = doc_of(runtime, members)
+        self._parsed_at = time.time()  # in a task process: when the DAG file's parse created this task
 
     def execute(self, context: Context) -> Any:
         """Run the subtask; returns its summary (rows written per result, the task's ledger:
-        :class:`~airflow_region_failover.spark.ledger.TaskSummary`, in its JSON form) that Airflow stores as return
-        value, and sends the task's restart metrics (:mod:`~airflow_region_failover.observability.metrics`)."""
-        self._wait_for_restart_time(context)
-        summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
+        :class:`~airflow_region_failover.spark.ledger.TaskSummary`, in its JSON form, with the task's timeline from
+        here on, :mod:`~airflow_region_failover.timeline`) that Airflow stores as return value, and sends the task's
+        restart metrics (:mod:`~airflow_region_failover.observability.metrics`)."""
+        with timeline.measured() as clock:
+            clock.record_since("airflow_start", getattr(self, "_parsed_at", clock.started))
+            with timeline.phase("restart_wait"):
+                doc = restart_log(context["ti"])
+                self._wait_for_restart_time(context, doc)
+            summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context, doc)
         self._ledger = summary.ledger
         metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
         return summary.to_json()
@@ -128,8 +151,8 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
             self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
             return None
 
-    def _wait_for_restart_time(self, context: Context) -> None:
-        wait = restart_delay_left(context["ti"])
+    def _wait_for_restart_time(self, context: Context, doc: RunLog | None) -> None:
+        wait = delay_left(context["ti"], doc)
         if wait <= 0:
             return
         self.log.info("region failover: %s waits %.1f s (restart backoff delay)", self.task_id, wait)

@@ -20,7 +20,10 @@ the decision logs' compare-and-swap):
 - **Apply**: every run with an open decision (:meth:`~airflow_region_failover.decisions.storage.RunLogs.pending_runs`)
   is applied once due and once Airflow has settled (:func:`.probes.settled`; past ``SETTLE_TIMEOUT_S`` the
   failed tasks must still have left the running states). A decision whose run a person has set to ``failed``
-  since is cancelled, never cleared.
+  since is cancelled, never cleared. The next pass comes when the earliest open decision seen becomes due (not a
+  whole ``watch_interval`` later), and every ``SETTLE_POLL_S`` while a due one waits for Airflow to settle, never
+  later than ``watch_interval``: a pass finds a decision within one interval of its recording, then clears it as
+  soon as it may.
 - **Re-clear**: tasks one of our clears did not restart (still at the try it cleared) are cleared again, each
   claimed through the log first so that only one watcher clears it (:func:`.handler.claim_reclear`). A task the
   run's log shows no clear of ours stopped (at that try, in that state) is remembered while the probe reports
@@ -54,6 +57,8 @@ RETRY_MAX_S = 10.0
 GIVE_UP_TRIES = 5
 """Tries of a failure whose handling fails with an error trying again cannot cure, before it is given up on."""
 Found = tuple[str, str, FailureRecord]
+SETTLE_POLL_S = 0.2
+"""How soon the next pass comes while a due decision waits for Airflow to settle (a metadata-DB probe each)."""
 
 SCHEDULER_SERVICES = Services(clear_number=probes.clear_number)
 
@@ -113,30 +118,36 @@ class Watcher:
         self._queue.put((dag_id, run_id, failure))
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval
+        while not self._stop.wait(wait):
             try:
-                self.tick()
+                wake = self.tick()
             except Exception:
                 log.exception("region failover: watcher pass failed (will retry)")
+                wake = None
+            wait = self.interval if wake is None else min(self.interval, max(0.0, wake - time.time()))
 
     @property
     def _floor(self) -> float:
         """How far back the watcher looks: ``watch_lookback``, at least :data:`MIN_LOOKBACK_S`."""
         return time.time() - max(self.lookback, MIN_LOOKBACK_S)
 
-    def tick(self) -> None:
-        """One pass: runs at work, failures (queued, in the DB, not yet recorded), due decisions, re-clears."""
+    def tick(self) -> float | None:
+        """One pass: runs at work, failures (queued, in the DB, not yet recorded), due decisions, re-clears.
+        Returns when the next pass should come for an open decision (module rule), or ``None``."""
         self._see_runs()
         self._record_failures()
+        wakes = []
         for dag_id, run_id in list(self.services.logs().pending_runs()):
             try:
-                self._apply(dag_id, run_id)
+                wakes.append(self._apply(dag_id, run_id))
             except Exception:
                 log.exception("region failover: could not apply the pending decision of %s/%s", dag_id, run_id)
         try:
             self._kick()
         except Exception:
             log.exception("region failover: could not requeue cleared tasks (will retry)")
+        return min((w for w in wakes if w is not None), default=None)
 
     def _record_failures(self) -> None:
         """Record each failure found once (the first report wins: a hook's carries the task's own error); keep
@@ -261,16 +272,17 @@ class Watcher:
             handle_failure(dag_id, run_id, failure, spec, self.services)
         self._done[key] = time.time()
 
-    def _apply(self, dag_id: str, run_id: str) -> None:
-        """Apply the run's due decision once Airflow has settled; cancel it if a person stopped the run."""
+    def _apply(self, dag_id: str, run_id: str) -> float | None:
+        """Apply the run's due decision once Airflow has settled; cancel it if a person stopped the run. Returns
+        when to look again (it becomes due, or Airflow may have settled), or ``None``."""
         logs = self.services.logs()
         current = logs.read(dag_id, run_id).open_decision
         if current is None:
             logs.tidy(dag_id, run_id)
-            return
+            return None
         now = time.time()
         if current.status is DecisionStatus.PENDING and current.clear_at > now:
-            return
+            return current.clear_at
         failed = [f.task_id for f in current.failures]
         who = probes.user_stopped(dag_id, run_id, [*failed, *current.restart],
                                   min(f.at for f in current.failures) - USER_ACTION_SLACK_S)
@@ -279,11 +291,12 @@ class Watcher:
             doc, _ = logs.update(dag_id, run_id, lambda d: (close(d, current.id, DecisionStatus.CANCELLED, reason),
                                                             None))
             history.publish_note(self.services.api(), doc)
-            return
+            return None
         late = now - current.clear_at > SETTLE_TIMEOUT_S
         if not self._settled(dag_id, run_id, failed, not late):
-            return
+            return now + SETTLE_POLL_S
         apply_due(self.services, dag_id, run_id, self.who)
+        return None
 
     def _settled(self, dag_id: str, run_id: str, failed: list[str], downstream_too: bool = True) -> bool:
         return probes.settled(dag_id, run_id, failed, downstream_too)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.naming import xcom_key
@@ -36,20 +38,29 @@ from airflow_region_failover.spark.run import SubtaskRun, start
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import open_store_io
 from airflow_region_failover.spark.submit import submit_script
+from airflow_region_failover.timeline import current, phase
 
 log = logging.getLogger(__name__)
 
 
-def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any]) -> TaskSummary:
+def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
+              run_log: RunLog | None = None) -> TaskSummary:
     """Run chain subtask ``members`` (head first; one member for an unchained subtask) inside an Airflow task
-    (``context`` is the task context); returns the task's summary (module rule)."""
+    (``context`` is the task context; ``run_log``: the run's decision log if the caller read it already); returns the
+    task's summary (module rule)."""
     log_scratch_inputs(runtime.spec, members[0])
-    run = start(runtime, members, context, open_store_io())
-    kept = kept_outputs(run)
+    with phase("store_open"):
+        io = open_store_io()
+    with phase("lookup"):
+        run = start(runtime, members, context, io, run_log)
+    with phase("keep"):
+        kept = kept_outputs(run)
     published = kept if kept is not None else _produce(run)
     ti = context["ti"]
+    with phase("publish"):
+        for ref in published:
+            publish(ti, ref)
     for ref in published:
-        publish(ti, ref)
         if kept is not None:
             log.info("kept BLOCKING partition %s (attempt %d, %d rows): its inputs are byte-identical to the ones "
                      "it was computed from, so try %d does not recompute it", ref.partition, ref.attempt, ref.rows,
@@ -61,14 +72,21 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     if reads.partition_bytes:
         log.info("read %d of the %d bytes of its input partitions (%d objects)", reads.bytes, reads.partition_bytes,
                  reads.objects)
-    return summary(run, published, kept=kept is not None)
+    with phase("ledger"):
+        done = summary(run, published, kept=kept is not None)
+    clock = current()
+    return done if clock is None else replace(done, timeline=clock.timeline())
 
 
 def _produce(run: SubtaskRun) -> tuple[PartitionRef, ...]:
     """The outputs of this try: spark-submitted for a script step, else computed in this process."""
     if run.script is not None:
-        return submit_script(run)
-    return compute(get_session(resolve_target(run.impls[0].spark_conn_id)), run)
+        with phase("submit"):
+            return submit_script(run)
+    with phase("session"):
+        spark = get_session(resolve_target(run.impls[0].spark_conn_id))
+    with phase("compute"):
+        return compute(spark, run)
 
 
 def publish(ti: Any, ref: PartitionRef) -> None:

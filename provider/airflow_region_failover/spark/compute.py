@@ -27,6 +27,7 @@ from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, 
 from airflow_region_failover.spark.run import Refs, SubtaskRun
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.timeline import phase
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,14 +36,16 @@ if TYPE_CHECKING:
 def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
     """Read the head's inputs, call every member's function in order passing each returned DataFrame on, and
     write the tail's outputs of this try (module rule); returns the refs written (rows filled in)."""
+    functions = run.functions
     try:
-        functions = run.functions
-        inputs = read_inputs(spark, run)
-        for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
-            frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
-            (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
-            inputs = {input_name(run.graph.result(result).consumers[0]): frame}
-        return write_outputs(run, functions[-1](spark, inputs, run.contexts[-1]))
+        with phase("define"):
+            inputs = read_inputs(spark, run)
+            for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
+                frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
+                (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
+                inputs = {input_name(run.graph.result(result).consumers[0]): frame}
+            returned = functions[-1](spark, inputs, run.contexts[-1])
+        return write_outputs(run, returned)
     except InputUnavailable:
         raise
     except Exception as exc:
@@ -89,6 +92,7 @@ def write_outputs(run: SubtaskRun, returned: object) -> tuple[PartitionRef, ...]
     results = {r.id: r for r in run.outputs}
     written = []
     for result, frame in frames.items():
-        written.append(run.io.write(frame, run.output_ref(results[result]), run.versions, run.code,
-                                    cut_of(run.graph, result), clustering_of(run.graph, result)))
+        with phase("write"):
+            written.append(run.io.write(frame, run.output_ref(results[result]), run.versions, run.code,
+                                        cut_of(run.graph, result), clustering_of(run.graph, result)))
     return tuple(written)

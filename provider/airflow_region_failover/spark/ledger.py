@@ -17,8 +17,9 @@ Rules:
 
 The summary (:class:`TaskSummary`, the step task's XCom ``return_value``) is the ledger plus the task's
 ``subtask`` (a chain's tail, with ``chain`` its members when there are several), ``attempt``, ``rows`` per result
-published, ``kept`` (result -> attempt, only when the outputs were kept) and ``read`` (what it read from the
-store: bytes and objects fetched, and the bytes of the partitions they belong to).
+published, ``kept`` (result -> attempt, only when the outputs were kept), ``read`` (what it read from the
+store: bytes and objects fetched, and the bytes of the partitions they belong to) and ``timeline`` (where its
+time went, :class:`~airflow_region_failover.timeline.Timeline`; absent where no clock ran).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from airflow_region_failover.failover.run_log import Decision, frozen
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.graph.subtasks import read_key_groups
+from airflow_region_failover.timeline import Timeline
 
 if TYPE_CHECKING:
     from airflow_region_failover.spark.exchange import PartitionRef
@@ -175,6 +177,7 @@ class TaskSummary:
     read: ReadTotals
     ledger: TaskLedger
     kept: Mapping[str, int] = field(default_factory=frozen)
+    timeline: Timeline | None = None
 
     @property
     def subtask(self) -> SubtaskId:
@@ -182,29 +185,37 @@ class TaskSummary:
         return self.members[-1]
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form (``chain`` only for a chain of several, ``kept`` only when the outputs were kept)."""
+        """JSON form (``chain`` only for a chain of several, ``kept`` only when the outputs were kept,
+        ``timeline`` only when measured)."""
         body: dict[str, Any] = {"subtask": str(self.subtask)}
         if len(self.members) > 1:
             body["chain"] = [str(m) for m in self.members]
         body.update({"attempt": self.attempt, "rows": dict(self.rows)})
         if self.kept:
             body["kept"] = dict(self.kept)
-        return {**body, "read": self.read.to_json(), **self.ledger.to_json()}
+        body = {**body, "read": self.read.to_json(), **self.ledger.to_json()}
+        if self.timeline is not None:
+            body["timeline"] = self.timeline.to_json()
+        return body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> TaskSummary:
         """Parse the JSON form."""
         members = tuple(SubtaskId.parse(m) for m in body.get("chain", [body["subtask"]]))
+        timeline = body.get("timeline")
         return cls(members, int(body["attempt"]), frozen({str(r): int(n) for r, n in body["rows"].items()}),
                    ReadTotals.from_json(body["read"]), TaskLedger.from_json(body),
-                   frozen({str(r): int(a) for r, a in body.get("kept", {}).items()}))
+                   frozen({str(r): int(a) for r, a in body.get("kept", {}).items()}),
+                   Timeline.from_json(timeline) if timeline else None)
 
 
-def summary(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False) -> TaskSummary:
-    """The summary of ``run`` after it published ``published`` (``kept``: kept, not written by this try)."""
+def summary(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False,
+            timeline: Timeline | None = None) -> TaskSummary:
+    """The summary of ``run`` after it published ``published`` (``kept``: kept, not written by this try;
+    ``timeline``: where its time went, when measured)."""
     return TaskSummary(run.members, run.try_number, frozen({r.result: r.rows for r in published}),
                        ReadTotals.of(run.io.reads), ledger(run, published, kept),
-                       frozen({r.result: r.attempt for r in published} if kept else {}))
+                       frozen({r.result: r.attempt for r in published} if kept else {}), timeline)
 
 
 def ledger(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False) -> TaskLedger:

@@ -31,7 +31,7 @@ from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, NotAvailable
 from airflow_region_failover.failover.handler import restarted_by
 from airflow_region_failover.failover.options import FailoverStrategy
-from airflow_region_failover.failover.run_log import Decision
+from airflow_region_failover.failover.run_log import Decision, RunLog
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
@@ -41,6 +41,7 @@ from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef, output_results
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import InputVersion, Manifest
+from airflow_region_failover.timeline import phase
 
 log = logging.getLogger(__name__)
 
@@ -113,20 +114,25 @@ class SubtaskRun:
         return PartitionRef(result.id, self.tail.index, result.exchange, sctx.dag_id, sctx.run_id, sctx.try_number)
 
 
-def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any], io: StoreIO) -> SubtaskRun:
+def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any], io: StoreIO,
+          run_log: RunLog | None = None) -> SubtaskRun:
     """The run of chain subtask ``members`` (head first) in the Airflow task whose context is ``context``, reading
-    and writing through ``io`` (module rule)."""
+    and writing through ``io`` (module rule); ``run_log``: the run's decision log if the task read it already."""
     ti = context["ti"]
     graph, head = runtime.graph, members[0]
     impls = tuple(runtime.impl(m.step) for m in members)
     if len(impls) > 1:
         for impl in impls:
             _function(impl)
-    refs = pull_refs(ti, graph, head, runtime.spec.names.task_id)
-    current = current_inputs(io, refs)
+    with phase("xcom"):
+        refs = pull_refs(ti, graph, head, runtime.spec.names.task_id)
+    with phase("manifests"):
+        current = current_inputs(io, refs)
+    with phase("run_log"):
+        restart = restart_of(ti, known=run_log)
     opted_out = not all(i.reuse for i in impls) or (context.get("params") or {}).get(REUSE_PARAM) is False
     return SubtaskRun(graph, tuple(members), impls, chain_contexts(graph, members, refs, context), refs, io, current,
-                      input_versions(current, graph, head, refs), chain_fingerprint(impls), restart_of(ti),
+                      input_versions(current, graph, head, refs), chain_fingerprint(impls), restart,
                       str(ti.task_id), runtime.spec.config.failover_strategy, opted_out)
 
 
@@ -205,17 +211,21 @@ def chain_fingerprint(impls: Sequence[StepImpl]) -> str:
     return hashlib.sha256("\n".join(impl.fingerprint for impl in impls).encode()).hexdigest()
 
 
-def restart_of(ti: Any, logs: RunLogs | None = None) -> Decision | None:
+def restart_of(ti: Any, logs: RunLogs | None = None, known: RunLog | None = None) -> Decision | None:
     """The applied decision whose clear started this try of ``ti``, or ``None`` (also when the run's decision log
-    cannot be read: then nothing is kept and the try is reported as not restarted)."""
+    cannot be read: then nothing is kept and the try is reported as not restarted). ``known``: the log as the task
+    already read it (then it is not read again)."""
     try_number = int(getattr(ti, "try_number", 1) or 1)
     if try_number <= 1:
         return None
-    try:
-        doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
-    except Exception:
-        log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id, exc_info=True)
-        return None
+    doc = known
+    if doc is None:
+        try:
+            doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
+        except Exception:
+            log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id,
+                        exc_info=True)
+            return None
     return restarted_by(doc, ti.task_id, try_number)
 
 

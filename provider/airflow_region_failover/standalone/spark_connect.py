@@ -9,7 +9,10 @@ user could otherwise run code as the stack's user. The token reaches the server 
 through :attr:`SparkConnectServer.client_url` (``sc://localhost:<port>/;token=...``: pyspark sends a token only over
 a channel it trusts, TLS or — for ``localhost`` — gRPC's local credentials); :attr:`SparkConnectServer.url` never
 carries it, so it can be printed and logged. ``PYSPARK_PYTHON`` is the running interpreter, so Python UDFs and
-``mapInArrow`` functions (the result store's executor-side I/O) import this provider on the server side.
+``mapInArrow`` functions (the result store's executor-side I/O) import this provider on the server side. By default
+its sessions share their Python workers (:mod:`.connect_server`: one daemon per executor however many step tasks
+ran, and workers that have imported pyarrow and boto3 already); ``shared_workers=False`` starts Spark's stock
+server class (a daemon per session on each executor, for comparison).
 :meth:`SparkConnectServer.stop` terminates the whole process group (the JVM) and kills it after a grace period.
 """
 
@@ -59,7 +62,8 @@ class SparkConnectServer:
 
     def __init__(self, work_dir: str | os.PathLike[str] | None = None, *, cores: int = 2,
                  driver_memory: str = "1g", conf: dict[str, str] | None = None,
-                 startup_timeout: float = 120.0, master: str | None = None, authenticate: bool = False) -> None:
+                 startup_timeout: float = 120.0, master: str | None = None, authenticate: bool = False,
+                 shared_workers: bool = True) -> None:
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="spark-connect-"))
         self.cores = cores
@@ -68,6 +72,7 @@ class SparkConnectServer:
         self.conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                      **(self.executor_conf() if master else {}), **(conf or {})}
         self.startup_timeout = startup_timeout
+        self.shared_workers = shared_workers
         self.port: int | None = None
         self.authenticate = authenticate
         self.token: str | None = None
@@ -109,7 +114,14 @@ class SparkConnectServer:
         return start_with_retries(self._start_once, self.stop, "Spark Connect server", attempts)
 
     def command(self, port: int) -> list[str]:
-        """The ``spark-submit`` command line of the server."""
+        """The command line of the server: :mod:`.connect_server` (shared workers), or ``spark-submit`` of Spark's
+        stock server class."""
+        if self.shared_workers:
+            confs = [arg for key, value in sorted({**self.conf, "spark.driver.memory": self.driver_memory}.items())
+                     for arg in ("--conf", f"{key}={value}")]
+            return [sys.executable, "-m", "airflow_region_failover.standalone.connect_server", "--port", str(port),
+                    "--host", "127.0.0.1", "--master", self.master, "--name", "region-failover Spark Connect",
+                    *confs]
         confs = [arg for key, value in sorted({**self.conf, "spark.connect.grpc.binding.port": str(port),
                                                 "spark.connect.grpc.binding.address": "127.0.0.1"}.items())
                  for arg in ("--conf", f"{key}={value}")]

@@ -11,7 +11,7 @@ Rules:
   bytes itself checks (Spark's own reader, :mod:`.reading`). A larger body is streamed as a multipart upload,
   visible only when complete (a concurrent writer of the same key writes the same bytes, so whichever completes last
   changes nothing). The caller learns whether bytes went up (:class:`Stored`), so each write reports bytes uploaded
-  vs reused.
+  vs reused, and how long hashing and storing took (the task's timeline, :mod:`~airflow_region_failover.timeline`).
 * **Trust only what was checked** (:func:`check_stored`). An object found under ``h`` — the PUT's 412, the HEAD
   before a multipart upload — is reused only if it has the body's size and the SHA-256 the server keeps with it
   is ``h``; where the server keeps a CRC32 instead (an object put by a plain SDK call over ours), the writer, who
@@ -57,7 +57,7 @@ import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, StoreError
 from airflow_region_failover.store.keys import Layout, cas_name
@@ -83,10 +83,13 @@ LAND_SHARE = 0.25
 
 @dataclass(frozen=True)
 class Stored:
-    """One stored body: its manifest entry and whether its bytes were uploaded now (``False``: already there)."""
+    """One stored body: its manifest entry and whether its bytes were uploaded now (``False``: already there);
+    ``hash_s``/``upload_s``: seconds spent hashing it and storing it (the requests, whether or not bytes went up)."""
 
     entry: ObjectEntry
     uploaded: bool
+    hash_s: float = field(default=0.0, compare=False)
+    upload_s: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -145,19 +148,25 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
     ``announce(sha256)``: the key of an empty marker created first, which holds a reference while the write is
     under way (:meth:`.keys.RunKeys.announcement`), so a sweeper never takes a live writer's objects for
     garbage."""
+    started = time.perf_counter()
     view = memoryview(body)
     digest = hashlib.sha256(view).hexdigest()
+    hashed = time.perf_counter()
     key = layout.cas_object(digest)
     entry = ObjectEntry(cas_name(digest), len(view), digest, subpartition, shared=True)
+
+    def done(uploaded: bool) -> Stored:
+        return Stored(entry, uploaded, hashed - started, time.perf_counter() - hashed)
+
     if announce is not None:
         with contextlib.suppress(AlreadyCommitted):
             objects.put_if_absent(announce(digest), b"", content_type="application/octet-stream")
     for _ in range(3):
         if len(view) <= SINGLE_PUT_BYTES and _put_once(objects, key, view, digest):
-            return Stored(entry, uploaded=True)
+            return done(True)
         verdict = check_stored(objects, key, entry, view)
         if not verdict.problem:
-            return Stored(entry, uploaded=False)
+            return done(False)
         if verdict.found is not None:
             quarantine(objects, layout, entry, verdict.found.etag, verdict.problem)
         elif len(view) > SINGLE_PUT_BYTES:
@@ -165,7 +174,7 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
                 for start in range(0, len(view), part_size):
                     stream.write(view[start:start + part_size])
                 stream.finish()
-            return Stored(entry, uploaded=True)
+            return done(True)
     raise StoreError(f"{key}: another object kept appearing under this SHA-256 while it was stored; check what "
                      "else writes under the store's prefix")
 

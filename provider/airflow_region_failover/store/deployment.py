@@ -8,6 +8,13 @@ deployment started before an enclosing one cannot be refused afterwards; for it 
 descend into a sub-prefix that holds a marker (:func:`nested_prefixes`, :func:`outside_nested`). A parent marker
 this deployment may not read (403: credentials scoped to its own prefix) counts as absent: such a deployment
 cannot see, and so cannot be inside, another one's tree that it is not allowed into.
+
+Once per deployment, not per process: the marker also records that its server was found to honour conditional
+writes (:mod:`.conditional_writes`; ``conditional_writes``: when, through which endpoint). A process whose
+deployment's marker says so starts with that one GET (:func:`checked`) instead of the probe's and this check's five
+requests: the nesting check has nothing to add once the marker stands (a deployment marked later could not have been
+refused anyway, see above), and the server is the one the marker lives on. A marker written before this rule is
+brought up to date by the next process that checks.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 
-from airflow_region_failover.exceptions import AlreadyCommitted, NestedDeployment
+from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed, NestedDeployment
 from airflow_region_failover.store.commit import now_iso
 from airflow_region_failover.store.keys import DEPLOYMENT_MARKER
 from airflow_region_failover.store.objects import Listed, Objects, error_code
@@ -25,6 +32,17 @@ from airflow_region_failover.store.objects import Listed, Objects, error_code
 log = logging.getLogger(__name__)
 FORMAT = "airflow-region-failover/deployment"
 VERSION = 1
+CHECKED = "conditional_writes"
+"""The marker's key recording that the deployment's server honours conditional writes (module rule)."""
+
+
+def checked(objects: Objects) -> bool:
+    """Whether this deployment's marker says its start-up checks passed (one GET; module rule)."""
+    body = objects.get(objects.layout.deployment_marker)
+    try:
+        return body is not None and bool(json.loads(body).get(CHECKED))
+    except (ValueError, AttributeError):
+        return False
 
 
 def mark_deployment(objects: Objects, endpoint: str) -> None:
@@ -38,10 +56,29 @@ def mark_deployment(objects: Objects, endpoint: str) -> None:
                 f"store prefix {layout.prefix!r} lies inside the deployment at {where} of s3://{layout.bucket} "
                 f"({endpoint}, marker {marker}): its sweeper would take this deployment's keys for orphans; set "
                 f"[region_failover] store_prefix to a prefix outside {outer + '/' if outer else 'it'}")
+    check = {"verified_at": now_iso(), "endpoint": endpoint}
     body = {"format": FORMAT, "version": VERSION, "bucket": layout.bucket, "prefix": layout.prefix,
-            "created_at": now_iso()}
-    with contextlib.suppress(AlreadyCommitted):  # marked by an earlier process of this deployment
+            "created_at": now_iso(), CHECKED: check}
+    try:
         objects.put_if_absent(layout.deployment_marker, json.dumps(body, sort_keys=True).encode())
+    except AlreadyCommitted:  # marked by an earlier process of this deployment: record the check if it lacks it
+        _record_check(objects, check)
+
+
+def _record_check(objects: Objects, check: dict[str, str]) -> None:
+    """Add the conditional-write check to a marker written before the module rule's last paragraph (best effort:
+    a lost race means another process just did)."""
+    got = objects.get_with_etag(objects.layout.deployment_marker)
+    if got is None:
+        return
+    try:
+        marker = json.loads(got[0])
+    except ValueError:
+        return
+    if isinstance(marker, dict) and not marker.get(CHECKED):
+        with contextlib.suppress(ConditionFailed):
+            objects.put_if_match(objects.layout.deployment_marker,
+                                 json.dumps({**marker, CHECKED: check}, sort_keys=True).encode(), got[1])
 
 
 def _visible(objects: Objects, marker: str) -> bool:

@@ -26,10 +26,11 @@ from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.conditional_writes import probe_conditional_writes
 from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
 from airflow_region_failover.store.content import Tally
-from airflow_region_failover.store.deployment import mark_deployment
+from airflow_region_failover.store.deployment import checked, mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.timeline import add_work, phase
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,7 +69,10 @@ class ResultStore:
     def start_up(self) -> ResultStore:
         """Check the deployment before first use and return ``self``: the server must honour conditional writes
         (:class:`ConditionalWritesUnsupported` otherwise) and the prefix must not lie inside another deployment's
-        (:class:`NestedDeployment`); then the prefix is marked as this deployment's."""
+        (:class:`NestedDeployment`); then the prefix is marked as this deployment's. Once per deployment: a
+        process whose deployment's marker records the checks starts with that one GET (:mod:`.deployment`)."""
+        if checked(self.objects):
+            return self
         probe_conditional_writes(self.objects, self.endpoint)
         mark_deployment(self.objects, self.endpoint)
         return self
@@ -126,11 +130,12 @@ class ResultStore:
 
     def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> parquet.Target:
         keys = self.run_keys(dag_id, run_id)
-        retired = self.begin_attempt(dag_id, run_id, partition, attempt)
+        with phase("begin"):
+            retired = self.begin_attempt(dag_id, run_id, partition, attempt)
+            lifecycle.record_run(self.objects, keys)
         if retired:
             log.info("%s of %s/%s: attempt %d superseded attempts %s", partition, dag_id, run_id, attempt,
                      [r.attempt for r in retired])
-        lifecycle.record_run(self.objects, keys)
         return parquet.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
                               self.config.part_size, self.config.upload_threads, self.config.max_object_bytes)
 
@@ -140,17 +145,21 @@ class ResultStore:
         alive = target.keys.heartbeat(target.partition, target.attempt, target.writer)
         try:
             with lifecycle.Heartbeat(self.objects, alive, self.config.min_grace_seconds):
-                written = write()
+                with phase("job"):
+                    written = write()
+                add_work(written.work)
                 keyed = None if cut is None else partitioning(cut.partition_by, cut.max_parallelism, cut.ranges,
                                                               written.objects, written.subpartition_rows)
-                manifest = protocol.commit(self.objects, target.keys, Manifest(
-                    target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer, schema,
-                    written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code,
-                    partitioning=keyed), self.config.min_grace_seconds)
+                with phase("commit"):
+                    manifest = protocol.commit(self.objects, target.keys, Manifest(
+                        target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer,
+                        schema, written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code,
+                        partitioning=keyed), self.config.min_grace_seconds)
         except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
             self._discard(target)
             raise
-        self._discard(target)  # only its announcements are there: the manifest holds the references now
+        with phase("discard"):
+            self._discard(target)  # only its announcements are there: the manifest holds the references now
         log.info("committed %s of %s/%s attempt %d: %d rows, %d objects, %d bytes; %s", target.partition,
                  target.keys.dag_id, target.keys.run_id, target.attempt, manifest.row_count,
                  len(manifest.objects), manifest.total_bytes, written.tally.describe())

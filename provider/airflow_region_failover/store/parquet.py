@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN, Encoded,
 from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.timeline import Waited
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -130,24 +132,36 @@ class Target:
 
 @dataclass(frozen=True)
 class Written:
-    """What an attempt wrote: its objects (manifest order), the total row count, the rows per subpartition, and
-    how many bytes/objects it uploaded vs found already stored."""
+    """What an attempt wrote: its objects (manifest order), the total row count, the rows per subpartition, how
+    many bytes/objects it uploaded vs found already stored, and what its writers spent (``work``: seconds by kind,
+    ``wait`` for their input rows, ``encode``, ``hash``, ``upload``, summed over the Spark tasks; and ``writers``,
+    how many Spark tasks wrote objects)."""
 
     objects: tuple[ObjectEntry, ...]
     rows: int
     subpartition_rows: dict[int, int] = field(default_factory=dict)
     tally: Tally = field(default_factory=Tally)
+    work: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Piece:
     """One object a Spark task wrote: where it comes in the manifest (``number``: the task, ``sequence`` within
-    it), its rows, and whether its bytes were uploaded now."""
+    it), its rows, whether its bytes were uploaded now, and the seconds the task waited for its rows (``wait_s``)
+    and encoded them (``encode_s``)."""
 
     stored: Stored
     rows: int
     number: int = 0
     sequence: int = 0
+    wait_s: float = 0.0
+    encode_s: float = 0.0
+
+    @property
+    def work(self) -> dict[str, float]:
+        """Seconds by kind: ``wait``, ``encode``, ``hash``, ``upload``."""
+        return {"wait": self.wait_s, "encode": self.encode_s, "hash": self.stored.hash_s,
+                "upload": self.stored.upload_s}
 
     @property
     def order(self) -> tuple[int, int, int]:
@@ -161,27 +175,39 @@ SPLIT_HELD_BYTES = 192 * 1024 * 1024
 
 class _Storing:
     """Stores a task's encoded objects on a background thread while the next one is encoded: at most one in
-    flight (so at most two objects in memory beyond the encoders'); an error in either stops the write."""
+    flight (so at most two objects in memory beyond the encoders'); an error in either stops the write. The time
+    between two submissions that brought objects, less what the task waited for its ``rows`` meanwhile, is
+    encoding; both go to the first object submitted (the task's timeline adds them up)."""
 
-    def __init__(self, target: Target, number: int) -> None:
+    def __init__(self, target: Target, number: int, rows: Waited[pa.RecordBatch] | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.target, self.number, self.objects = target, number, target.objects()
+        self.target, self.number, self.objects, self.rows = target, number, target.objects(), rows
         self.pieces: list[Piece] = []
         self.sequences: dict[int, int] = {}
         self._pool = ThreadPoolExecutor(max_workers=1)
         self._pending: Future[Piece] | None = None
+        self._mark, self._waited = time.perf_counter(), 0.0
 
     def submit(self, encoded: list[Encoded], subpartition: int) -> None:
         """Store each of ``encoded`` (objects of ``subpartition``, -1: not keyed), in order."""
+        if not encoded:
+            return
+        waited = self.rows.seconds if self.rows is not None else 0.0
+        wait_s = waited - self._waited
+        encode_s = max(0.0, time.perf_counter() - self._mark - wait_s)
         for body, rows in encoded:
             sequence = self.sequences.get(subpartition, 0)
             self.sequences[subpartition] = sequence + 1
             self._wait()
-            self._pending = self._pool.submit(self._store, body, rows, subpartition, sequence)
+            self._pending = self._pool.submit(self._store, body, rows, subpartition, sequence, wait_s, encode_s)
+            wait_s = encode_s = 0.0
+        self._mark, self._waited = time.perf_counter(), waited
 
-    def _store(self, body: pa.Buffer, rows: int, subpartition: int, sequence: int) -> Piece:
-        return Piece(self.target.put(self.objects, body, subpartition), rows, self.number, sequence)
+    def _store(self, body: pa.Buffer, rows: int, subpartition: int, sequence: int, wait_s: float,
+               encode_s: float) -> Piece:
+        return Piece(self.target.put(self.objects, body, subpartition), rows, self.number, sequence, wait_s,
+                     encode_s)
 
     def _wait(self) -> None:
         if self._pending is not None:
@@ -203,9 +229,10 @@ def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int
                   subpartition: int = -1) -> list[Piece]:
     """Encode ``batches`` as bounded objects (:func:`.encoding.encode_objects`) and store each content-addressed;
     one :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition."""
-    with _Storing(target, number) as storing:
+    timed = Waited(batches)
+    with _Storing(target, number, timed) as storing:
         encoder = ObjectEncoder(target.max_object_bytes)
-        for batch in batches:
+        for batch in timed:
             storing.submit(encoder.add(batch), subpartition)
         storing.submit(encoder.finish(), subpartition)
     return storing.pieces
@@ -215,8 +242,9 @@ def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int) 
     """The objects of each subpartition of tagged ``batches``, one open encoder per subpartition, what they hold
     bounded by :data:`SPLIT_HELD_BYTES` (module rule)."""
     encoders: dict[int, ObjectEncoder] = {}
-    with _Storing(target, number) as storing:
-        for sub, part in split_batches(batches):
+    timed = Waited(batches)
+    with _Storing(target, number, timed) as storing:
+        for sub, part in split_batches(timed):
             encoder = encoders.setdefault(sub, ObjectEncoder(target.max_object_bytes))
             storing.submit(encoder.add(part), sub)
             while sum(e.held_bytes for e in encoders.values()) > SPLIT_HELD_BYTES:
@@ -228,9 +256,10 @@ def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int) 
 
 
 _PIECE_FIELDS = (("sha256", "string"), ("size", "int64"), ("rows", "int64"), ("subpartition", "int64"),
-                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool_"))
+                 ("number", "int64"), ("sequence", "int64"), ("uploaded", "bool_"), ("wait_s", "float64"),
+                 ("encode_s", "float64"), ("hash_s", "float64"), ("upload_s", "float64"))
 """The row a task yields per object: (name, pyarrow type factory)."""
-_SPARK_TYPES = {"string": "string", "int64": "long", "bool_": "boolean"}
+_SPARK_TYPES = {"string": "string", "int64": "long", "bool_": "boolean", "float64": "double"}
 _UPLOAD_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in _PIECE_FIELDS)
 
 
@@ -260,15 +289,18 @@ def piece_rows(pieces: list[Piece]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(
         [{"sha256": p.stored.entry.sha256, "size": p.stored.entry.size, "rows": p.rows,
           "subpartition": p.stored.entry.subpartition, "number": p.number, "sequence": p.sequence,
-          "uploaded": p.stored.uploaded} for p in pieces],
+          "uploaded": p.stored.uploaded, "wait_s": p.wait_s, "encode_s": p.encode_s, "hash_s": p.stored.hash_s,
+          "upload_s": p.stored.upload_s} for p in pieces],
         schema=pa.schema([(name, getattr(pa, kind)()) for name, kind in _PIECE_FIELDS]))
 
 
 def written_from_rows(rows: list[Any]) -> Written:
     """The driver's view of what the tasks wrote, from their collected :func:`piece_rows`."""
     return _written([Piece(Stored(ObjectEntry(cas_name(r["sha256"]), int(r["size"]), r["sha256"],
-                                              int(r["subpartition"]), shared=True), bool(r["uploaded"])),
-                           int(r["rows"]), int(r["number"]), int(r["sequence"])) for r in rows])
+                                              int(r["subpartition"]), shared=True), bool(r["uploaded"]),
+                                  float(r["hash_s"]), float(r["upload_s"])),
+                           int(r["rows"]), int(r["number"]), int(r["sequence"]), float(r["wait_s"]),
+                           float(r["encode_s"])) for r in rows])
 
 
 def _tally(pieces: list[Piece]) -> Tally:
@@ -285,7 +317,13 @@ def _written(pieces: list[Piece]) -> Written:
         if piece.stored.entry.subpartition >= 0:
             sub = piece.stored.entry.subpartition
             per_sub[sub] = per_sub.get(sub, 0) + piece.rows
-    return Written(tuple(p.stored.entry for p in ordered), sum(p.rows for p in ordered), per_sub, _tally(ordered))
+    work: dict[str, float] = {}
+    for piece in ordered:
+        for kind, seconds in piece.work.items():
+            work[kind] = work.get(kind, 0.0) + seconds
+    work["writers"] = float(len({p.number for p in ordered}))
+    return Written(tuple(p.stored.entry for p in ordered), sum(p.rows for p in ordered), per_sub, _tally(ordered),
+                   work)
 
 
 def write_with_executors(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:

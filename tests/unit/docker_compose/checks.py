@@ -4,6 +4,7 @@ list of problems (empty: fine); ``CHECKS`` names them."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import re
 from collections import Counter
@@ -20,6 +21,7 @@ from tests.unit.docker_compose.compose import (
     DOCKERFILE,
     DOCKERFILE_PROVIDES,
     IMAGE_TOOLS,
+    PYTHON_SERVERS,
     REQUIRED_ROLES,
     ROOT,
     SHARED_AIRFLOW_ENV,
@@ -155,6 +157,10 @@ def _argument_problems(exe: str, args: list[str]) -> list[str]:
         return [f"spark-class {args[:1]} is not one of {sorted(SPARK_DAEMONS)}"]
     elif exe == "spark-submit" and option(args, "--class") not in SPARK_APPLICATIONS:
         return [f"spark-submit --class {option(args, '--class')} is not one of {sorted(SPARK_APPLICATIONS)}"]
+    elif exe == "python" and "-m" in args:
+        module = str(option(args, "-m"))
+        if module not in PYTHON_SERVERS or importlib.util.find_spec(module) is None:
+            return [f"python -m {module} is not one of this provider's servers {sorted(PYTHON_SERVERS)}"]
     elif exe.endswith("weed") and (not args or args[0] not in WEED_COMMANDS):
         return [f"'weed {' '.join(args[:1])}' is not a weed server command"]
     return []
@@ -186,7 +192,8 @@ def stack_problems(doc: Compose) -> list[str]:
                for proc in processes(svc) if proc[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]]
     for name, svc in services(doc).items():
         for proc in processes(svc):
-            url = option(proc, "--master") if proc[:1] == ["spark-submit"] else (
+            url = option(proc, "--master") if proc[:1] == ["spark-submit"] or (
+                proc[:1] == ["python"] and option(proc, "-m") in PYTHON_SERVERS) else (
                 proc[2] if proc[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"] and len(proc) > 2
                 else None)
             if url is not None and url not in masters:

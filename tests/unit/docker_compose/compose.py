@@ -38,6 +38,8 @@ AIRFLOW_GROUPS = {
 SPARK_DAEMONS = {"org.apache.spark.deploy.master.Master": "spark master",
                  "org.apache.spark.deploy.worker.Worker": "spark worker"}
 SPARK_APPLICATIONS = {"org.apache.spark.sql.connect.service.SparkConnectServer": "spark connect"}
+#: ``python -m`` servers of this provider a service may run (each module must exist), and their roles
+PYTHON_SERVERS = {"airflow_region_failover.standalone.connect_server": "spark connect"}
 WEED_COMMANDS = frozenset({"server", "master", "volume", "filer", "s3", "mini"})
 
 #: what each image provides, by the first word of a command, entrypoint or healthcheck
@@ -155,6 +157,8 @@ def role(service: dict[str, Any]) -> list[str]:
             found.append(SPARK_DAEMONS[args[0]])
         elif exe == "spark-submit" and option(args, "--class") in SPARK_APPLICATIONS:
             found.append(SPARK_APPLICATIONS[str(option(args, "--class"))])
+        elif exe == "python" and option(args, "-m") in PYTHON_SERVERS:
+            found.append(PYTHON_SERVERS[str(option(args, "-m"))])
         elif exe.endswith("weed") and args and (args[0] == "s3" or (args[0] in ("server", "mini") and "-s3" in args)):
             found.append("seaweedfs s3")
     return found

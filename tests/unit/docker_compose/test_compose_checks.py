@@ -89,6 +89,10 @@ BREAKAGES: list[tuple[str, str, Callable[[Compose], None]]] = [
     ("stack", "Connect on another master", _set("spark-connect", "command", [
         "spark-submit", "--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]",
         "spark-internal"])),
+    ("stack", "the provider's Connect server on another master", _set("spark-connect", "command", [
+        "python", "-m", "airflow_region_failover.standalone.connect_server", "--master", "local[2]"])),
+    ("commands", "not one of the provider's servers", _set("spark-connect", "command", [
+        "python", "-m", "airflow_region_failover.standalone.connect_servers", "--master", "spark://spark-master:7077"])),
     ("hosts", "database host", _set_env("dag-processor", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
                                         "postgresql+psycopg2://airflow:airflow@localhost:5432/airflow")),
     ("hosts", "S3 endpoint host", _set_env("celery-worker", "AIRFLOW_CONN_AWS_DEFAULT", json.dumps(

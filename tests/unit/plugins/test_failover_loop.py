@@ -205,11 +205,11 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
     from airflow_region_failover.operators import step
     from airflow_region_failover.operators.step import RegionStepOperator
 
-    monkeypatch.setattr(step, "restart_delay_left", lambda ti: wait)
+    monkeypatch.setattr(step, "delay_left", lambda ti, doc: wait)
     op = type("Op", (), {"log": logging.getLogger("t"), "task_id": "c.0"})()
     start = time.monotonic()
     try:
-        RegionStepOperator._wait_for_restart_time(op, {"ti": _Ti(2)})  # type: ignore[arg-type]
+        RegionStepOperator._wait_for_restart_time(op, {"ti": _Ti(2)}, None)  # type: ignore[arg-type]
         got = "sleeps" if time.monotonic() - start >= wait > 0 else "runs"
     except AirflowRescheduleException as exc:
         got = "rescheduled"

@@ -9,7 +9,7 @@ with attempts and bytes from their manifests, and the restart that started it (f
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
@@ -20,6 +20,7 @@ from airflow_region_failover.spark.ledger import ReadTotals, TaskLedger, TaskSum
 from airflow_region_failover.spark.run import SubtaskRun, current_inputs, restart_of, step_context
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.timeline import Clock, Span
 
 GRAPH = (JobGraphBuilder().step("a", parallelism=2).step("p").step("c")
          .edge("a", "c", exchange="BLOCKING").edge("p", "c", exchange="PIPELINED").build())
@@ -128,3 +129,16 @@ def test_a_chain_summary_names_its_members_and_a_first_try_has_no_restart() -> N
     assert body == {"subtask": "b#0", "chain": ["a#0", "b#0"], "attempt": 1, "rows": {"b->c": 3},
                     "read": {"bytes": 5, "objects": 1, "partition_bytes": 5}, "inputs": {}, "outputs": {}}
     assert TaskSummary.from_json(body) == got and got.subtask == SubtaskId("b", 0)
+
+
+def test_a_measured_summary_adds_its_timeline_last_and_keeps_every_other_key() -> None:
+    clock = Clock(now=1000.0, process_started=998.5)
+    clock.spans.append(Span("lookup", 0.25, 0.5))
+    clock.add_work({"encode": 1.5})
+    got = replace(TaskSummary((SubtaskId("c", 0),), 1, {"c": 3}, ReadTotals(0, 0, 0), TaskLedger()),
+                  timeline=clock.timeline())
+    body = got.to_json()
+    assert list(body) == ["subtask", "attempt", "rows", "read", "inputs", "outputs", "timeline"]
+    assert body["timeline"]["spans"] == [["lookup", 0.25, 0.5]] and body["timeline"]["work"] == {"encode": 1.5}
+    assert body["timeline"]["process_started"] == 998.5 and body["timeline"]["started"] == 1000.0
+    assert TaskSummary.from_json(json.loads(json.dumps(body))) == got

@@ -1,0 +1,244 @@
+"""The stack the ETL benchmarks share (``bench_etl_compare.py``, ``bench_breakdown.py``, ``bench_chaos.py``): one
+SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) on loopback, started
+once and serving every run; and the CPU seconds its processes spend, by kind.
+
+Rules: the DAG files are written into :attr:`EtlStack.dags` before :meth:`EtlStack.start` (a file added later may
+wait for the dag-processor's next full listing); everything started is stopped by :meth:`EtlStack.stop`, also on
+SIGTERM/SIGHUP (they raise ``KeyboardInterrupt`` like Ctrl-C). CPU seconds (:class:`CpuSampler`) are read from
+``/proc`` through psutil every ``interval`` seconds for every process under the stack's roots (and any extra root,
+e.g. (a)'s application process), each process counted once by its last reading, sorted into kinds: ``Python
+workers`` (PySpark's daemon and workers) wherever they run, else the kind of the root it runs under — ``S3 server``
+(weed), ``Spark JVM`` (the Connect server: its JVM and the PySpark driver that starts it), ``Airflow`` (api-server,
+scheduler, dag-processor, workers, task processes) and ``app`` ((a)'s client process). A process that lives less
+than one interval is missed; one that ends between readings loses at most one interval of CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KINDS = ("Airflow", "Spark JVM", "Python workers", "S3 server", "app")
+TINY_ORDERS, TINY_CUSTOMERS = 20_000, 2_000
+BYTES_PER_ORDER = 217.9  # ours' committed bytes per order at tiny (4,358,022 B / 20,000 orders)
+
+
+def parse_sizes(text: str) -> list[str]:
+    """``tiny,1,5`` -> ``["tiny", "1", "5"]`` (a number is a target in GB committed)."""
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    for s in out:
+        if s != "tiny":
+            float(s)
+    return out
+
+
+def size_of(wanted: str, bytes_per_order: float = BYTES_PER_ORDER) -> dict[str, Any]:
+    """``label``, ``orders`` and ``customers`` of a size: ``tiny`` (the DAG's defaults) or a target in GB committed
+    (``ORDERS`` scaled by the bytes committed per order; ``CUSTOMERS`` = ORDERS / 10)."""
+    if wanted == "tiny":
+        return {"label": "tiny", "orders": TINY_ORDERS, "customers": TINY_CUSTOMERS}
+    orders = int(round(float(wanted) * 1e9 / bytes_per_order, -3))
+    return {"label": f"{wanted.replace('.', 'p')}gb", "orders": orders, "customers": max(orders // 10, 1)}
+
+
+class Salts:
+    """The DAG param ``salt`` of each run (``dags/tpch_etl.py``): a new one per run, so that no run finds its outputs
+    already in the content-addressed store (every run does the same work), or always the same with ``same``."""
+
+    def __init__(self, same: bool = False) -> None:
+        self._numbers = itertools.repeat(1) if same else itertools.count(int(time.time()) % 10_000_000 * 8 + 1)
+
+    def next(self) -> int:
+        """The next run's salt."""
+        return next(self._numbers)
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every ETL benchmark takes for its stack and sizes."""
+    parser.add_argument("--bytes-per-order", type=float, default=BYTES_PER_ORDER,
+                        help=f"bytes committed per order, to size the GB points (default {BYTES_PER_ORDER}, measured "
+                             "at tiny on 2026-11-24; the measured figure is printed)")
+    parser.add_argument("--driver-memory", default="4g", help="Spark Connect server (driver = executor) memory")
+    parser.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions")
+    parser.add_argument("--broadcast-threshold", default="-1",
+                        help="spark.sql.autoBroadcastJoinThreshold of the server (default -1: no broadcast joins; "
+                             "at 1 GB Spark's own default, 10MB, broadcast the orders read back from Parquet and "
+                             "ran out of heap in the join tasks of ours and plain Airflow; 'spark' keeps Spark's "
+                             "default)")
+    parser.add_argument("--stock-connect", action="store_true",
+                        help="Spark's stock Spark Connect server class (a Python daemon per session) instead of the "
+                             "provider's (connect_server.py: sessions share their Python workers)")
+
+
+def stack_from(args: argparse.Namespace, airflow_env: dict[str, str] | None = None) -> EtlStack:
+    """The (not yet started) stack the options of :func:`add_stack_arguments` describe."""
+    spark_conf = {"spark.sql.shuffle.partitions": str(args.shuffle_partitions)}
+    if args.broadcast_threshold != "spark":
+        spark_conf["spark.sql.autoBroadcastJoinThreshold"] = args.broadcast_threshold
+    return EtlStack(driver_memory=args.driver_memory, spark_conf=spark_conf, airflow_env=airflow_env,
+                    shared_workers=not args.stock_connect)
+
+
+def kind_of(cmdline: list[str], root_kind: str) -> str:
+    """The kind of a process running ``cmdline`` under a root of ``root_kind`` (module rule)."""
+    text = " ".join(cmdline)
+    return "Python workers" if "pyspark.daemon" in text or "pyspark.worker" in text else root_kind
+
+
+@dataclass
+class CpuSampler:
+    """CPU seconds by kind of the processes under ``roots`` (module rule); a context manager."""
+
+    roots: dict[int, str] = field(default_factory=dict)  # pid -> the kind of the processes under it
+    interval: float = 0.5
+    _seen: dict[tuple[int, float], tuple[str, float]] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.sample()
+
+    def watch(self, pid: int, kind: str) -> None:
+        """Count the processes under ``pid`` as ``kind`` from now on."""
+        with self._lock:
+            self.roots[pid] = kind
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        """Read every process under the roots once."""
+        import psutil
+
+        with self._lock:
+            roots = dict(self.roots)
+        for root, root_kind in roots.items():
+            try:
+                top = psutil.Process(root)
+                procs = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for proc in procs:
+                try:
+                    with proc.oneshot():
+                        key = (proc.pid, proc.create_time())
+                        times = proc.cpu_times()
+                        kind = self._seen[key][0] if key in self._seen else kind_of(proc.cmdline(), root_kind)
+                except psutil.Error:
+                    continue
+                with self._lock:
+                    self._seen[key] = (kind, times.user + times.system)
+
+    def totals(self) -> dict[str, float]:
+        """CPU seconds by kind so far."""
+        with self._lock:
+            seen = list(self._seen.values())
+        out = dict.fromkeys(KINDS, 0.0)
+        for kind, seconds in seen:
+            out[kind] += seconds
+        return out
+
+
+def since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds by kind between two :meth:`CpuSampler.totals`."""
+    return {kind: round(after.get(kind, 0.0) - before.get(kind, 0.0), 1) for kind in KINDS}
+
+
+class EtlStack:
+    """SeaweedFS + Spark Connect + Airflow for the ETL benchmarks (module rule)."""
+
+    def __init__(self, *, driver_memory: str = "4g", spark_conf: dict[str, str] | None = None,
+                 airflow_env: dict[str, str] | None = None, parallelism: int = 4,
+                 shared_workers: bool = True) -> None:
+        from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+        from airflow_region_failover.standalone.spark_connect import SparkConnectServer
+
+        self.work = Path(tempfile.mkdtemp(prefix="bench-etl-"))
+        self.dags = self.work / "dags"
+        self.dags.mkdir()
+        self.spark_conf = dict(spark_conf or {})
+        self.driver_memory = driver_memory
+        self.airflow_env = dict(airflow_env or {})
+        self.parallelism = parallelism
+        self.s3 = SeaweedFS(bucket="region-failover", data_dir=self.work / "s3")
+        self.spark = SparkConnectServer(self.work / "sc", cores=2, driver_memory=driver_memory, conf=self.spark_conf,
+                                        shared_workers=shared_workers)
+        self.airflow: Any = None
+        self.endpoint: Any = None
+        self.spark_url = ""
+        self.store: Any = None
+        self.cpu = CpuSampler()
+
+    @property
+    def s3_env(self) -> str:
+        """The store's endpoint and credentials as JSON, for (a)'s application process (never printed)."""
+        e = self.endpoint
+        return json.dumps({"endpoint_url": e.endpoint_url, "access_key": e.access_key, "secret_key": e.secret_key,
+                           "bucket": e.bucket})
+
+    def start(self) -> EtlStack:
+        """Start the three servers and the CPU sampler; returns ``self``."""
+        from airflow_region_failover.standalone.airflow_stack import AirflowStack
+        from airflow_region_failover.standalone.platform import platform_env
+        from airflow_region_failover.standalone.processes import stop_on_signals
+        from airflow_region_failover.store.facade import ResultStore
+
+        stop_on_signals()
+        started = time.time()
+        self.endpoint, self.spark_url = self.s3.start(), self.spark.start()
+        self.airflow = AirflowStack(dags_folder=self.dags, home=self.work / "airflow", parallelism=self.parallelism,
+                                    extra_env={**platform_env(self.endpoint, self.spark_url), **self.airflow_env})
+        self.airflow.start()
+        self.store = ResultStore.from_endpoint(self.endpoint.endpoint_url, self.endpoint.access_key,
+                                               self.endpoint.secret_key, self.endpoint.bucket)
+        for pid, kind in ((self.s3.pid, "S3 server"), (self.spark.pid, "Spark JVM"),
+                          *((p, "Airflow") for p in self.airflow_pids())):
+            if pid:
+                self.cpu.watch(pid, kind)
+        self.cpu.__enter__()
+        print(f"stack up in {time.time() - started:.0f} s (Spark Connect local[2], "
+              f"{'shared' if self.spark.shared_workers else 'per-session'} Python workers, {self.spark_conf}, driver "
+              f"memory {self.driver_memory})", flush=True)
+        return self
+
+    def airflow_pids(self) -> list[int]:
+        """The Airflow components' process ids."""
+        return [p.pid for p in getattr(self.airflow, "_procs", {}).values()]
+
+    def __enter__(self) -> EtlStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop everything this stack started and remove its directory."""
+        from airflow_region_failover.standalone.processes import stop_guarded
+
+        self.cpu.__exit__()
+        try:
+            if self.airflow is not None:
+                self.airflow.stop()
+        finally:
+            self.spark.cleanup()
+            self.s3.cleanup()
+            stop_guarded()
+            shutil.rmtree(self.work, ignore_errors=True)

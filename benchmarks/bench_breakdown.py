@@ -1,0 +1,247 @@
+"""Where the time goes: the example ETL as ours (region failover) and as (a) one Spark application, side by side on
+``bench_etl_compare.py``'s stack, cut into what each task did and what each kind of process burnt.
+
+``python benchmarks/bench_breakdown.py [--sizes 1,5] [--repeat N] [--same-salt] [--json FILE]``
+
+After one warm-up run of each at the tiny size (a fresh stack's first tasks and first Spark jobs pay one-off costs),
+per size ``--repeat`` pairs of runs without failure, ours then (a), each with a new DAG param ``salt`` (no run finds
+its outputs already in the content-addressed store; ``--same-salt``: every run the same salt, the scheduled-run
+case). Printed per size:
+
+* **a timeline per task** of ours' first run: queued -> started, Airflow's start to the task's clock (process
+  start, imports, DAG parse), then the task's own spans (``timeline`` in its summary: store checks, XCom pulls,
+  manifests, run log, Spark session, plan, each write's begin / Spark job / commit) and the Spark job's executor
+  seconds (writers waiting for their input rows, encoding, hashing, uploading), and its end;
+* **the critical path** of each ours run and (a)'s run cut into the same categories (``_breakdown.py``), the
+  difference per category and the share of the gap it explains;
+* **CPU seconds per process kind** (Airflow, Spark JVM, Python workers, S3 server, (a)'s client) of each run;
+* **the step task overhead** (Airflow's start of the task to its first Spark job, plus its last write's end to
+  Airflow's end of the task): median and spread over every task of every ours run;
+* **the physically necessary cost**: (a)'s wall, plus the bytes ours committed and read moved at the raw speed of the
+  same server (boto3, 16 MiB objects on 4 threads, measured in the same session), plus Airflow's scheduling
+  between the dependent tasks of the critical path (upstream done -> queued; not the wait for a free slot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _breakdown import (
+    SCHEDULING,
+    TaskTry,
+    app_breakdown,
+    compare,
+    critical_path,
+    markdown,
+    overhead,
+    run_breakdown,
+)
+from _etl_stack import KINDS, Salts, add_stack_arguments, parse_sizes, since, size_of, stack_from
+from airflow_region_failover.timeline import Timeline
+from bench_etl_compare import _ts, committed_bytes, ours_variant, run_airflow, run_app, stop_all
+
+MiB = 1024 * 1024
+
+
+def tasks_of(api: Any, dag_id: str, run_id: str) -> dict[str, TaskTry]:
+    """Every task instance of the run with its upstream tasks and, for a step task, its timeline."""
+    upstream: dict[str, list[str]] = {}
+    for task in api.get(f"/dags/{dag_id}/tasks")["tasks"]:
+        for down in task.get("downstream_task_ids", []):
+            upstream.setdefault(down, []).append(task["task_id"])
+    out = {}
+    for ti in api.task_instances(dag_id, run_id):
+        task_id = ti["task_id"]
+        out[task_id] = TaskTry(task_id, _ts(ti.get("queued_when")), _ts(ti["start_date"]) or 0.0,
+                               _ts(ti["end_date"]) or 0.0, tuple(upstream.get(task_id, ())),
+                               _timeline(api, dag_id, run_id, task_id))
+    return out
+
+
+def _timeline(api: Any, dag_id: str, run_id: str, task_id: str) -> Timeline | None:
+    try:
+        value = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")["value"]
+    except Exception:  # no return value: not a step task
+        return None
+    body = json.loads(value) if isinstance(value, str) else value
+    line = body.get("timeline") if isinstance(body, dict) else None
+    return Timeline.from_json(line) if line else None
+
+
+def summaries_read_bytes(api: Any, dag_id: str, run_id: str, task_ids: list[str]) -> int:
+    """Bytes the run's step tasks read from the store (their summaries' ``read.bytes``)."""
+    total = 0
+    for task_id in task_ids:
+        try:
+            value = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
+        except Exception:
+            continue
+        body = json.loads(value["value"]) if isinstance(value["value"], str) else value["value"]
+        total += int(body.get("read", {}).get("bytes", 0)) if isinstance(body, dict) else 0
+    return total
+
+
+def raw_speed(store: Any, megabytes: int = 256, threads: int = 4) -> tuple[float, float]:
+    """MB/s of plain boto3 PUTs and GETs of ``megabytes`` in 16 MiB objects on ``threads`` threads, same server."""
+    import os
+
+    client, bucket = store.objects.client, store.layout.bucket
+    body = os.urandom(16 * MiB)
+    keys = [f"raw-speed/{time.time_ns()}-{i}" for i in range(max(1, megabytes // 16))]
+
+    def timed(fn: Callable[[str], Any]) -> float:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(fn, keys))
+        return len(keys) * 16 * MiB / 1e6 / (time.perf_counter() - started)
+
+    up = timed(lambda k: client.put_object(Bucket=bucket, Key=k, Body=body))
+    down = timed(lambda k: client.get_object(Bucket=bucket, Key=k)["Body"].read())
+    client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys]})
+    return up, down
+
+
+def task_table(tasks: dict[str, TaskTry], run_started: float) -> str:
+    """One row per task of a run: when it was queued, started and ended, and its measured phases (seconds)."""
+    names = ("airflow_start", "restart_wait", "store_open", "xcom", "manifests", "run_log", "session", "define",
+             "begin", "job", "commit", "publish", "ledger")
+    lines = ["| task | queued | started | startup | " + " | ".join(names) + " | work: wait/encode/hash/upload | "
+             "end | ended |", "|---" * (len(names) + 7) + "|"]
+    for task in sorted(tasks.values(), key=lambda t: t.started):
+        line, queued = task.timeline, (task.queued or task.started) - run_started
+        cells = [task.task_id, f"{queued:.1f}", f"{task.started - run_started:.1f}"]
+        if line is None:
+            cells += ["-"] * (len(names) + 3)
+        else:
+            work = "/".join(f"{line.work.get(k, 0.0):.1f}" for k in ("wait", "encode", "hash", "upload"))
+            cells += [f"{line.started - task.started:.1f}", *(f"{line.total(n):.2f}" for n in names), work,
+                      f"{task.ended - line.ended:.1f}"]
+        lines.append("| " + " | ".join([*cells, f"{task.ended - run_started:.1f}"]) + " |")
+    return "\n".join(lines)
+
+
+def run_ours(stack: Any, api: Any, dag_id: str, salt: int, timeout: float) -> dict[str, Any]:
+    """One ours run without failure: wall, CPU by kind, its tasks and the bytes it committed and read."""
+    before = stack.cpu.totals()
+    run = run_airflow(api, dag_id, False, timeout, salt)
+    run["cpu"] = since(before, stack.cpu.totals())
+    info = api.dag_run(dag_id, run["run_id"])
+    run["run_started"], run["run_ended"] = _ts(info["start_date"]), _ts(info["end_date"])
+    run["tasks"] = tasks_of(api, dag_id, run["run_id"])
+    run["committed_bytes"], _ = committed_bytes(stack.store, dag_id, run["run_id"])
+    run["read_bytes"] = summaries_read_bytes(api, dag_id, run["run_id"], list(run["tasks"]))
+    run["breakdown"] = run_breakdown(run["tasks"], run["run_started"], run["run_ended"])
+    return run
+
+
+def run_app_measured(stack: Any, size: dict[str, Any], salt: int, procs: list[Any]) -> dict[str, Any]:
+    """One (a) run without failure: wall, CPU by kind (its client process counted as ``app``), breakdown."""
+    before = stack.cpu.totals()
+    run = run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
+                  salt, watch=lambda pid: stack.cpu.watch(pid, "app"))
+    run["cpu"] = since(before, stack.cpu.totals())
+    line = Timeline.from_json(run["timeline"])
+    run["breakdown"] = app_breakdown(line, run["ended"])
+    return run
+
+
+def report_size(size: dict[str, Any], ours: list[dict[str, Any]], apps: list[dict[str, Any]],
+                raw: tuple[float, float]) -> dict[str, Any]:
+    """Print the size's tables and return its figures."""
+    first = ours[0]
+    print(f"\n## {size['label']}: {size['orders']:,} orders; ours committed {first['committed_bytes'] / 1e9:.2f} GB "
+          f"and read back {first['read_bytes'] / 1e9:.2f} GB\n")
+    print("### Timeline per task (ours, first run; seconds from the run's start, phases in seconds)\n")
+    print(task_table(first["tasks"], first["run_started"]))
+    for i, (mine, theirs) in enumerate(zip(ours, apps, strict=False)):
+        print(f"\n### Critical path, run pair {i + 1}: "
+              f"{' -> '.join(t.task_id for t in critical_path(mine['tasks']))}\n")
+        print(markdown(compare(mine["breakdown"], theirs["breakdown"]), mine["wall_s"], theirs["wall_s"]))
+    print("\n### CPU seconds per process kind\n")
+    print("| run | wall s | " + " | ".join(KINDS) + " | total |\n|---" * 1 + "|---:" * (len(KINDS) + 2) + "|")
+    for name, runs in (("ours", ours), ("(a)", apps)):
+        for run in runs:
+            cpu = run["cpu"]
+            print(f"| {name} | {run['wall_s']:.1f} | " + " | ".join(f"{cpu[k]:.1f}" for k in KINDS)
+                  + f" | {sum(cpu.values()):.1f} |")
+    overheads = [o for run in ours for t in run["tasks"].values() if (o := overhead(t)) is not None]
+    if overheads:
+        print(f"\nstep task overhead (start -> first Spark job + last write -> end): median "
+              f"{statistics.median(overheads):.2f} s, min {min(overheads):.2f}, max {max(overheads):.2f} over "
+              f"{len(overheads)} tasks")
+    gaps = [r["breakdown"].get(SCHEDULING, 0.0) for r in ours]
+    necessary = [a["wall_s"] + r["committed_bytes"] / 1e6 / raw[0] + r["read_bytes"] / 1e6 / raw[1] + gap
+                 for a, r, gap in zip(apps, ours, gaps, strict=False)]
+    shown = {name: ", ".join(f"{v:.1f} s" for v in values) for name, values in
+             (("necessary", necessary), ("ours", [r["wall_s"] for r in ours]), ("app", [a["wall_s"] for a in apps]))}
+    print(f"physically necessary ((a) + committed at {raw[0]:.0f} MB/s up + read at {raw[1]:.0f} MB/s down + Airflow "
+          f"scheduling on the critical path): {shown['necessary']}; ours {shown['ours']}; (a) {shown['app']}")
+    return {"size": size, "raw_mb_s": raw, "task_overhead_s": overheads, "necessary_s": necessary,
+            "ours": [_plain(r) for r in ours], "app": [_plain(a) for a in apps]}
+
+
+def _plain(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as JSON (tasks with their timelines)."""
+    out = {k: v for k, v in run.items() if k != "tasks"}
+    if "tasks" in run:
+        out["tasks"] = {t.task_id: {"queued": t.queued, "started": t.started, "ended": t.ended,
+                                    "timeline": t.timeline.to_json() if t.timeline else None}
+                        for t in run["tasks"].values()}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=parse_sizes, default=["1"], help="comma-separated GB targets (default 1)")
+    parser.add_argument("--repeat", type=int, default=1, help="run pairs per size (default 1)")
+    parser.add_argument("--same-salt", action="store_true", help="every run the same salt (the shared-store case)")
+    parser.add_argument("--json", help="write every figure and timeline to this file")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
+    add_stack_arguments(parser)
+    args = parser.parse_args(argv)
+    stack, procs, salts = stack_from(args), [], Salts(same=args.same_salt)
+    sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
+    warm = size_of("tiny")
+    for size in [warm, *sizes]:
+        size["dag_id"] = ours_variant(stack.dags, size["label"], size["orders"], size["customers"])
+    figures = []
+    try:
+        stack.start()
+        raw = raw_speed(stack.store)
+        print(f"raw boto3 speed of the server: {raw[0]:.0f} MB/s up, {raw[1]:.0f} MB/s down", flush=True)
+        with stack.airflow.client() as api:
+            api.wait_for_dag(warm["dag_id"], timeout=300)
+            run_airflow(api, warm["dag_id"], False, args.timeout, salts.next())
+            run_app(stack.spark_url, stack.s3_env, "tiny", warm["orders"], warm["customers"], False, procs,
+                    salts.next())
+            for size in sizes:
+                api.wait_for_dag(size["dag_id"], timeout=300)
+                ours, apps = [], []
+                for _ in range(args.repeat):
+                    ours.append(run_ours(stack, api, size["dag_id"], salts.next(), args.timeout))
+                    apps.append(run_app_measured(stack, size, salts.next(), procs))
+                    print(json.dumps({"size": size["label"], "ours_wall_s": ours[-1]["wall_s"],
+                                      "app_wall_s": apps[-1]["wall_s"]}), flush=True)
+                figures.append(report_size(size, ours, apps, raw))
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(figures, out, indent=1, default=str)
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted: stopping everything", file=sys.stderr)
+        return 130
+    finally:
+        stop_all(procs)
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

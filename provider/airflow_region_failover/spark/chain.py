@@ -11,7 +11,10 @@ ones at their committed version — and then takes one of three branches:
   :func:`~.compute.compute`; the task checks and publishes what it committed;
 * **compute** (:func:`~.compute.compute`): every step function is called in order in this process's session, the
   DataFrame a step returns passed on in memory; only the tail's outputs are written, under this try's attempt,
-  recording the head's BLOCKING input versions and the run's code fingerprint.
+  recording the head's BLOCKING input versions and the run's code fingerprint;
+* **checkpointed** (:mod:`.checkpointed`, when a member declares ``checkpoint=``): the same, once per epoch of the
+  head's sliced input, resuming from the latest complete checkpoint that matches this try; ``listener`` hears of
+  where the try started and of each checkpoint it completes (metrics).
 
 The refs published (BLOCKING outputs are committed store versions, PIPELINED ones attempt-scoped scratch versions
 of the same store) become the task's XComs, and the task returns its summary (:mod:`.ledger`), built once. Before
@@ -25,9 +28,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_region_failover.checkpoint.declared import chain_checkpoint
+from airflow_region_failover.checkpoint.runner import Listener
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.naming import xcom_key
+from airflow_region_failover.spark.checkpointed import run_checkpointed
 from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.ledger import TaskSummary, summary
@@ -40,13 +46,14 @@ from airflow_region_failover.spark.submit import submit_script
 log = logging.getLogger(__name__)
 
 
-def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any]) -> TaskSummary:
+def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
+              listener: Listener | None = None) -> TaskSummary:
     """Run chain subtask ``members`` (head first; one member for an unchained subtask) inside an Airflow task
     (``context`` is the task context); returns the task's summary (module rule)."""
     log_scratch_inputs(runtime.spec, members[0])
     run = start(runtime, members, context, open_store_io())
     kept = kept_outputs(run)
-    published = kept if kept is not None else _produce(run)
+    published = kept if kept is not None else _produce(run, listener)
     ti = context["ti"]
     for ref in published:
         publish(ti, ref)
@@ -64,11 +71,16 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     return summary(run, published, kept=kept is not None)
 
 
-def _produce(run: SubtaskRun) -> tuple[PartitionRef, ...]:
-    """The outputs of this try: spark-submitted for a script step, else computed in this process."""
+def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[PartitionRef, ...]:
+    """The outputs of this try: spark-submitted for a script step, else computed in this process (in epochs for
+    a checkpointed chain)."""
     if run.script is not None:
         return submit_script(run)
-    return compute(get_session(resolve_target(run.impls[0].spark_conn_id)), run)
+    spark = get_session(resolve_target(run.impls[0].spark_conn_id))
+    checkpointed = chain_checkpoint(run.graph, [m.step for m in run.members], {i.step_id: i for i in run.impls})
+    if checkpointed is not None:
+        return run_checkpointed(spark, run, checkpointed, listener)
+    return compute(spark, run)
 
 
 def publish(ti: Any, ref: PartitionRef) -> None:

@@ -74,6 +74,8 @@ def diff(previous: pa.Table, current: pa.Table, key: Sequence[str]) -> pa.Table:
     import pyarrow.compute as pc
 
     keys = list(key)
+    if previous.num_rows == 0:
+        return base_run(current)
     values = [c for c in current.column_names if c not in (*keys, KEY_GROUP)]
     now = _numbered(current, keys, _SEQ)
     then = _numbered(previous, keys, "\0old")

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, ManifestError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.checkpoints import CheckpointManifest, StateRun, TryRecord
+from airflow_region_failover.store.checkpoints import CheckpointManifest, CompletedNote, StateRun, TryRecord
 from airflow_region_failover.store.content import commit_deadline, confirm_shared
-from airflow_region_failover.store.keys import RunKeys
+from airflow_region_failover.store.keys import CHECKPOINTS, RunKeys
 from airflow_region_failover.store.objects import Objects
 from airflow_region_failover.store.parquet import Target, write_arrow
 from airflow_region_failover.store.reading import load_table
@@ -35,7 +35,8 @@ from airflow_region_failover.store.reading import load_table
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_NAME = re.compile(r"([ct])(\d{6})\.json\Z")
+_NAME = re.compile(r"([ctn])(\d{6})\.json\Z")
+_HISTORY = re.compile(rf"{re.escape(CHECKPOINTS)}/([^/]+)/p(\d{{5,6}})/([tn])\d{{6}}\.json\Z")
 COMMIT_TRIES = 5
 
 
@@ -102,6 +103,9 @@ class CheckpointStorage:
                 self.objects.put_if_absent(self.keys.checkpoint(self.subtask, seq), candidate.to_json())
             except AlreadyCommitted:
                 continue  # another writer took this number: take the next one
+            with contextlib.suppress(Exception):  # the history's note: best effort, the checkpoint stands
+                self.objects.put_if_absent(self.keys.checkpoint_note(self.subtask, seq),
+                                           CompletedNote.of(candidate).to_json())
             return candidate
         raise IncompleteCommit(f"{where}: no checkpoint number could be taken in {COMMIT_TRIES} tries; retry the task")
 
@@ -140,3 +144,19 @@ class CheckpointStorage:
         if not tables:
             raise ManifestError(f"a state run of {self.subtask} lists no object")
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def history(objects: Objects, keys: RunKeys) -> list[tuple[PartitionId, TryRecord | CompletedNote]]:
+    """Every try record and completion note of the run's checkpointed subtasks (one LIST, then a GET each),
+    as ``(tail subtask, record)``; unreadable ones are skipped."""
+    prefix = keys.run_prefix
+    found: list[tuple[PartitionId, TryRecord | CompletedNote]] = []
+    for item in objects.listing(prefix + CHECKPOINTS + "/"):
+        match = _HISTORY.match(item.key[len(prefix):])
+        body = objects.get(item.key) if match else None
+        if match is None or body is None:
+            continue
+        kind = TryRecord if match.group(3) == "t" else CompletedNote
+        with contextlib.suppress(ManifestError):
+            found.append((PartitionId(match.group(1), int(match.group(2))), kind.from_json(body, where=item.key)))
+    return found

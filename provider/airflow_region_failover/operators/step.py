@@ -90,9 +90,12 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
     def execute(self, context: Context) -> Any:
         """Run the subtask; returns its summary (rows written per result, the task's ledger:
         :class:`~airflow_region_failover.spark.ledger.TaskSummary`, in its JSON form) that Airflow stores as return
-        value, and sends the task's restart metrics (:mod:`~airflow_region_failover.observability.metrics`)."""
+        value, and sends the task's restart metrics and, for a checkpointed chain, its checkpoint metrics as they
+        happen (:mod:`~airflow_region_failover.observability.metrics`)."""
         self._wait_for_restart_time(context)
-        summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context)
+        members = tuple(SubtaskId.parse(s) for s in self.chain)
+        listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
+        summary = run_chain(self.runtime, members, context, listener)
         self._ledger = summary.ledger
         metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
         return summary.to_json()

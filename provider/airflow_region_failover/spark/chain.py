@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
@@ -36,12 +37,13 @@ from airflow_region_failover.naming import xcom_key
 from airflow_region_failover.spark.checkpointed import run_checkpointed
 from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.ledger import TaskSummary, summary
+from airflow_region_failover.spark.ledger import CheckpointEntry, TaskSummary, summary
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.run import SubtaskRun, start
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import open_store_io
 from airflow_region_failover.spark.submit import submit_script
+from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,8 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     log_scratch_inputs(runtime.spec, members[0])
     run = start(runtime, members, context, open_store_io())
     kept = kept_outputs(run)
-    published = kept if kept is not None else _produce(run, listener)
+    heard = Heard(listener)
+    published = kept if kept is not None else _produce(run, heard)
     ti = context["ti"]
     for ref in published:
         publish(ti, ref)
@@ -68,7 +71,7 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     if reads.partition_bytes:
         log.info("read %d of the %d bytes of its input partitions (%d objects)", reads.bytes, reads.partition_bytes,
                  reads.objects)
-    return summary(run, published, kept=kept is not None)
+    return summary(run, published, kept=kept is not None, checkpoint=heard.entry())
 
 
 def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[PartitionRef, ...]:
@@ -81,6 +84,30 @@ def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[Partiti
     if checkpointed is not None:
         return run_checkpointed(spark, run, checkpointed, listener)
     return compute(spark, run)
+
+
+@dataclass
+class Heard:
+    """What a checkpointed try reported (where it started, the checkpoints it completed), passed on to ``outer``."""
+
+    outer: Listener | None = None
+    started: TryRecord | None = None
+    checkpoints: list[CheckpointManifest] = field(default_factory=list)
+
+    def __call__(self, event: CheckpointManifest | TryRecord) -> None:
+        if isinstance(event, TryRecord):
+            self.started = event
+        else:
+            self.checkpoints.append(event)
+        if self.outer is not None:
+            self.outer(event)
+
+    def entry(self) -> CheckpointEntry | None:
+        """The summary's checkpoint entry, or ``None`` when the try was not checkpointed."""
+        if self.started is None:
+            return None
+        return CheckpointEntry(self.started.epochs, self.started.resumed_seq, self.started.skipped,
+                               len(self.checkpoints), sum(c.uploaded_bytes for c in self.checkpoints))
 
 
 def publish(ti: Any, ref: PartitionRef) -> None:

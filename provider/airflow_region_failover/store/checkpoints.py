@@ -1,5 +1,6 @@
-"""What a checkpoint of a checkpointed step records: :class:`CheckpointManifest`, and where a try started:
-:class:`TryRecord` (keys: :meth:`.keys.RunKeys.checkpoint`, :meth:`.keys.RunKeys.checkpoint_try`).
+"""What a checkpoint of a checkpointed step records: :class:`CheckpointManifest`; where a try started:
+:class:`TryRecord`; that a checkpoint completed: :class:`CompletedNote` (keys: :meth:`.keys.RunKeys.checkpoint`,
+:meth:`.keys.RunKeys.checkpoint_try`, :meth:`.keys.RunKeys.checkpoint_note`).
 
 Rules:
 
@@ -36,6 +37,7 @@ from airflow_region_failover.store.manifest import InputVersion, ObjectEntry
 
 FORMAT = "airflow-region-failover/checkpoint"
 TRY_FORMAT = "airflow-region-failover/checkpoint-try"
+NOTE_FORMAT = "airflow-region-failover/checkpoint-note"
 VERSION = 1
 
 
@@ -208,6 +210,47 @@ class TryRecord:
                        _int(body["resumed_epoch"]), _str(body["reason"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"checkpoint try record {where} is malformed: {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class CompletedNote:
+    """That checkpoint ``seq`` (after ``epoch`` of ``epochs``) was completed by try ``try_number`` at
+    ``committed_at``, uploading ``uploaded_bytes`` of its ``state_bytes`` in ``duration_ms`` — the failover view's
+    history, kept when retention drops the checkpoint itself."""
+
+    seq: int
+    epoch: int
+    epochs: int
+    try_number: int
+    committed_at: str
+    uploaded_bytes: int
+    state_bytes: int
+    duration_ms: int
+
+    @classmethod
+    def of(cls, manifest: CheckpointManifest) -> CompletedNote:
+        """The note of a committed checkpoint."""
+        return cls(manifest.seq, manifest.epoch, manifest.epochs, manifest.try_number, manifest.committed_at,
+                   manifest.uploaded_bytes, manifest.state_bytes, manifest.duration_ms)
+
+    def to_json(self) -> bytes:
+        """Canonical JSON bytes."""
+        body = {"format": NOTE_FORMAT, "version": VERSION, "seq": self.seq, "epoch": self.epoch,
+                "epochs": self.epochs, "try": self.try_number, "committed_at": self.committed_at,
+                "uploaded_bytes": self.uploaded_bytes, "state_bytes": self.state_bytes,
+                "duration_ms": self.duration_ms}
+        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, *, where: str) -> CompletedNote:
+        """Decode and validate; :class:`ManifestError` naming ``where``."""
+        body = _document(data, where, NOTE_FORMAT)
+        try:
+            return cls(_int(body["seq"]), _int(body["epoch"]), _int(body["epochs"]), _int(body["try"]),
+                       _str(body["committed_at"]), _int(body["uploaded_bytes"]), _int(body["state_bytes"]),
+                       _int(body["duration_ms"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"checkpoint note {where} is malformed: {exc!r}") from None
 
 
 def _document(data: bytes, where: str, kind: str) -> dict[str, Any]:

@@ -13,6 +13,8 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     R/_checkpoints.v1/<step>/P/c<seq:06d>.json    a completed checkpoint of the chain subtask whose tail is
                                                   ``<step>#P`` (conditional create, written last)
     R/_checkpoints.v1/<step>/P/t<try:06d>.json    where try ``<try>`` of that subtask started: resumed or not, why
+    R/_checkpoints.v1/<step>/P/n<seq:06d>.json    a note that checkpoint ``seq`` completed (kept when retention
+                                                  drops the checkpoint: the failover view's history)
 
     <prefix>/cas/v1/<h[:2]>/<h>.parquet           a content-addressed data object (``h``: SHA-256 of its bytes,
                                                   64 lower-case hex digits), shared by every manifest listing it
@@ -238,6 +240,10 @@ class RunKeys:
     def checkpoint(self, subtask: PartitionId, seq: int) -> str:
         """``R/_checkpoints.v1/<step>/P/c<seq:06d>.json``: completed checkpoint ``seq`` (>= 1)."""
         return self.checkpoints_prefix(subtask) + f"c{check_index(seq, what='checkpoint', minimum=1):06d}.json"
+
+    def checkpoint_note(self, subtask: PartitionId, seq: int) -> str:
+        """``R/_checkpoints.v1/<step>/P/n<seq:06d>.json``: checkpoint ``seq`` completed (a note for the history)."""
+        return self.checkpoints_prefix(subtask) + f"n{check_index(seq, what='checkpoint', minimum=1):06d}.json"
 
     def checkpoint_try(self, subtask: PartitionId, task_try: int) -> str:
         """``R/_checkpoints.v1/<step>/P/t<try:06d>.json``: where that try started."""

@@ -9,9 +9,9 @@ when the writer's newest activity is older than the grace period: its newest com
 part of any of its multipart uploads still in progress (a writer prefix with an upload active within the grace is
 never swept). It aborts an incomplete upload only when its last part (else its initiation) is older than the
 grace. The grace is at least :data:`MIN_GRACE_SECONDS` (no live writer is silent that long between two parts).
-Checkpoint manifests and try records (``_checkpoints.v1/``) are a run's records like its manifests: the sweeper
-never deletes them (their retention is the checkpointing step's ``state.checkpoints.num-retained``, and the run's
-release removes the rest).
+Checkpoint manifests, try records and completion notes (``_checkpoints.v1/``) are a run's records like its
+manifests: the sweeper never deletes them (their retention is the checkpointing step's
+``state.checkpoints.num-retained``, and the run's release removes the rest).
 A result holding a manifest this version cannot read (e.g. a newer format written during an upgrade) is kept
 whole and named in the :class:`SweepReport`. After the runs, the shared area of content-addressed objects is swept
 by its own rule (:mod:`.registry`: an object no retained manifest lists, older than the grace; nothing there
@@ -50,7 +50,7 @@ from airflow_region_failover.store.registry import SharedSweep, sweep_shared
 _MANIFEST = re.compile(rf"([^/]+)/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _RETIRED = re.compile(rf"[^/]+/retired/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _DATA = re.compile(rf"([^/]+/data/{PARTITION_PART}/a\d{{6}}-[0-9a-f]+)/[^/]+\Z")
-_CHECKPOINT = rf"{re.escape(CHECKPOINTS)}/[^/]+/{PARTITION_PART}/[ct]\d{{6}}\.json"
+_CHECKPOINT = rf"{re.escape(CHECKPOINTS)}/[^/]+/{PARTITION_PART}/[ctn]\d{{6}}\.json"
 _META = re.compile(rf"(_run\.json|_holds/[^/]+\.json|{_CHECKPOINT})\Z")
 
 

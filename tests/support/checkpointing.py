@@ -84,12 +84,13 @@ def commit_input(store: ResultStore, dag_id: str, run_id: str, tables: Sequence[
 def run_try(store: ResultStore, source: Manifest, run_id: str, try_number: int, epochs: int,
             config: CheckpointConfig | None = None, die: tuple[str, int] | None = None,
             listener: Listener | None = None, step: ArrowStep = counting, *, enabled: bool = True,
-            opted_out: bool = False) -> tuple[Manifest, Outcome]:
-    """One try of the checkpointed subtask ``count#0`` of run ``run_id`` over ``source``; returns its committed
-    result and what the loop did."""
+            opted_out: bool = False, index: int = 0) -> tuple[Manifest, Outcome]:
+    """One try of the checkpointed subtask ``count#<index>`` of run ``run_id`` over ``source``; returns its
+    committed result and what the loop did."""
     config = config or CheckpointConfig()
-    target = store.target(source.dag_id, run_id, OUTPUT, try_number)
-    storage = CheckpointStorage(store.objects, store.run_keys(source.dag_id, run_id), OUTPUT,
+    output = PartitionId(OUTPUT.result, index)
+    target = store.target(source.dag_id, run_id, output, try_number)
+    storage = CheckpointStorage(store.objects, store.run_keys(source.dag_id, run_id), output,
                                 store.config.min_grace_seconds)
     if die is not None and die[0] == "checkpoint":
         storage = _dying(storage, die[1])

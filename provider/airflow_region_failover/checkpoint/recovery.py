@@ -23,18 +23,25 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_region_failover.checkpoint import lsm
-from airflow_region_failover.checkpoint.storage import Listed
+from airflow_region_failover.checkpoint.declared import ChainCheckpoint
+from airflow_region_failover.checkpoint.storage import CheckpointStorage, Listed, final_checkpoints
+from airflow_region_failover.exceptions import GraphError
+from airflow_region_failover.failover.checkpointing import LATEST, STATE_RECOVERY_KEY
 from airflow_region_failover.store.checkpoints import CheckpointManifest, StateRun
+from airflow_region_failover.store.lifecycle import list_runs
 from airflow_region_failover.store.manifest import InputVersion
+from airflow_region_failover.store.objects import Objects
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+log = logging.getLogger(__name__)
 REUSE_OFF = "the run turned reuse off (region_failover_reuse: false), so no checkpoint is resumed"
 
 
@@ -112,3 +119,69 @@ def rescaled(runs_by_old_subtask: Sequence[Sequence[tuple[StateRun, pa.Table]]],
 
 def _overlaps(a: range, b: range) -> bool:
     return a.start < b.stop and b.start < a.stop
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """The initial states of a subtask's stateful members and what they came from (its identity's ``initial``)."""
+
+    source: str
+    states: Mapping[str, pa.Table]
+
+
+def recover(objects: Objects, storage: CheckpointStorage, path: str, chain: ChainCheckpoint, index: int,
+            groups: Mapping[str, range], empty: Callable[[str], pa.Table]) -> Recovered:
+    """The initial states of subtask ``index`` from the final checkpoints of run ``path`` (or the newest other
+    run with some, for ``latest``) of the same step (module rule); :class:`GraphError` naming the run, the step
+    and the fix when they cannot serve."""
+    keys, step = storage.keys, storage.subtask.result
+    run_id, finals = _source(objects, storage, path, step)
+    old = len(finals)
+    if sorted(finals) != list(range(old)):
+        raise GraphError(f"{STATE_RECOVERY_KEY}: run {run_id!r} has final checkpoints of {step}#{sorted(finals)} "
+                         f"only; restore from a run whose every subtask of {step!r} finished")
+    states = {}
+    source = CheckpointStorage(objects, objects.layout.run(keys.dag_id, run_id), storage.subtask,
+                               storage.min_grace_seconds)
+    for member in chain.stateful:
+        states[member] = _member_state(source, finals, member, chain, index, groups[member], empty(member))
+    label = f"{run_id}:" + ",".join(f"{i}/{finals[i].seq}" for i in range(old))
+    log.info("%s: initial state from run %r's final checkpoints of %d subtask(s) (%s)", storage.subtask, run_id, old,
+             "by key-group range" if all(chain.rescalable(m) for m in chain.stateful) else "subtask by subtask")
+    return Recovered(label, states)
+
+
+def _source(objects: Objects, storage: CheckpointStorage, path: str,
+            step: str) -> tuple[str, dict[int, CheckpointManifest]]:
+    keys = storage.keys
+    candidates = [path] if path != LATEST else [r.run_id for r in list_runs(objects, objects.layout, keys.dag_id)
+                                                if r.run_id != keys.run_id]
+    for run_id in candidates:
+        finals = final_checkpoints(objects, objects.layout.run(keys.dag_id, run_id), step,
+                                   storage.min_grace_seconds)
+        if finals:
+            return run_id, finals
+    raise GraphError(f"{STATE_RECOVERY_KEY}={path!r}: no retained final checkpoint of step {step!r} in "
+                     f"{'any other run' if path == LATEST else f'run {path!r}'} of {keys.dag_id!r}; name a run whose "
+                     "checkpointed step finished (its checkpoints are kept with the run)")
+
+
+def _member_state(source: CheckpointStorage, finals: Mapping[int, CheckpointManifest], member: str,
+                  chain: ChainCheckpoint, index: int, groups: range, empty: pa.Table) -> pa.Table:
+    """One member's initial state: rescaled by key-group range, or old subtask ``index``'s whole state."""
+    key = chain.stateful[member].state_key
+    if not chain.rescalable(member):
+        if len(finals) <= index or index not in finals:
+            raise GraphError(f"{STATE_RECOVERY_KEY}: step {member!r} cannot take subtask {index}'s state from "
+                             f"{len(finals)} old subtask(s): its state is not keyed like its input, so the "
+                             "parallelism must stay equal (key the sliced input by a state_key column to rescale)")
+        wanted = [finals[index]]
+    else:
+        wanted = [finals[i] for i in sorted(finals)]
+    per_old = []
+    for manifest in wanted:
+        saved = manifest.state_of(member)
+        runs = [] if saved is None else [(run, source.load_run(run)) for run in saved.runs]
+        per_old.append(runs)
+    state = rescaled(per_old, groups if chain.rescalable(member) else range(0, 2**31 - 1), key)
+    return empty if state is None else state.cast(empty.schema)

@@ -160,3 +160,23 @@ def history(objects: Objects, keys: RunKeys) -> list[tuple[PartitionId, TryRecor
         with contextlib.suppress(ManifestError):
             found.append((PartitionId(match.group(1), int(match.group(2))), kind.from_json(body, where=item.key)))
     return found
+
+
+_FINAL = re.compile(r"p(\d{5,6})/c\d{6}\.json\Z")
+
+
+def final_checkpoints(objects: Objects, keys: RunKeys, step: str,
+                      min_grace_seconds: float) -> dict[int, CheckpointManifest]:
+    """Per subtask index, the newest completed checkpoint after the last epoch of the checkpoints of step
+    ``step`` (a chain's tail) in the run of ``keys``: what a later run may start from."""
+    prefix = keys.run_prefix + f"{CHECKPOINTS}/{step}/"
+    indices = sorted({int(m.group(1)) for item in objects.listing(prefix)
+                      if (m := _FINAL.match(item.key[len(prefix):]))})
+    found = {}
+    for index in indices:
+        storage = CheckpointStorage(objects, keys, PartitionId(step, index), min_grace_seconds)
+        final = next((i.manifest for i in storage.completed()
+                      if i.manifest is not None and i.manifest.epoch == i.manifest.epochs - 1), None)
+        if final is not None:
+            found[index] = final
+    return found

@@ -12,6 +12,9 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
   write_objects`), cut into subpartitions for keyed consumers. A returned state is cast to the declared schema and
   tagged with each row's key group (Spark's own hash, :func:`~..store.parquet.key_group_column`) before it goes to
   the loop as Arrow;
+* the initial state is empty, or — with ``execution.state-recovery.path`` in the job's options or the run's conf
+  — taken from an earlier run's final checkpoints (:func:`~..checkpoint.recovery.recover`, rescaled by key-group
+  range);
 * at the end, every result's objects of all epochs are committed as the partition's ordinary result
   (:meth:`~..store.facade.ResultStore.commit_written`), recording the inputs and code like any write: consumers,
   reuse, lineage and publication see an ordinary result.
@@ -28,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.declared import ChainCheckpoint
 from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan, Piece, plan_key_groups, plan_objects
-from airflow_region_failover.checkpoint.recovery import Identity
+from airflow_region_failover.checkpoint.recovery import Identity, recover
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import InputUnavailable, StepOutputError
-from airflow_region_failover.failover.checkpointing import EpochCut
+from airflow_region_failover.failover.checkpointing import STATE_RECOVERY_KEY, EpochCut, parse_recovery
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.spark.compute import read_inputs
@@ -57,12 +60,16 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
     engine = SparkEngine(spark, run, chain, targets)
     storage = CheckpointStorage(store.objects, store.run_keys(sctx.dag_id, sctx.run_id),
                                 PartitionId(run.tail.step, run.tail.index), store.config.min_grace_seconds)
+    groups = {step: chain.key_groups(run.graph, step, run.head.index) for step in chain.stateful}
+    initial, source = {step: engine.empty_state(step) for step in chain.stateful}, ""
+    path = parse_recovery(sctx.params.get(STATE_RECOVERY_KEY)) or run.checkpointing.state_recovery
+    if path is not None:
+        recovered = recover(store.objects, storage, path, chain, run.tail.index, groups, engine.empty_state)
+        initial, source = dict(recovered.states), recovered.source
     settings = Settings(storage, tuple(targets.values()), tuple(m.step for m in run.members),
-                        {step: c.state_key for step, c in chain.stateful.items()},
-                        {step: chain.key_groups(run.graph, step, run.head.index) for step in chain.stateful},
-                        sctx.try_number, Identity(run.versions, run.code, ""), run.checkpointing,
-                        chain.declaration.enabled, run.opted_out,
-                        {step: engine.empty_state(step) for step in chain.stateful})
+                        {step: c.state_key for step, c in chain.stateful.items()}, groups, sctx.try_number,
+                        Identity(run.versions, run.code, "", source), run.checkpointing, chain.declaration.enabled,
+                        run.opted_out, initial)
     outcome = run_epochs(settings, engine.plan(), engine, listener)
     produced = {o.result: o for o in outcome.outputs}
     refs = []

@@ -53,8 +53,12 @@ def normalise(table: pa.Table, key: Sequence[str], where: str) -> pa.Table:
                                   "rows; every state row needs a key")
     ordered = table.sort_by([(KEY_GROUP, "ascending"), *((c, "ascending") for c in key)])
     if ordered.num_rows > 1:
-        counts = ordered.group_by(list(key), use_threads=False).aggregate([([], "count_all")])
-        if pc.max(counts.column("count_all")).as_py() > 1:
+        same = None  # a key twice has one key group, so its rows are neighbours once sorted
+        for column in key:
+            values = ordered.column(column)
+            equal = pc.equal(values.slice(1), values.slice(0, ordered.num_rows - 1))
+            same = equal if same is None else pc.and_(same, equal)
+        if same is not None and pc.any(same).as_py():
             raise StepOutputError(f"{where}: the state holds a state_key more than once; return one row per key")
     return ordered
 
@@ -68,8 +72,9 @@ def base_run(state: pa.Table) -> pa.Table:
 
 def diff(previous: pa.Table, current: pa.Table, key: Sequence[str]) -> pa.Table:
     """The run of the keys that changed from ``previous`` to ``current`` (both normalised, same schema): upserts
-    and tombstones (module rule), sorted by ``(key group, key)``. Joins carry only keys and row numbers (Arrow
-    joins do not carry nested columns); values are compared row by row after."""
+    and tombstones (module rule), sorted by ``(key group, key)``. Rows are matched by key (:func:`_positions`),
+    then their values compared column by column."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -77,16 +82,28 @@ def diff(previous: pa.Table, current: pa.Table, key: Sequence[str]) -> pa.Table:
     if previous.num_rows == 0:
         return base_run(current)
     values = [c for c in current.column_names if c not in (*keys, KEY_GROUP)]
+    old = _positions(current, previous, keys)
+    known = pc.is_valid(old)
+    changed = _changed(current, previous.take(pc.fill_null(old, 0)), values, known)
+    upserts = current.filter(changed)
+    matched = np.zeros(previous.num_rows, dtype=bool)
+    matched[pc.drop_null(old).to_numpy()] = True
+    gone = previous.filter(pa.array(~matched))
+    run = pa.concat_tables([base_run(upserts), _tombstones(gone, current.schema, keys)])
+    return run.sort_by([(KEY_GROUP, "ascending"), *((c, "ascending") for c in keys)])
+
+
+def _positions(current: pa.Table, previous: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """For each row of ``current``, the number of the row of ``previous`` with its key, or null: a hash lookup for
+    one key column, a join (carrying only keys and row numbers) for several."""
+    import pyarrow.compute as pc
+
+    if len(keys) == 1:
+        return pc.index_in(current.column(keys[0]), value_set=previous.column(keys[0]).combine_chunks())
     now = _numbered(current, keys, _SEQ)
     then = _numbered(previous, keys, "\0old")
     joined = now.join(then, keys, join_type="left outer", use_threads=False).sort_by(_SEQ)
-    rows, old = joined.column(_SEQ), joined.column("\0old")
-    known = pc.is_valid(old)
-    changed = _changed(current.take(rows), previous.take(pc.fill_null(old, 0)), values, known)
-    upserts = current.take(pc.filter(rows, changed))
-    gone = then.join(now, keys, join_type="left anti", use_threads=False).column("\0old")
-    run = pa.concat_tables([base_run(upserts), _tombstones(previous.take(gone), current.schema, keys)])
-    return run.sort_by([(KEY_GROUP, "ascending"), *((c, "ascending") for c in keys)])
+    return joined.column("\0old").combine_chunks()
 
 
 def _numbered(table: pa.Table, keys: Sequence[str], name: str) -> pa.Table:
@@ -96,7 +113,7 @@ def _numbered(table: pa.Table, keys: Sequence[str], name: str) -> pa.Table:
     return table.select(list(keys)).append_column(name, pa.array(range(table.num_rows), pa.int64()))
 
 
-def _changed(now: pa.Table, then: pa.Table, values: Sequence[str], known: pa.ChunkedArray) -> pa.ChunkedArray:
+def _changed(now: pa.Table, then: pa.Table, values: Sequence[str], known: pa.Array) -> pa.Array:
     """Per row: its key is new (not ``known``), or one of its ``values`` differs from the old row's (nulls equal
     nulls)."""
     import pyarrow as pa
@@ -127,21 +144,44 @@ def _tombstones(gone: pa.Table, schema: pa.Schema, keys: Sequence[str]) -> pa.Ta
 def merge(runs: Sequence[pa.Table], key: Sequence[str], drop_tombstones: bool) -> pa.Table:
     """One run holding, for each key, its row from the newest of ``runs`` (oldest first) that has it; deleted keys
     dropped when ``drop_tombstones`` (module rule)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     keys = list(key)
     if not runs:
         raise ValueError("merge needs at least one run")
-    every = pa.concat_tables([run.select(runs[0].column_names) for run in runs])
-    which = pa.concat_arrays([pa.array([i] * run.num_rows, pa.int32()) for i, run in enumerate(runs)])
-    index = _numbered(every, keys, "\0row").append_column(_SEQ, which)
-    newest = index.group_by(keys, use_threads=False).aggregate([(_SEQ, "max")]).rename_columns([*keys, _SEQ])
-    rows = index.join(newest, [*keys, _SEQ], join_type="inner", use_threads=False).column("\0row")
-    kept = every.take(rows)
+    kept = _newest(runs, keys[0]) if len(keys) == 1 else _newest_by_join(runs, keys)
     if drop_tombstones:
         kept = kept.filter(pc.invert(kept.column(DELETED)))
     return kept.sort_by([(KEY_GROUP, "ascending"), *((c, "ascending") for c in keys)])
+
+
+def _newest(runs: Sequence[pa.Table], key: str) -> pa.Table:
+    """Newest run first, each older run's rows whose key no newer run holds (one key column: hash lookups)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kept: list[pa.Table] = []
+    seen: pa.Array | None = None
+    for run in reversed(runs):
+        run = run.select(runs[0].column_names)
+        part = run if seen is None else run.filter(pc.invert(pc.is_in(run.column(key), value_set=seen)))
+        kept.append(part)
+        keys = part.column(key).combine_chunks()
+        seen = keys if seen is None else pa.concat_arrays([seen, keys])
+    return pa.concat_tables(kept)
+
+
+def _newest_by_join(runs: Sequence[pa.Table], keys: Sequence[str]) -> pa.Table:
+    """:func:`_newest` for several key columns: the newest run number per key by aggregation, rows by a join that
+    carries only keys and row numbers."""
+    import pyarrow as pa
+
+    every = pa.concat_tables([run.select(runs[0].column_names) for run in runs])
+    which = pa.concat_arrays([pa.array([i] * run.num_rows, pa.int32()) for i, run in enumerate(runs)])
+    index = _numbered(every, keys, "\0row").append_column(_SEQ, which)
+    newest = index.group_by(list(keys), use_threads=False).aggregate([(_SEQ, "max")]).rename_columns([*keys, _SEQ])
+    rows = index.join(newest, [*keys, _SEQ], join_type="inner", use_threads=False).column("\0row")
+    return every.take(rows)
 
 
 def restore(runs: Sequence[pa.Table], key: Sequence[str]) -> pa.Table:

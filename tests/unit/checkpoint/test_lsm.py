@@ -70,3 +70,22 @@ def test_a_state_needs_unique_non_null_keys() -> None:
         lsm.normalise(nulls, KEY, "step 's'")
     with pytest.raises(StepOutputError, match="no column 'j'"):
         lsm.normalise(table.drop_columns(["j"]), KEY, "step 's'")
+
+
+def single(rows: dict[int, int | None]) -> pa.Table:
+    keys = sorted(rows)
+    table = pa.table({"k": keys, "v": [rows[k] for k in keys], lsm.KEY_GROUP: [k % 4 for k in keys]},
+                     schema=pa.schema([("k", pa.int64()), ("v", pa.int64()), (lsm.KEY_GROUP, pa.int32())]))
+    return lsm.normalise(table, ("k",), "step 's'")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.integers(0, 30), st.one_of(st.none(), st.integers(0, 3)), max_size=30),
+                min_size=1, max_size=6))
+def test_one_key_column_takes_the_hash_lookup_path_with_the_same_results(sequence: list[dict]) -> None:
+    tables = [single(s) for s in sequence]
+    runs = [lsm.base_run(tables[0])] + [lsm.diff(a, b, ("k",)) for a, b in itertools.pairwise(tables)]
+    assert lsm.restore(runs, ("k",)).to_pylist() == tables[-1].to_pylist()
+    if len(runs) > 2:
+        merged = lsm.merge(runs[1:], ("k",), drop_tombstones=False)
+        assert lsm.restore([runs[0], merged], ("k",)).to_pylist() == tables[-1].to_pylist()

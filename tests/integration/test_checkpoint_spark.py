@@ -9,10 +9,8 @@ computed without Spark; and a chain checkpoints all its members at one boundary.
 
 from __future__ import annotations
 
-import os
 import runpy
 import secrets
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +28,7 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
+from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration
 EXAMPLE = runpy.run_path(str(Path(__file__).resolve().parents[2] / "dags" / "clickstream_sessions.py"),
@@ -37,16 +36,9 @@ EXAMPLE = runpy.run_path(str(Path(__file__).resolve().parents[2] / "dags" / "cli
 DAG, RUN = "clickstream_sessions", "run"
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
-        "spark.sql.shuffle.partitions", "2").getOrCreate()
-    yield session
-    session.stop()
+@pytest.fixture(scope="module", params=["embedded"])
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from spark_session(request, shuffle_partitions=2)
 
 
 @pytest.fixture

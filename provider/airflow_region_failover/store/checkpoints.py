@@ -33,7 +33,7 @@ from typing import Any
 from airflow_region_failover.exceptions import ManifestError
 from airflow_region_failover.graph.errors import RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.manifest import InputVersion, ObjectEntry
+from airflow_region_failover.store.manifest import InputVersion, ObjectEntry, json_document
 
 FORMAT = "airflow-region-failover/checkpoint"
 TRY_FORMAT = "airflow-region-failover/checkpoint-try"
@@ -254,15 +254,7 @@ class CompletedNote:
 
 
 def _document(data: bytes, where: str, kind: str) -> dict[str, Any]:
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"checkpoint {where} is not JSON: {exc}") from None
-    if not isinstance(body, dict) or body.get("format") != kind:
-        raise ManifestError(f"checkpoint {where} is not a {kind} document")
-    if body.get("version") != VERSION:
-        raise ManifestError(f"checkpoint {where} has version {body.get('version')!r}; this store reads {VERSION}")
-    return body
+    return json_document(data, f"checkpoint {where}", kind, frozenset({VERSION}))
 
 
 def _entries(items: object) -> tuple[ObjectEntry, ...]:

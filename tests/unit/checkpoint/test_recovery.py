@@ -9,12 +9,8 @@ parallelism.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import boto3
 import pyarrow as pa
 import pytest
-from moto import mock_aws
 
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
@@ -26,19 +22,11 @@ from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.job import StepImpl
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store import ResultStore
 from tests.support.checkpointing import SCHEMA, commit_input, run_try
 
 DAG = "d"
 DECL = Checkpoint(["k"], "k long, n long", epochs=3)
-
-
-@pytest.fixture
-def store() -> Iterator[ResultStore]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield ResultStore(StoreConfig("bkt", "pre", S3Access(), spark_io="driver", min_grace_seconds=60), client=client)
 
 
 def chain(keyed: bool) -> object:

@@ -7,32 +7,21 @@ start over and why, half-written checkpoints, retention and gc, incremental uplo
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pytest
-from moto import mock_aws
 
 from airflow_region_failover.checkpoint.plan import Epoch
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
 from airflow_region_failover.store.registry import derive_registry
 from tests.support.checkpointing import OUTPUT, commit_input, counting, run_try
 
 DAG = "d"
-
-
-@pytest.fixture
-def store() -> Iterator[ResultStore]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield ResultStore(StoreConfig("bkt", "pre", S3Access(), spark_io="driver", min_grace_seconds=60), client=client)
 
 
 def clicks(n: int = 6, seed: int = 0) -> list[pa.Table]:

@@ -1,53 +1,152 @@
-"""What the deployment configured: the ``[region_failover]`` section of airflow.cfg (declared with defaults in
-:mod:`.provider_info`) and Airflow connections.
+"""What the deployment configured: the ``[region_failover]`` section of airflow.cfg and Airflow connections.
 
-Rules: every reader falls back to the given default outside Airflow (the pure CLI, tests without Airflow), and a
-malformed value that the provider cannot use raises :class:`OptionError` naming the option — except the failover
-loop's own tuning values (:func:`float_value`), which fall back rather than stop the listener. Connections are
-looked up one way everywhere (:func:`connection`): the Task SDK's ``BaseHook.get_connection``, which reads the
-secrets backends of the process it runs in (the supervisor in a worker, the metadata DB in the scheduler and the
-API server), so secrets never live in this provider's own configuration.
+Rules (the openlineage provider's ``conf.py`` is the model):
+
+- **One getter per option**, named as the option, typed: the only place that reads ``[region_failover]``. Its
+  default is the one declared in :data:`~airflow_region_failover.provider_info.CONFIG_OPTIONS` (what ``airflow
+  config list`` shows); it applies when the option is unset, and outside Airflow (the pure CLI, tests without
+  Airflow). ``tests/unit/test_conf.py`` checks that every declared option has its getter, that every getter is
+  used, and that no module reads the section past them.
+- **A bad value** is an :class:`OptionError` naming the option (``[region_failover] key``), its value and the fix —
+  except the failover loop's own timing (:func:`watch_interval`, :func:`watch_lookback`, :func:`max_start_delay`)
+  and :func:`enabled`, read in the scheduler where a plugin must never stop it: those log that same one-line error
+  as a warning and use the declared default.
+- **Connections** are looked up one way everywhere (:func:`connection`): the Task SDK's
+  ``BaseHook.get_connection``, which reads the secrets backends of the process it runs in (the supervisor in a
+  worker, the metadata DB in the scheduler and the API server), so secrets never live in this configuration.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 from typing import Any
 
 from airflow_region_failover.exceptions import OptionError
-from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
-from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY
+from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY, TYPE_HINT, parse_type
+from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, FailoverStrategy
+from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION
 
-SECTION = "region_failover"
+SECTION = CONFIG_SECTION
+SPARK_IO_MODES = ("executors", "driver")
+log = logging.getLogger(__name__)
 
 
-def value(key: str, fallback: str) -> str:
-    """``[region_failover] key`` (``fallback`` outside Airflow or when unset)."""
+def declared_default(key: str) -> str:
+    """The default :data:`CONFIG_OPTIONS` declares for ``key`` (``KeyError``: not an option of the provider)."""
+    return CONFIG_OPTIONS[key].default
+
+
+def _text(key: str) -> str:
+    """``[region_failover] key`` as text: airflow.cfg or ``AIRFLOW__REGION_FAILOVER__KEY``, else its declared
+    default (also outside Airflow)."""
+    default = declared_default(key)
     try:
-        from airflow.configuration import conf
+        from airflow.configuration import conf  # deferred: the pure CLI runs without Airflow
     except ImportError:  # pragma: no cover - outside Airflow
-        return fallback
-    return str(conf.get(SECTION, key, fallback=fallback))
+        return default
+    return str(conf.get(SECTION, key, fallback=default))
 
 
-def float_value(key: str, fallback: float) -> float:
-    """``[region_failover] key`` as a number; ``fallback`` when it is unset, unreadable or not a number."""
+def _bad(key: str, raw: str, fix: str) -> OptionError:
+    return OptionError(f"[{SECTION}] {key} = {raw!r}: {fix} (AIRFLOW__{SECTION.upper()}__{key.upper()})")
+
+
+def _optional(key: str) -> str | None:
+    return _text(key).strip() or None
+
+
+def _seconds(key: str, *, zero: bool = False) -> float:
+    """A number of seconds (> 0, or >= 0 with ``zero``); anything else: a warning and the declared default."""
+    raw = _text(key)
     try:
-        return float(value(key, str(fallback)))
-    except Exception:
-        return fallback
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and (value > 0 or (zero and value == 0)):
+        return value
+    error = _bad(key, raw, f"use a number of seconds {'>=' if zero else '>'} 0")
+    log.warning("region failover: %s; using the default %s", error, declared_default(key))
+    return float(declared_default(key))
 
 
-def json_object(key: str, what: str) -> dict[str, Any]:
-    """``[region_failover] key`` as a JSON object (empty when unset); :class:`OptionError` naming it otherwise."""
-    raw = value(key, "{}") or "{}"
+def _json_object(key: str, what: str) -> dict[str, Any]:
+    raw = _text(key)
     try:
-        parsed = json.loads(raw)
+        parsed = json.loads(raw.strip() or "{}")
     except json.JSONDecodeError:
         parsed = None
     if not isinstance(parsed, dict):
-        raise OptionError(f"[{SECTION}] {key} {raw!r} must be a JSON object of {what}")
+        raise _bad(key, raw, f"use a JSON object of {what}")
     return parsed
+
+
+# -- the failover loop ----------------------------------------------------------------------------------------
+def enabled() -> bool:
+    """``[region_failover] enabled``: whether the failover loop acts (a bad value: warning, default)."""
+    raw = _text("enabled")
+    value = raw.strip().lower()
+    if value in {"true", "t", "1"}:
+        return True
+    if value in {"false", "f", "0"}:
+        return False
+    log.warning("region failover: %s; using the default %s", _bad("enabled", raw, "use True or False"),
+                declared_default("enabled"))
+    return declared_default("enabled") == "True"
+
+
+def api_conn_id() -> str:
+    """``[region_failover] api_conn_id``: the connection through which the failover loop clears tasks."""
+    conn_id = _optional("api_conn_id")
+    if conn_id is None:
+        raise _bad("api_conn_id", "", "name the http connection of the Airflow API")
+    return conn_id
+
+
+def watch_interval() -> float:
+    """``[region_failover] watch_interval``: seconds between two watcher passes (> 0)."""
+    return _seconds("watch_interval")
+
+
+def watch_lookback() -> float:
+    """``[region_failover] watch_lookback``: seconds of history the watcher re-reads (> 0)."""
+    return _seconds("watch_lookback")
+
+
+def max_start_delay() -> float:
+    """``[region_failover] max_start_delay``: the most seconds a restarted task waits for its restart time (>= 0)."""
+    return _seconds("max_start_delay", zero=True)
+
+
+def failover_strategy() -> str:
+    """``[region_failover] failover_strategy``: ``region`` or ``full``."""
+    raw = _text("failover_strategy")
+    return FailoverStrategy.parse(raw, key=f"[{SECTION}] failover_strategy").value
+
+
+def restart_strategy() -> str:
+    """``[region_failover] restart_strategy``: a restart-strategy type name (Flink's, any alias)."""
+    raw = _text("restart_strategy")
+    try:
+        parse_type(raw)
+    except OptionError:
+        raise _bad("restart_strategy", raw, TYPE_HINT) from None
+    return raw.strip()
+
+
+def restart_strategy_options() -> dict[str, str]:
+    """``[region_failover] restart_strategy_options``: further Flink keys -> values (as Flink writes them)."""
+    return {str(k): option_text(k, v) for k, v in _json_object("restart_strategy_options", "Flink keys").items()}
+
+
+def restart_defaults() -> dict[str, str]:
+    """The deployment's failover/restart defaults as Flink keys: :func:`restart_strategy_options` with
+    :func:`failover_strategy` and :func:`restart_strategy` over them."""
+    options = restart_strategy_options()
+    options[FAILOVER_STRATEGY_KEY] = failover_strategy()
+    options[RESTART_STRATEGY_TYPE_KEY] = restart_strategy()
+    return options
 
 
 def option_text(key: object, option: object) -> str:
@@ -64,17 +163,92 @@ def option_text(key: object, option: object) -> str:
     raise OptionError(f"option {key!r}: value {option!r} must be a string such as '3' or '10 s'")
 
 
-def restart_defaults() -> dict[str, str]:
-    """The ``[region_failover]`` failover/restart defaults as Flink keys (:class:`OptionError` naming a bad one)."""
-    extra = json_object("restart_strategy_options", "Flink keys")
-    options = {str(k): option_text(k, v) for k, v in extra.items()}
-    options[FAILOVER_STRATEGY_KEY] = value("failover_strategy", "region")
-    options[RESTART_STRATEGY_TYPE_KEY] = value("restart_strategy", "fixed-delay")
-    return options
+# -- the result store -----------------------------------------------------------------------------------------
+def store_bucket() -> str:
+    """``[region_failover] store_bucket`` (required: declared without a default)."""
+    bucket = _optional("store_bucket")
+    if bucket is None:
+        raise _bad("store_bucket", _text("store_bucket"), "set the S3 bucket of the result store")
+    return bucket
+
+
+def store_prefix() -> str:
+    """``[region_failover] store_prefix``: the result store's key prefix inside the bucket."""
+    return _text("store_prefix").strip()
+
+
+def store_aws_conn_id() -> str:
+    """``[region_failover] store_aws_conn_id``: the ``aws`` connection of the result store."""
+    conn_id = _optional("store_aws_conn_id")
+    if conn_id is None:
+        raise _bad("store_aws_conn_id", "", "name the aws connection of the result store")
+    return conn_id
+
+
+def store_spark_io() -> str:
+    """``[region_failover] store_spark_io``: ``executors`` or ``driver``."""
+    raw = _text("store_spark_io")
+    if raw.strip() not in SPARK_IO_MODES:
+        raise _bad("store_spark_io", raw, "set it to 'executors' or 'driver'")
+    return raw.strip()
+
+
+def store_keep_last_runs() -> int | None:
+    """``[region_failover] store_keep_last_runs``: runs kept per DAG (``None``: no limit)."""
+    raw = _text("store_keep_last_runs")
+    if not raw.strip():
+        return None
+    try:
+        runs = int(raw)
+    except ValueError:
+        runs = -1
+    if runs < 0:
+        raise _bad("store_keep_last_runs", raw, "use a whole number of runs >= 0, or leave it empty (no limit)")
+    return runs
+
+
+def store_keep_days() -> float | None:
+    """``[region_failover] store_keep_days``: days a finished run's results are kept (``None``: no limit)."""
+    raw = _text("store_keep_days")
+    if not raw.strip():
+        return None
+    try:
+        days = float(raw)
+    except ValueError:
+        days = math.nan
+    if not (math.isfinite(days) and days >= 0):  # nan compares false with everything: refused, not kept by accident
+        raise _bad("store_keep_days", raw, "use a number of days >= 0, or leave it empty (no limit)")
+    return days
+
+
+def publish_root() -> str | None:
+    """``[region_failover] publish_root``: where published Delta tables go (``None``: under the store)."""
+    return _optional("publish_root")
+
+
+# -- Spark ------------------------------------------------------------------------------------------------------
+def spark_conn_id() -> str | None:
+    """``[region_failover] spark_conn_id``: the default Spark connection of steps (``None``: embedded Spark)."""
+    return _optional("spark_conn_id")
+
+
+def spark_submit_conn_id() -> str | None:
+    """``[region_failover] spark_submit_conn_id``: the default ``spark`` connection of script steps."""
+    return _optional("spark_submit_conn_id")
+
+
+def spark_master() -> str:
+    """``[region_failover] spark_master``: the master URL of embedded Spark (empty: the declared default)."""
+    return _optional("spark_master") or declared_default("spark_master")
+
+
+def spark_conf() -> dict[str, str]:
+    """``[region_failover] spark_conf``: extra Spark configuration, key -> value."""
+    return {str(k): str(v) for k, v in _json_object("spark_conf", "Spark options").items()}
 
 
 def connection(conn_id: str) -> Any:
     """The Airflow connection ``conn_id``, from the secrets backends of this process (see the module rule)."""
-    from airflow.sdk import BaseHook
+    from airflow.sdk import BaseHook  # deferred: only adapters that run inside Airflow look connections up
 
     return BaseHook.get_connection(conn_id)

@@ -1,15 +1,17 @@
 """Provider metadata read by Airflow's ``ProvidersManager`` through the ``apache_airflow_provider`` entry point.
 
-Rule: this module imports nothing (Airflow calls it during provider discovery). ``package-name`` equals the
-distribution name; the ``[region_failover]`` section declares every option the provider reads, with its default
-and description, so ``airflow config list`` shows them and ``conf.get("region_failover", key)`` never fails.
+Rule: this module imports nothing but ``typing`` (Airflow calls it during provider discovery), so it is a leaf of
+the import layers that :mod:`.conf` reads. ``package-name`` equals the distribution name; the
+``[region_failover]`` section (:data:`CONFIG_OPTIONS`) is the one source of every option the provider reads: its
+name, its one default and its description. ``airflow config list`` shows them, and :mod:`.conf` has one typed
+getter per option that falls back to the default declared here (``tests/unit/test_conf.py`` checks both ways).
 The plugin is registered through the ``airflow.plugins`` entry point (provider-info plugins are ignored under
 lazy provider discovery), so it is not listed here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 PACKAGE_NAME = "airflow-provider-region-failover"
 CONFIG_SECTION = "region_failover"
@@ -21,8 +23,17 @@ CONNECTION_TYPES_USED: tuple[str, ...] = (
     "aws (amazon provider): credentials and endpoint_url of the S3 result store",
 )
 
+
+
+class Option(NamedTuple):
+    """A declared option: its default (as airflow.cfg text; ``""``: unset) and its description."""
+
+    default: str
+    description: str
+
+
 #: option -> (default, description). Failover/restart options use Flink's key names as values.
-CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
+CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
     "enabled": ("True", "Whether the failover loop (the plugin's listener) acts on failed tasks of rendered jobs."),
     "api_conn_id": (
         "region_failover_api",
@@ -78,7 +89,12 @@ CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
         '{"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}',
         "Extra Spark configuration (JSON object) for embedded sessions and spark-submit.",
     ),
-    "store_bucket": ("region-failover", "S3 bucket of the result store (BLOCKING results, PIPELINED scratch)."),
+    "store_bucket": (
+        "",
+        "S3 bucket of the result store (BLOCKING results, PIPELINED scratch, decision logs). Required: there is no "
+        "default, since S3 bucket names are global and a guessed one may belong to someone else; a task or the "
+        "failover loop that needs the store without it stops with an error naming this option.",
+    ),
     "store_prefix": ("region-failover", "Key prefix of the result store inside the bucket."),
     "store_spark_io": (
         "executors",
@@ -98,7 +114,18 @@ CONFIG_OPTIONS: dict[str, tuple[str, str]] = {
         "Amazon ('aws') connection of the S3 result store; its extra may set endpoint_url for S3-compatible "
         "servers.",
     ),
-}
+}.items()}
+
+
+def options_table() -> str:
+    """The ``[region_failover]`` options as a Markdown table (option, environment variable, default, meaning): what
+    the docs show between ``<!-- options-table -->`` markers, checked against :data:`CONFIG_OPTIONS` by the tests."""
+    rows = ["| option | environment variable | default | what it sets |", "| --- | --- | --- | --- |"]
+    for key, option in CONFIG_OPTIONS.items():
+        default = f"`{option.default}`" if option.default else "(empty)"
+        text = option.description.replace("|", "\\|")
+        rows.append(f"| `{key}` | `AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}` | {default} | {text} |")
+    return "\n".join(rows) + "\n"
 
 
 def _config_section() -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """``region-failover standalone`` as a user runs it: on a DAGs folder holding the README's first DAG, it serves
 the UI, runs that DAG with an injected failure (the failover restarts the failed region and its consumer), and
-SIGTERM stops everything it started — nothing of it keeps running. Starting it again on the same home keeps the
-run and its history.
+SIGTERM stops everything it started — nothing of it keeps running. It prints how to reach its S3 (keys in a 0600
+file, not on the terminal) and keeps its secrets 0600 in a 0700 home. Starting it again on the same home keeps the
+run and its history, and honours the ``AIRFLOW__...`` settings exported to it, as ``airflow standalone`` does.
 
     numbers#0 ==> squares#0 ==+==> total#0        squares#0 fails on its first try
     numbers#1 ==> squares#1 ==+                   (==> BLOCKING)
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,9 +34,9 @@ UP = re.compile(r"is up: (http://127\.0\.0\.1:\d+)\s+user: (\S+)\s+password: (\S
 class Standalone:
     """``region-failover standalone`` in a child process, its output in a file."""
 
-    def __init__(self, dags: Path, home: Path) -> None:
+    def __init__(self, dags: Path, home: Path, exported: dict[str, str] | None = None) -> None:
         self.out = home.parent / f"standalone-{time.monotonic_ns()}.out"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}, **(exported or {})}
         self.proc = subprocess.Popen(
             [str(Path(sys.executable).with_name("region-failover")), "standalone", "--dags", str(dags),
              "--port", "0", "--home", str(home)],
@@ -110,16 +112,31 @@ def test_standalone_runs_a_readme_dag_with_a_failure_and_stops_cleanly_on_sigter
         alive = [_cmd(p) for p in tree if p.is_running() and _cmd(p)]
         assert not alive, alive
         assert "Stopping" in standalone.out.read_text()
+        _secrets_kept(standalone.out.read_text(), home)
 
-        again = Standalone(dags, home)  # the same home: the run and its note are still there
+        exported = {"AIRFLOW__API__EXPOSE_CONFIG": "True", "AIRFLOW__REGION_FAILOVER__WATCH_INTERVAL": "0.7"}
+        again = Standalone(dags, home, exported)  # the same home: the run and its note are still there
         try:
             url, user, password = again.wait_up()
             assert password == (home / "admin-password").read_text().strip()
             with AirflowRestClient(ApiCredentials(url, user, password)) as api:
                 assert api.dag_run(DAG_ID, run_id)["state"] == "success"
                 assert "squares#0" in (api.dag_run(DAG_ID, run_id)["note"] or "")
+                option = api.get("/config/section/region_failover/option/watch_interval")
+                assert option["sections"][0]["options"][0]["value"] == "0.7", option
         finally:
             assert again.terminate() == 0
     finally:
         if standalone.proc.poll() is None:
             standalone.proc.kill()
+
+
+def _secrets_kept(out: str, home: Path) -> None:
+    """The way to S3 is printed, its keys are in ``<home>/s3.env`` (0600) and not in the output; the home is 0700
+    and the simple auth manager's passwords file 0600."""
+    assert re.search(r"Result store \(S3, SeaweedFS\): endpoint http://127\.0\.0\.1:\d+\s+bucket region-failover", out)
+    assert f"{home.resolve() / 's3.env'} (0600)" in out and "/region-failover/tables/<table>" in out
+    keys = dict(line.split("=", 1) for line in (home / "s3.env").read_text().splitlines())
+    assert keys["AWS_SECRET_ACCESS_KEY"] and keys["AWS_SECRET_ACCESS_KEY"] not in out
+    modes = {p: stat.S_IMODE((home / p).stat().st_mode) for p in ("", "s3.env", "airflow/passwords.json")}
+    assert modes == {"": 0o700, "s3.env": 0o600, "airflow/passwords.json": 0o600}, modes

@@ -4,7 +4,7 @@ parses, and the reference pages say what the code declares.
 ``mkdocs build --strict`` (``mkdocs.yml``: ``validation`` of links, anchors and the nav set to ``warn``) turns a
 broken link, a missing anchor or a page left out of the nav into a failed build; the pages outside ``docs/``
 (README.md, ARCHITECTURE.md, benchmarks/README.md) are checked here with the same slug rule. The reference checks
-keep one source of truth: the options table against ``provider_info.CONFIG_OPTIONS``, the CLI page against the
+keep one source of truth (the options table is ``tests/unit/test_conf.py``'s): the CLI page against the
 argument parser, the errors page against ``exceptions.__all__``, the architecture's layer list against the import
 contract's ``LAYER``.
 """
@@ -22,7 +22,6 @@ from markdown.extensions.toc import slugify
 
 from airflow_region_failover import exceptions
 from airflow_region_failover.cli.main import build_parser
-from airflow_region_failover.provider_info import CONFIG_OPTIONS
 from tests.support.readme import FIRST_DAG_ID, readme_dag
 from tests.unit.test_imports import LAYER
 
@@ -85,18 +84,6 @@ def test_readme_first_dag_parses_into_its_regions(tmp_path: Path) -> None:
     assert {task.task_id: sorted(task.upstream_task_ids) for task in dag.tasks} == {
         "numbers.0": [], "numbers.1": [], "squares.0": ["numbers.0"], "squares.1": ["numbers.1"],
         "total.0": ["squares.0", "squares.1"]}
-
-
-def table_rows(text: str, header: str) -> list[list[str]]:
-    """The rows of the Markdown table whose header line starts with ``header``."""
-    block = text.split(header, 1)[1].split("\n\n", 1)[0]
-    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in block.splitlines()[2:]]
-
-
-def test_options_reference_lists_every_declared_option_with_its_default() -> None:
-    rows = table_rows((DOCS / "reference" / "options.md").read_text(), "| option | default | meaning |")
-    documented = {row[0].strip("`"): "" if row[1] == "empty" else row[1].strip("`") for row in rows}
-    assert documented == {key: default for key, (default, _) in CONFIG_OPTIONS.items()}
 
 
 def test_cli_reference_names_every_command_and_flag() -> None:

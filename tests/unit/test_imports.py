@@ -1,7 +1,8 @@
 """The import contract: layers import downwards only, the core is pure, and no two modules import each other.
 
-Layers (ARCHITECTURE.md): ``graph < failover < (exceptions, naming, conf, job) < store < spark < (rendering,
-operators, plugins, cli, authoring, provider_info, standalone) < (__init__, __main__)``. Every import of our own
+Layers (ARCHITECTURE.md): ``(graph, provider_info) < failover < (exceptions, naming, conf, job) < store < spark <
+(rendering, operators, plugins, cli, authoring, standalone) < (__init__, __main__)`` (``provider_info`` imports
+nothing: it declares the options that ``conf`` reads). Every import of our own
 modules counts — module-level, function-local or under ``TYPE_CHECKING`` — and a function-local one must say why it
 is deferred (a comment with ``deferred`` on its line). Sideways imports inside a layer are allowed only where listed.
 """
@@ -22,7 +23,7 @@ PACKAGE = "airflow_region_failover"
 ROOT = Path(airflow_region_failover.__file__).parent
 
 LAYER: dict[str, int] = {
-    "graph": 0,
+    "graph": 0, "provider_info": 0,
     "failover": 1,
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "publication.declaration": 2,
     "store": 3,
@@ -30,7 +31,7 @@ LAYER: dict[str, int] = {
     "spark": 5,
     "observability": 6, "rendering": 6, "failover_view": 6, "publication.operator": 6, "plugins.preload": 6,
     "publication": 6,
-    "operators": 7, "plugins": 7, "cli": 7, "authoring": 7, "provider_info": 7, "standalone": 7,
+    "operators": 7, "plugins": 7, "cli": 7, "authoring": 7, "standalone": 7,
     "__init__": 8, "__main__": 8,
 }
 """A unit is a subpackage or top-level module, or a module of a subpackage where it has a layer of its own (the

@@ -33,7 +33,7 @@ def run_publisher(monkeypatch: pytest.MonkeyPatch, committed: bool, run_commit: 
     the table holds ``run_commit`` of this run, or nothing of it), with events already ``announced`` versions."""
     store = SimpleNamespace(config=StoreConfig(bucket="bkt", prefix="rf", access=S3Access()))
     monkeypatch.setattr(publishing, "default_store", lambda: store)
-    monkeypatch.setattr(publishing.conf, "value", lambda key, fallback: fallback)
+    monkeypatch.delenv("AIRFLOW__REGION_FAILOVER__PUBLISH_ROOT", raising=False)
     outcome = delta.PublishOutcome(URI, committed, 4 if committed else 3, rows=7,
                                    reason="" if committed else "already published")
     monkeypatch.setattr(publishing.tables, "publish", lambda *args, **kwargs: outcome)
@@ -83,10 +83,11 @@ def test_a_version_committed_by_a_try_that_died_before_success_is_announced_once
 
 
 def test_published_table_is_the_asset_the_publisher_emits(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    options = {"store_bucket": "bkt", "store_prefix": "rf"}
-    monkeypatch.setattr(publishing.conf, "value", lambda key, fallback: options.get(key, fallback))
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", "bkt")
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", "rf")
+    monkeypatch.delenv("AIRFLOW__REGION_FAILOVER__PUBLISH_ROOT", raising=False)
     assert published_table("totals") == Asset(uri=URI)
-    options["publish_root"] = str(tmp_path)
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__PUBLISH_ROOT", str(tmp_path))
     assert published_table("totals") == Asset(uri=(tmp_path / "totals").as_uri())
     with pytest.raises(GraphError, match="'to tals' is not a table name"):
         published_table("to tals")

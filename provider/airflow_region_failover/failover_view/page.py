@@ -11,8 +11,11 @@ Rules:
   The rerun is *done* when every task the decision cleared has succeeded with a later try (at the last end time
   among them); a later decision *supersedes* it; otherwise it is *in progress*. Each decision shows the budget
   left as it recorded it.
-* **Regions of a decision** carry the reason the planner gave (failed / producer-unavailable / consumer / full);
-  every other region is *kept*.
+* **Regions of a decision** carry the reason the planner gave (failed / producer-unavailable / consumer / full)
+  and its cause; every other region is *kept*. The run page and the dry run list them in one table
+  (region, reason, cause, subtasks) under the graph.
+* **The graph keeps its size** (:mod:`.svg`): its box scrolls when the graph is wider than the tab. The dry run
+  draws no task-instance states (there is no run) and its legend shows none.
 * **Checkpoints** of checkpointed steps (:mod:`~..checkpoint`): where each try of a checkpointed subtask started —
   *resumed* from a checkpoint (and how many epochs it skipped) or *started over* (and why) — and every checkpoint
   completed (epoch, bytes uploaded, duration), in time order, from the store's records of the run.
@@ -208,7 +211,10 @@ def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int 
         nav.append(f'<a{cls} href="{escape(base)}/run/{dag}/{run}?decision={d.id}">decision #{d.id}</a>')
     body = [f"<h2>{escape(title)}</h2>", f"<nav>{''.join(nav)}</nav>",
             f'<p id="rf-caption">Showing {escape(caption)}. {_summary(chosen)}</p>',
-            f'<div class="graph">{svg}</div>', _legend(), "<h3>Timeline</h3>", _timeline_table(model["decisions"])]
+            f'<div class="graph">{svg}</div>', _legend(states=True)]
+    if chosen is not None and chosen.regions:
+        body.append(_regions_table([(r.region, r.reason, r.cause, r.subtasks) for r in chosen.regions]))
+    body += ["<h3>Timeline</h3>", _timeline_table(model["decisions"])]
     if model["checkpoints"]:
         body += ["<h3>Checkpoints</h3>", _checkpoint_table(model["checkpoints"])]
     return _document(title, body)
@@ -232,15 +238,12 @@ def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mappi
         caption = (f"If {plan.failed} failed ({plan.strategy.value} strategy), {len(plan.restart)} subtask(s) in "
                    f"{len(plan.regions)} region(s) would restart; every BLOCKING result not listed as gone is "
                    "taken as committed.")
-    rows = "".join(f"<tr><td>{escape(r.region.id)}</td><td>{escape(r.reason.value)}</td><td>{escape(r.cause)}</td>"
-                   f"<td>{escape(', '.join(str(s) for s in r.region.subtasks))}</td></tr>" for r in plan.regions
-                   ) if plan else ""
     hints = "".join(f"<li>{escape(k)}: {escape(v)}</li>" for k, v in sorted(reuse.items()))
     body = [f"<h2>{escape(title)}</h2>", form, f'<p id="rf-caption">{escape(caption)}</p>',
-            f'<div class="graph">{svg}</div>', _legend()]
+            f'<div class="graph">{svg}</div>', _legend(states=False)]
     if plan is not None:
-        body.append("<table><tr><th>region</th><th>reason</th><th>cause</th><th>subtasks</th></tr>"
-                    f"{rows}</table>")
+        body.append(_regions_table([(r.region.id, r.reason.value, r.cause, tuple(str(s) for s in r.region.subtasks))
+                                    for r in plan.regions]))
     if hints:
         body.append(f"<h3>Could keep their committed results</h3><ul>{hints}</ul>")
     return _document(title, body)
@@ -265,12 +268,22 @@ def _budget(budget: Mapping[str, Any]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(budget.items())) or "-"
 
 
-def _legend() -> str:
-    states = "".join(f'<span><i class="sw" style="background:{c}"></i>{escape(s)}</span>'
-                     for s, c in [*STATE_COLOURS.items(), ("none", "#ffffff")] if s in _SHOWN_STATES)
+def _regions_table(rows: Sequence[tuple[str, str, str, Sequence[str]]]) -> str:
+    """Why each region restarts: region, reason, cause, subtasks — one table for the run and the dry run."""
+    body = "".join(f'<tr data-region="{escape(region)}"><td>{escape(region)}</td><td>{escape(reason)}</td>'
+                   f"<td>{escape(cause)}</td><td>{escape(', '.join(subtasks))}</td></tr>"
+                   for region, reason, cause, subtasks in rows)
+    return ('<table id="rf-regions"><tr><th>region</th><th>reason</th><th>cause</th><th>subtasks</th></tr>'
+            f"{body}</table>")
+
+
+def _legend(*, states: bool) -> str:
+    """The colours' meaning; ``states``: the run's task-instance states too (the dry run has none)."""
+    shown = "".join(f'<span><i class="sw" style="background:{c}"></i>{escape(s)}</span>'
+                    for s, c in [*STATE_COLOURS.items(), ("none", "#ffffff")] if s in _SHOWN_STATES)
     reasons = "".join(f'<span><i class="sw" style="border:3px solid {c}"></i>{escape(r)}</span>'
                       for r, c in REASON_COLOURS.items())
-    return (f'<div class="legend">States: {states}<br>Restart reasons: {reasons}'
+    return (f'<div class="legend">{f"States: {shown}<br>" if states else ""}Restart reasons: {reasons}'
             '<span><i class="sw" style="opacity:.3;background:#ccc"></i>kept</span>'
             "<br>Edges: solid = PIPELINED (lost on failure), dashed = BLOCKING (committed to S3)</div>")
 

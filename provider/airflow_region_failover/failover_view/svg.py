@@ -1,9 +1,13 @@
 """The job graph of one run as an SVG: steps, subtasks coloured by state, regions, and what a decision restarts.
 
-Rules (what a person reads at a glance; positions from :mod:`.graph_layout`):
+Rules (what a person reads at a glance; positions from :mod:`.layout`):
+
+* drawn at its natural size (one SVG unit is one CSS pixel, no text under :data:`MIN_FONT_PX`), never scaled down
+  to the width of the tab: the page lets a wide graph scroll;
 
 * one box per step, one cell per subtask, the cell filled with the colour of its task instance's state in this
-  run (Airflow's state colours; no state: white) and labelled ``#i state`` (``try n`` once retried);
+  run (Airflow's state colours; no state: white) and labelled ``#i state`` (``try n`` once retried); without a
+  run (the dry run: ``states`` is ``None``) a cell is labelled ``#i`` and carries no state;
 * every failover region is a cluster: a translucent band in its own colour around its cells, labelled with its
   id; the cells of a region that is restarted have the colour of the region's *reason* as their outline
   (``failed`` red, ``producer-unavailable`` purple, ``consumer`` orange, ``full`` grey) and its cluster is
@@ -42,6 +46,7 @@ REASON_COLOURS: Mapping[str, str] = {
 KEPT = "kept"
 _SHORT_REASONS = {"producer-unavailable": "producer unavail."}
 _TEXT = "font-family:sans-serif"
+MIN_FONT_PX = 11
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,8 @@ def render_svg(regions: Regions, states: Mapping[SubtaskId, CellState] | None = 
                highlights: Mapping[str, Highlight] | None = None, failed: Collection[SubtaskId] = (),
                title: str = "") -> str:
     """The SVG of ``regions.graph`` (module rules). ``highlights``: region id -> why it restarts; ``None``
-    draws no decision (no region is marked kept)."""
+    draws no decision (no region is marked kept); ``states`` ``None`` draws no run (the dry run)."""
     places = layout(regions.graph)
-    states = states or {}
     parts = [_header(places, title)]
     parts.extend(_frame(box) for box in places.boxes.values())
     parts.extend(_cluster(places, i, region, highlights) for i, region in enumerate(regions.regions))
@@ -80,7 +84,7 @@ def render_svg(regions: Regions, states: Mapping[SubtaskId, CellState] | None = 
 def _header(places: Layout, title: str) -> str:
     width, height = int(places.width), int(places.height)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rf-graph" width="{width}" height="{height}" '
-            f'style="max-width:100%;height:auto" viewBox="0 0 {width} {height}" role="img" '
+            f'viewBox="0 0 {width} {height}" role="img" '
             f'aria-label="{escape(title or "job graph")}">'
             f"<title>{escape(title or 'job graph')}</title>"
             '<defs><marker id="rf-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
@@ -107,7 +111,7 @@ def _cluster(places: Layout, number: int, region: Region, highlights: Mapping[st
             f"<title>{escape(tip)}</title>"
             f'<rect x="{band.x:.1f}" y="{band.y:.1f}" width="{band.width:.1f}" height="{band.height:.1f}" rx="6" '
             f'fill="{colour}" fill-opacity="{opacity}" stroke="{stroke}" stroke-width="{width}"/>'
-            f'<text x="{band.right + 3:.1f}" y="{band.y + 11:.1f}" font-size="10" style="{_TEXT}" '
+            f'<text x="{band.right + 3:.1f}" y="{band.y + 11:.1f}" font-size="{MIN_FONT_PX}" style="{_TEXT}" '
             f'fill="{stroke if found else "#555"}" font-weight="{"bold" if found else "normal"}">'
             f"{escape(label)}</text></g>")
 
@@ -124,7 +128,7 @@ def _edge(places: Layout, edge: Edge) -> str:
             f'data-exchange="{edge.exchange.value}"><title>{escape(label)}</title>'
             f'<path d="M{x1:.1f},{y1:.1f} C{x1 + bend:.1f},{y1:.1f} {x2 - bend:.1f},{y2:.1f} {x2:.1f},{y2:.1f}" '
             f'fill="none" stroke="#555" stroke-width="1.5"{dash} marker-end="url(#rf-arrow)"/>'
-            f'<text x="{(x1 + x2) / 2:.1f}" y="{(y1 + y2) / 2 - 5:.1f}" font-size="9" text-anchor="middle" '
+            f'<text x="{(x1 + x2) / 2:.1f}" y="{(y1 + y2) / 2 - 5:.1f}" font-size="{MIN_FONT_PX}" text-anchor="middle" '
             f'style="{_TEXT}" fill="#333">{escape(_short(edge.exchange.value.lower(), 12))}</text></g>')
 
 
@@ -138,34 +142,38 @@ def _frame(box: StepBox) -> str:
             f"{escape(_short(box.step, 34))}</text></g>")
 
 
-def _cells(box: StepBox, states: Mapping[SubtaskId, CellState], failed: set[SubtaskId], regions: Regions) -> str:
-    """The step's subtask cells, over the regions' bands."""
+def _cells(box: StepBox, states: Mapping[SubtaskId, CellState] | None, failed: set[SubtaskId],
+           regions: Regions) -> str:
+    """The step's subtask cells, over the regions' bands (``states`` ``None``: no run, no state to show)."""
     parts = [f'<g class="rf-cells" data-step="{escape(box.step)}">']
-    for subtask, cell in box.cells.items():
-        parts.append(_cell(subtask, cell, states.get(subtask), subtask in failed, regions.region_of(subtask).id))
+    for subtask, rect in box.cells.items():
+        cell = None if states is None else states.get(subtask, CellState(None))
+        parts.append(_cell(subtask, rect, cell, subtask in failed, regions.region_of(subtask).id))
     if box.more is not None:
         m = box.more
         parts.append(f'<g class="rf-more"><rect x="{m.x:.1f}" y="{m.y:.1f}" width="{m.width:.1f}" '
                      f'height="{m.height:.1f}" rx="3" fill="#eee" stroke="#999"/>'
-                     f'<text x="{m.x + 6:.1f}" y="{m.y + 14:.1f}" font-size="11" style="{_TEXT}">'
+                     f'<text x="{m.x + 6:.1f}" y="{m.y + 14:.1f}" font-size="{MIN_FONT_PX}" style="{_TEXT}">'
                      f"+{box.hidden} more subtasks</text></g>")
     parts.append("</g>")
     return "".join(parts)
 
 
 def _cell(subtask: SubtaskId, rect: Rect, cell: CellState | None, failed: bool, region: str) -> str:
-    state = cell.state if cell is not None and cell.state else "none"
+    """One subtask's cell: ``cell`` is its task instance in the run (``None``: no run is drawn)."""
+    state = "" if cell is None else cell.state or "none"
     fill = STATE_COLOURS.get(state, "#ffffff")
     tries = f" · try {cell.try_number}" if cell is not None and cell.try_number > 1 else ""
     mark = "✗ " if failed else ""
     task = f", task {cell.task_id}" if cell is not None and cell.task_id else ""
-    tip = f"{subtask} ({region}{task}): {state}{tries}" + (" — the failure this decision answers" if failed else "")
+    tip = f"{subtask} ({region}{task})" + (f": {state}{tries}" if cell is not None else "") + (
+        " — the failure this decision answers" if failed else "")
     return (f'<g class="rf-subtask" data-subtask="{escape(str(subtask))}" data-state="{escape(state)}" '
             f'data-region="{escape(region)}"><title>{escape(tip)}</title>'
             f'<rect x="{rect.x:.1f}" y="{rect.y:.1f}" width="{rect.width:.1f}" height="{rect.height:.1f}" rx="3" '
             f'fill="{fill}" stroke="{"#b71c1c" if failed else "#666"}" stroke-width="{2 if failed else 0.8}"/>'
-            f'<text x="{rect.x + 6:.1f}" y="{rect.y + 14:.1f}" font-size="11" style="{_TEXT}">'
-            f"{escape(_short(f'{mark}#{subtask.index} {state}{tries}', 30))}</text></g>")
+            f'<text x="{rect.x + 6:.1f}" y="{rect.y + 14:.1f}" font-size="{MIN_FONT_PX}" style="{_TEXT}">'
+            f"{escape(_short(f'{mark}#{subtask.index} {state}{tries}'.rstrip(), 30))}</text></g>")
 
 
 def _short(text: str, limit: int) -> str:

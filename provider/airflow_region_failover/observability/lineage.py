@@ -31,7 +31,6 @@ from typing import Any
 from airflow_region_failover import conf
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, TaskLedger
-from airflow_region_failover.store.config import DEFAULT_PREFIX
 from airflow_region_failover.store.keys import Layout
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ def dataset_name(layout: Layout, dag_id: str, run_id: str, partition: PartitionI
 
 def configured_layout() -> Layout:
     """The store's bucket and prefix from ``[region_failover]`` (no connection, no S3 request)."""
-    return Layout(conf.value("store_bucket", ""), conf.value("store_prefix", DEFAULT_PREFIX))
+    return Layout(conf.store_bucket(), conf.store_prefix())
 
 
 def namespace(layout: Layout) -> str:

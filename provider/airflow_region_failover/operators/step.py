@@ -45,7 +45,7 @@ def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:
     try:
         doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
         wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
-        return min(wait, conf.float_value("max_start_delay", 3600.0))
+        return min(wait, conf.max_start_delay())
     except Exception:
         log.exception("region failover: could not check the restart delay (starting now)")
         return 0.0

@@ -16,19 +16,12 @@ from airflow.plugins_manager import AirflowPlugin
 log = logging.getLogger(__name__)
 
 
-def _enabled() -> bool:
-    try:
-        from airflow.configuration import conf
-
-        return bool(conf.getboolean("region_failover", "enabled", fallback=True))
-    except Exception:
-        return True
-
-
 def _listeners() -> list[Any]:
-    if not _enabled():
-        return []
     try:
+        from airflow_region_failover import conf  # deferred: a failure is logged
+
+        if not conf.enabled():  # [region_failover] enabled = False: the listener is not even imported
+            return []
         from airflow_region_failover.plugins.listener import FailoverListener  # deferred: a failure is logged
 
         return [FailoverListener()]

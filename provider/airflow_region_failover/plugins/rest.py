@@ -229,7 +229,7 @@ class AirflowRestClient:
 
 def _connection_credentials() -> ApiCredentials:
     """The credentials of connection ``[region_failover] api_conn_id``, read now."""
-    return ApiCredentials.from_connection(conf.connection(conf.value("api_conn_id", "region_failover_api")))
+    return ApiCredentials.from_connection(conf.connection(conf.api_conn_id()))
 
 
 @functools.cache

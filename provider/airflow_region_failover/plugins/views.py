@@ -17,7 +17,9 @@ Routes (``DAG_ID``, ``RUN_ID`` URL-encoded):
 Authorised like Airflow's own pages: Airflow does not authenticate plugin apps, so every route depends on
 Airflow's ``requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN)`` for the ``dag_id`` in its path
 (which resolves the user with ``get_user``: a bearer token, or the UI's session cookie — a same-origin iframe is
-signed in). No user: 401; a user without read access to the DAG's runs: 403.
+signed in). No user: 401; a user without read access to the DAG's runs: 403. FastAPI's own ``/docs``, ``/redoc``
+and ``/openapi.json`` are off: they would answer without a login, and ``/docs`` loads scripts from a CDN into the
+Airflow origin.
 """
 
 from __future__ import annotations
@@ -130,7 +132,8 @@ def _page(doc: RunLog) -> str:
 def create_app() -> FastAPI:
     """The FastAPI app (routes: module docstring)."""
     read_runs = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN))
-    app = FastAPI(title="Region failover", description="Failover decisions of DAG runs", dependencies=[read_runs])
+    app = FastAPI(title="Region failover", description="Failover decisions of DAG runs", dependencies=[read_runs],
+                  docs_url=None, redoc_url=None, openapi_url=None)  # no unauthenticated schema, no CDN scripts
 
     @app.get("/run/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def run_view(request: Request, dag_id: str, run_id: str, decision: int | None = None) -> str:

@@ -22,7 +22,6 @@ the decision logs' compare-and-swap):
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 import time
@@ -47,16 +46,6 @@ RETRY_MAX_S = 10.0
 SCHEDULER_SERVICES = Services(clear_number=probes.clear_number)
 
 
-def positive(key: str, fallback: float) -> float:
-    """``[region_failover] key`` as a finite number > 0; ``fallback`` (with a warning) for anything else."""
-    value = conf.float_value(key, fallback)
-    if not math.isfinite(value) or value <= 0:
-        log.warning("region failover: [region_failover] %s=%r must be a number of seconds > 0; using %s", key,
-                    conf.value(key, ""), fallback)
-        return fallback
-    return value
-
-
 @dataclass(frozen=True)
 class _Unrecorded:
     """A failure the watcher could not record yet: how many tries failed, and when to try again."""
@@ -70,8 +59,8 @@ class _Unrecorded:
 class Watcher:
     """Scheduler-side daemon thread: catches failures no hook reported and applies due pending decisions."""
 
-    interval: float = field(default_factory=lambda: positive("watch_interval", 1.0))
-    lookback: float = field(default_factory=lambda: positive("watch_lookback", 600.0))
+    interval: float = field(default_factory=conf.watch_interval)
+    lookback: float = field(default_factory=conf.watch_lookback)
     services: Services = field(default_factory=lambda: SCHEDULER_SERVICES)
     who: str = WHO
     clock: Callable[[], float] = time.time

@@ -57,7 +57,7 @@ def publish_root(config: StoreConfig | None = None) -> str:
     """``[region_failover] publish_root``, or ``s3://<store bucket>/<store prefix>/tables`` when unset; ``config``
     defaults to the deployment's bucket and prefix, read from ``[region_failover]`` without its connection (so a
     DAG file may ask at parse time)."""
-    root = conf.value("publish_root", "").strip()
+    root = conf.publish_root()
     if root:
         return root
     config = config or config_from_airflow(access=S3Access())

@@ -48,16 +48,15 @@ class SparkTarget:
 
 def default_conf() -> tuple[tuple[str, str], ...]:
     """``[region_failover] spark_conf`` as sorted pairs; :class:`OptionError` naming the option if not JSON."""
-    values = conf.json_object("spark_conf", "Spark options")
-    return tuple(sorted((str(k), str(v)) for k, v in values.items()))
+    return tuple(sorted(conf.spark_conf().items()))
 
 
 def resolve_target(conn_id: str | None = None) -> SparkTarget:
     """The target for ``conn_id`` (or ``[region_failover] spark_conn_id``; empty means embedded)."""
-    conn_id = conn_id or conf.value("spark_conn_id", "") or None
+    conn_id = conn_id or conf.spark_conn_id()
     spark_conf = default_conf()
     if conn_id is None:
-        return SparkTarget(EMBEDDED, conf.value("spark_master", "local[*]") or "local[*]", None, spark_conf)
+        return SparkTarget(EMBEDDED, conf.spark_master(), None, spark_conf)
     conn = conf.connection(conn_id)
     if conn.conn_type == "spark_connect":
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook

@@ -132,12 +132,12 @@ def submit_conn_id(step_conn_id: str | None) -> str:
     connection is skipped), else ``[region_failover] spark_submit_conn_id``, else a ``local`` one."""
     if step_conn_id and resolve_target(step_conn_id).mode == CLUSTER:
         return step_conn_id
-    return conf.value("spark_submit_conn_id", "") or _local_conn()
+    return conf.spark_submit_conn_id() or _local_conn()
 
 
 def _local_conn() -> str:
     """A ``spark`` connection on ``local[*]`` (environment-variable connection) for scripts without one."""
-    master = conf.value("spark_master", "local[*]") or "local[*]"
+    master = conf.spark_master()
     os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_CONN_ID.upper()}", json.dumps({"conn_type": "spark", "host": master}))
     return LOCAL_CONN_ID
 

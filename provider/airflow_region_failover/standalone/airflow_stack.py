@@ -7,7 +7,9 @@ Rules:
   own database, executor and components (two schedulers, a triggerer, a Celery worker): each component instance
   gets its own log file and its own free ports for the servers a component opens (health check, log server).
 - The API listens on 127.0.0.1 on a free port; the simple auth manager has one admin user whose password we
-  choose (written to its passwords file before start), so the REST API and the UI log-in are known.
+  choose (written to its passwords file before start), so the REST API and the UI log-in are known. The home is
+  created 0700 and every secret in it (the passwords file, the API's secret key and JWT secret) is written 0600
+  from its first byte (:mod:`.secret_files`).
 - The failover loop reaches the same API through the connection ``region_failover_api`` (set via
   ``AIRFLOW_CONN_REGION_FAILOVER_API``); extra connections/config come in ``extra_env``.
 - ``stop()`` ends every process it started, including task processes and the JVMs they may have spawned
@@ -36,6 +38,7 @@ import psutil
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
 from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
+from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
 
 #: instance name -> ``airflow`` sub-command: what ``airflow standalone`` runs (LocalExecutor)
 COMPONENTS: dict[str, tuple[str, ...]] = {
@@ -43,6 +46,17 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
 #: components whose health the api-server's ``/api/v2/monitor/health`` reports, by sub-command
 _HEALTH = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 API_CONN_ENV = "AIRFLOW_CONN_REGION_FAILOVER_API"
+#: the settings a stack derives from its own arguments, which an ``AIRFLOW__`` variable exported to
+#: ``region-failover standalone`` cannot change (it says so, naming what decides them)
+WIRING: Mapping[str, str] = {
+    "AIRFLOW__CORE__DAGS_FOLDER": "--dags decides it",
+    "AIRFLOW__API__PORT": "--port decides it", "AIRFLOW__API__BASE_URL": "--port decides it",
+    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "--port decides it",
+    "AIRFLOW__API__HOST": "the stack listens on 127.0.0.1 only",
+    "AIRFLOW__CORE__AUTH_MANAGER": "the stack's log-in is the simple auth manager's",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "the stack's users are its admin and the failover loop's user",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": "--home decides it",
+}
 
 
 def free_port() -> int:
@@ -105,12 +119,12 @@ class AirflowStack:
         if self.home is None:
             self.home = Path(tempfile.mkdtemp(prefix="rf-airflow-"))
             self._own_home = True
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.port = self.port or free_port()
         self.passwords = {self.username: self.password,
                           **{name: secrets.token_urlsafe(12) for name in [*self.users, self.api_user]}}
         env = self.env()
-        (self.home / "passwords.json").write_text(json.dumps(self.passwords))
+        write_secret(self.home / "passwords.json", json.dumps(self.passwords))
         ensure_guard()
         self._run_once(["db", "migrate"], env, timeout)
         for component in self.components:
@@ -320,12 +334,8 @@ def _airflow_cmd() -> list[str]:
 
 
 def _stable_secret(home: Path, name: str) -> str:
-    """A random secret kept in the home, so restarted components share it (JWTs stay valid)."""
-    path = home / f".{name}"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(32))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    """A random secret kept in the home (0600), so restarted components share it (JWTs stay valid)."""
+    return kept_secret(home / f".{name}", lambda: secrets.token_urlsafe(32))
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:
@@ -338,11 +348,12 @@ SPARK_CONN_ID = "region_failover_spark"
 
 
 def platform_env(s3: Any, spark_url: str | None, bucket: str | None = None,
-                 prefix: str = "region-failover") -> dict[str, str]:
+                 prefix: str = "region-failover", *, spark_token: str | None = None) -> dict[str, str]:
     """Environment wiring Airflow to a local S3 server (``S3Endpoint``-like) and a Spark Connect server.
 
     Connections ``region_failover_s3`` (type ``aws``, ``endpoint_url`` in its extra) and
-    ``region_failover_spark`` (type ``spark_connect``) are defined through ``AIRFLOW_CONN_*`` variables and named in
+    ``region_failover_spark`` (type ``spark_connect``; ``spark_token`` as its password, which the apache-spark
+    provider's hook puts in the URL as ``token``) are defined through ``AIRFLOW_CONN_*`` variables and named in
     ``[region_failover]``; ``spark_url`` None keeps embedded Spark.
     """
     aws = {"conn_type": "aws", "login": s3.access_key, "password": s3.secret_key,
@@ -355,7 +366,9 @@ def platform_env(s3: Any, spark_url: str | None, bucket: str | None = None,
     }
     if spark_url:
         host, _, port = spark_url.removeprefix("sc://").partition(":")
-        spark = {"conn_type": "spark_connect", "host": host, "port": int(port or 15002)}
+        spark: dict[str, Any] = {"conn_type": "spark_connect", "host": host, "port": int(port or 15002)}
+        if spark_token:
+            spark["password"] = spark_token
         env[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps(spark)
         env["AIRFLOW__REGION_FAILOVER__SPARK_CONN_ID"] = SPARK_CONN_ID
     return env

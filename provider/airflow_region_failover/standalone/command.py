@@ -7,6 +7,19 @@ Connect server every step task shares. Rules:
   admin password), the S3 data and the Spark work directory. Starting again on the same home keeps the runs,
   their history and their results; only the S3 credentials are new (the connection is rewritten each start).
 - Everything listens on 127.0.0.1; ``--port`` fixes the UI/API port (default 8080, ``0`` for a free one).
+- **Settings**: like ``airflow standalone``, it honours the ``AIRFLOW__...`` variables exported to it (including
+  ``AIRFLOW__REGION_FAILOVER__...``): they reach every Airflow component and override the stack's own defaults
+  (and ``<home>/airflow/airflow.cfg``, as environment variables always do in Airflow); an exported
+  ``store_bucket`` is the bucket the embedded S3 serves. The few settings its flags decide
+  (:data:`~.airflow_stack.WIRING`) are kept, and it names each one it ignored and why. It prints names, never
+  values (a value may be a secret).
+- **Secrets**: the home is created 0700 and every secret file in it is 0600 from its first byte
+  (:mod:`.secret_files`); the Spark Connect server accepts only clients holding its token (new at each start,
+  carried by the ``region_failover_spark`` connection). The way to the embedded S3 is printed at start —
+  endpoint, bucket, prefix, where published Delta tables go — and its keys (a throw-away pair, new at each start,
+  valid only on loopback while the stack runs) are written to ``<home>/s3.env`` (0600) as ``AWS_*`` variables,
+  not printed: unlike the admin password, which one needs to read to log in (as ``airflow standalone`` prints
+  its own), a key on the terminal ends up in scroll-back and in whatever captures the command's output.
 - SIGTERM, SIGINT (Ctrl-C) and SIGHUP (a closed terminal) stop every process it started; if the command itself
   is killed, its guard process does (:mod:`.processes`).
 """
@@ -14,20 +27,34 @@ Connect server every step task shares. Rules:
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.exceptions import RegionFailoverError
-from airflow_region_failover.standalone.airflow_stack import AirflowStack, platform_env
+from airflow_region_failover.publication.declaration import default_root
+from airflow_region_failover.standalone.airflow_stack import WIRING, AirflowStack, platform_env
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer
 
 DEFAULT_HOME = Path(".region-failover")
 BUCKET = "region-failover"
+SECTION_ENV = f"AIRFLOW__{conf.SECTION.upper()}__"
+
+
+def exported_settings(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``AIRFLOW__...`` variables of ``environ``: those the stack honours, and those it cannot (name -> what
+    decides it instead; module rule)."""
+    exported = {k: v for k, v in environ.items() if k.startswith("AIRFLOW__")}
+    return ({k: v for k, v in exported.items() if k not in WIRING},
+            {k: WIRING[k] for k in sorted(exported) if k in WIRING})
 
 
 def _say(text: str) -> None:
@@ -44,8 +71,9 @@ class Standalone:
         self.dags = dags.resolve()
         self.home = home.resolve()
         self.port = port
-        self.s3 = SeaweedFS(bucket=BUCKET, data_dir=self.home / "s3")
-        self.spark = SparkConnectServer(self.home / "spark", cores=spark_cores)
+        self.settings, self.ignored = exported_settings(os.environ)
+        self.s3 = SeaweedFS(bucket=self._setting("store_bucket") or BUCKET, data_dir=self.home / "s3")
+        self.spark = SparkConnectServer(self.home / "spark", cores=spark_cores, authenticate=True)
         self.extra_env = dict(extra_env or {})
         self.pythonpath = pythonpath
         self.airflow: AirflowStack | None = None
@@ -60,29 +88,54 @@ class Standalone:
     def start(self) -> Standalone:
         """Start S3, Spark Connect and Airflow, in that order; on any failure stop what already runs."""
         self.check()
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._say_settings()
         try:
             _say(f"Starting SeaweedFS (S3), data in {self.s3.data_dir} ...")
             self.endpoint = self.s3.start()
-            _say(f"Starting a Spark Connect server (local[{self.spark.cores}]) ...")
+            write_secret(self.s3_env, "".join(f"{k}={v}\n" for k, v in self.endpoint.client_environment().items()))
+            _say(f"Starting a Spark Connect server (local[{self.spark.cores}], token required) ...")
             spark_url = self.spark.start()
             _say(f"Starting Airflow 3 on {self.dags} (SQLite, LocalExecutor), home {self.home / 'airflow'} ...")
+            wiring = platform_env(self.endpoint, spark_url, spark_token=self.spark.token)
             self.airflow = AirflowStack(
                 dags_folder=self.dags, home=self.home / "airflow", port=self.port, password=self._password(),
-                extra_env={**platform_env(self.endpoint, spark_url), **self.extra_env}, pythonpath=self.pythonpath)
+                extra_env={**wiring, **self.extra_env, **self.settings}, pythonpath=self.pythonpath)
             self.airflow.start()
         except BaseException:
             self.stop()
             raise
+        _say(self.store_text())
         return self
 
+    @property
+    def s3_env(self) -> Path:
+        """``<home>/s3.env``: the ``AWS_*`` variables that reach the embedded S3 (0600; new at each start)."""
+        return self.home / "s3.env"
+
+    def _setting(self, option: str) -> str | None:
+        """An exported ``AIRFLOW__REGION_FAILOVER__<OPTION>`` (``None``: not exported, or empty)."""
+        return self.settings.get(SECTION_ENV + option.upper()) or None
+
+    def _say_settings(self) -> None:
+        if self.settings:
+            _say(f"Honouring the exported settings {', '.join(sorted(self.settings))} (over the stack's defaults "
+                 "and airflow.cfg)")
+        for name, why in self.ignored.items():
+            _say(f"Ignoring the exported {name}: {why}")
+
+    def store_text(self) -> str:
+        """How to reach the result store from outside the stack (module rule: no secret in it)."""
+        prefix = self._setting("store_prefix") or conf.declared_default("store_prefix")
+        tables = self._setting("publish_root") or default_root(self.endpoint.bucket, prefix)
+        return (f"Result store (S3, SeaweedFS): endpoint {self.endpoint.endpoint_url}   bucket "
+                f"{self.endpoint.bucket}   prefix {prefix}\nPublished Delta tables: {tables}/<table>\n"
+                f"S3 keys (new at each start): {self.s3_env} (0600) — to read a table from outside the stack: "
+                f"set -a; . {self.s3_env}; set +a   then boto3, the AWS CLI or deltalake reach it")
+
     def _password(self) -> str:
-        """The admin password, kept in the home so a restart keeps the log-in."""
-        path = self.home / "admin-password"
-        if not path.exists():
-            path.write_text(secrets.token_urlsafe(12))
-            path.chmod(0o600)
-        return path.read_text().strip()
+        """The admin password, kept in the home (0600) so a restart keeps the log-in."""
+        return kept_secret(self.home / "admin-password", lambda: secrets.token_urlsafe(12))
 
     def stop(self) -> None:
         """Stop Airflow, Spark and S3 (each one's whole process tree)."""

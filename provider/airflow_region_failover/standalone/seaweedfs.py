@@ -29,6 +29,7 @@ from airflow_region_failover.standalone.processes import (
     start_with_retries,
     stop_group,
 )
+from airflow_region_failover.standalone.secret_files import write_secret
 
 # weed mini's listening ports (flag names); each gets a free port.
 _PORT_FLAGS = (
@@ -54,6 +55,14 @@ class S3Endpoint:
     secret_key: str = field(repr=False)
     bucket: str
     region: str = "us-east-1"
+
+    def client_environment(self) -> dict[str, str]:
+        """The ``AWS_*`` variables through which a client outside the stack reaches this server: boto3 and the AWS
+        CLI (``AWS_ENDPOINT_URL``), delta-rs / ``deltalake`` (also ``AWS_ALLOW_HTTP``: the server speaks plain
+        HTTP on loopback). Holds the secret key: written to a 0600 file, never printed."""
+        return {"AWS_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": self.access_key,
+                "AWS_SECRET_ACCESS_KEY": self.secret_key, "AWS_REGION": self.region,
+                "AWS_DEFAULT_REGION": self.region, "AWS_ALLOW_HTTP": "true"}
 
     def client_kwargs(self) -> dict[str, str]:
         """Keyword arguments for ``boto3.client("s3", **kwargs)``."""
@@ -142,10 +151,7 @@ class SeaweedFS:
         path = self.data_dir / "s3-identity.json"
         identity = {"name": "admin", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                     "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"identities": [identity]}, handle)
-        return path
+        return write_secret(path, json.dumps({"identities": [identity]}))
 
     def _command(self, config: Path) -> list[str]:
         data = self.data_dir / "data"

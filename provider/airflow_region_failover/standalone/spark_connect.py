@@ -2,7 +2,13 @@
 
 Rules: the server listens on 127.0.0.1 on a port that was free when it started (retried with a new port on a
 clash), runs in its own process group with its output in ``<work_dir>/spark-connect.log``, and is ready when a
-client session answers a query. ``PYSPARK_PYTHON`` is the running interpreter, so Python UDFs and
+client session answers a query. With ``authenticate`` (``region-failover standalone``) it accepts only clients
+that present a token made at each start (Spark Connect's ``spark.connect.authenticate.token``): any other local
+user could otherwise run code as the stack's user. The token reaches the server through its environment
+(``SPARK_CONNECT_AUTHENTICATE_TOKEN``, never its command line, which ``ps`` shows to every user) and clients
+through :attr:`SparkConnectServer.client_url` (``sc://localhost:<port>/;token=...``: pyspark sends a token only over
+a channel it trusts, TLS or — for ``localhost`` — gRPC's local credentials); :attr:`SparkConnectServer.url` never
+carries it, so it can be printed and logged. ``PYSPARK_PYTHON`` is the running interpreter, so Python UDFs and
 ``mapInArrow`` functions (the result store's executor-side I/O) import this provider on the server side.
 :meth:`SparkConnectServer.stop` terminates the whole process group (the JVM) and kills it after a grace period.
 """
@@ -10,6 +16,7 @@ client session answers a query. ``PYSPARK_PYTHON`` is the running interpreter, s
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -26,6 +33,9 @@ from airflow_region_failover.standalone.processes import (
 )
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+"""Where the server (``spark.connect.authenticate.token``'s environment variable) and pyspark's client read the
+token."""
 
 
 def spark_home() -> str:
@@ -48,7 +58,7 @@ class SparkConnectServer:
 
     def __init__(self, work_dir: str | os.PathLike[str] | None = None, *, cores: int = 2,
                  driver_memory: str = "1g", conf: dict[str, str] | None = None,
-                 startup_timeout: float = 120.0, master: str | None = None) -> None:
+                 startup_timeout: float = 120.0, master: str | None = None, authenticate: bool = False) -> None:
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="spark-connect-"))
         self.cores = cores
@@ -58,14 +68,23 @@ class SparkConnectServer:
                      **(self.executor_conf() if master else {}), **(conf or {})}
         self.startup_timeout = startup_timeout
         self.port: int | None = None
+        self.authenticate = authenticate
+        self.token: str | None = None
+        """The running server's token (with ``authenticate``; a new one at each start). Never logged."""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """The ``sc://127.0.0.1:<port>`` URL of the running server."""
+        """The ``sc://`` URL of the running server, without its token: ``sc://127.0.0.1:<port>``, or
+        ``sc://localhost:<port>`` with ``authenticate`` (see the module rule)."""
         if self.port is None:
             raise RuntimeError("the Spark Connect server is not running: call start() first")
-        return f"sc://127.0.0.1:{self.port}"
+        return f"sc://{'localhost' if self.authenticate else '127.0.0.1'}:{self.port}"
+
+    @property
+    def client_url(self) -> str:
+        """The URL a client connects with: :attr:`url` and, with ``authenticate``, ``/;token=...`` (a secret)."""
+        return f"{self.url}/;token={self.token}" if self.token else self.url
 
     @property
     def log_path(self) -> Path:
@@ -107,15 +126,19 @@ class SparkConnectServer:
                 "spark.executor.cores": "1", "spark.executor.memory": "1g"}
 
     def environment(self) -> dict[str, str]:
-        """The server's environment: loopback, this interpreter for Python workers, this SPARK_HOME."""
-        env = inherited_environment()
+        """The server's environment: loopback, this interpreter for Python workers, this SPARK_HOME, and the token
+        (with ``authenticate``; otherwise none, even one this process inherited)."""
+        env = {k: v for k, v in inherited_environment().items() if k != TOKEN_ENV}
         env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable,
                     "PYSPARK_DRIVER_PYTHON": sys.executable,
                     "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")})
+        if self.token:
+            env[TOKEN_ENV] = self.token
         return env
 
     def _start_once(self) -> str:
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.token = secrets.token_urlsafe(32) if self.authenticate else None
         self.port = free_ports(1)[0]
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(self.command(self.port), stdout=log, stderr=subprocess.STDOUT,
@@ -137,7 +160,8 @@ class SparkConnectServer:
                 raise RuntimeError(f"Spark Connect server exited with {self._process.returncode}; "
                                    f"see {self.log_path}")
             probe = subprocess.run([sys.executable, "-c", _PROBE, self.url], capture_output=True, text=True,
-                                   timeout=max(5.0, deadline - time.monotonic()), check=False)
+                                   timeout=max(5.0, deadline - time.monotonic()), check=False,
+                                   env=self.client_environment())
             if probe.returncode == 0:
                 return
             if time.monotonic() > deadline:
@@ -145,9 +169,15 @@ class SparkConnectServer:
                                    f"{self.startup_timeout}s: {probe.stderr.strip()[-500:]}; see {self.log_path}")
             time.sleep(0.5)
 
+    def client_environment(self) -> dict[str, str]:
+        """The environment of a client process of this server: the token in :data:`TOKEN_ENV` (not on the
+        command line), which pyspark sends when the URL names none."""
+        env = {k: v for k, v in inherited_environment().items() if k != TOKEN_ENV}
+        return {**env, TOKEN_ENV: self.token} if self.token else env
+
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM the server's process group; SIGKILL it if still alive after ``grace`` seconds."""
-        process, self._process, self.port = self._process, None, None
+        process, self._process, self.port, self.token = self._process, None, None, None
         stop_group(process, grace)
 
     def cleanup(self) -> None:

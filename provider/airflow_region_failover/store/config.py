@@ -27,8 +27,8 @@ from airflow_region_failover.store.content import MIN_GRACE_SECONDS
 from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.lifecycle import Retention
 
-DEFAULT_PREFIX = "region-failover"
-DEFAULT_CONN_ID = "aws_default"
+DEFAULT_PREFIX = conf.declared_default("store_prefix")
+DEFAULT_CONN_ID = conf.declared_default("store_aws_conn_id")
 MiB = 1024 * 1024
 
 
@@ -133,23 +133,15 @@ def access_from_airflow(conn_id: str = DEFAULT_CONN_ID, **tuning: Any) -> S3Acce
 
 
 def config_from_airflow(**overrides: Any) -> StoreConfig:
-    """Build a :class:`StoreConfig` from ``[region_failover]`` in airflow.cfg and the named aws connection.
-
-    Keys: ``store_bucket`` (required), ``store_prefix`` (default ``region-failover``), ``store_aws_conn_id``
-    (default ``aws_default``), ``store_spark_io`` (default ``executors``). ``overrides`` replace fields of the
-    result. A bad value is refused naming the option.
+    """Build a :class:`StoreConfig` from ``[region_failover]`` and the named aws connection: ``store_bucket``
+    (required), ``store_prefix``, ``store_aws_conn_id``, ``store_spark_io`` (their getters in :mod:`..conf`).
+    ``overrides`` replace fields of the result. A bad value is an ``OptionError`` naming the option.
     """
-    bucket = conf.value("store_bucket", "")
-    if not bucket and "bucket" not in overrides:
-        raise ValueError("set [region_failover] store_bucket (AIRFLOW__REGION_FAILOVER__STORE_BUCKET)")
-    prefix = conf.value("store_prefix", DEFAULT_PREFIX)
-    conn_id = conf.value("store_aws_conn_id", DEFAULT_CONN_ID)
-    spark_io = conf.value("store_spark_io", "executors")
-    if spark_io not in {"executors", "driver"}:
-        raise ValueError(f"[region_failover] store_spark_io = {spark_io!r}: set it to 'executors' or 'driver'")
-    values: dict[str, Any] = {"bucket": bucket, "prefix": prefix, "spark_io": spark_io}
+    values: dict[str, Any] = {"prefix": conf.store_prefix(), "spark_io": conf.store_spark_io()}
+    if "bucket" not in overrides:
+        values["bucket"] = conf.store_bucket()
     if "access" not in overrides:
-        values["access"] = access_from_airflow(conn_id)
+        values["access"] = access_from_airflow(conf.store_aws_conn_id())
     values.update(overrides)
     return StoreConfig(**values)
 
@@ -193,11 +185,5 @@ def portable(access: S3Access) -> S3Access:
 
 def retention_from_airflow() -> Retention | None:
     """``[region_failover] store_keep_last_runs`` / ``store_keep_days`` (``None`` when neither is set)."""
-    runs = conf.value("store_keep_last_runs", "") or ""
-    days = conf.value("store_keep_days", "") or ""
-    if not runs.strip() and not days.strip():
-        return None
-    try:
-        return Retention(int(runs) if runs.strip() else None, float(days) if days.strip() else None)
-    except ValueError as exc:
-        raise ValueError(f"[region_failover] store_keep_last_runs={runs!r} / store_keep_days={days!r}: {exc}") from None
+    runs, days = conf.store_keep_last_runs(), conf.store_keep_days()
+    return None if runs is None and days is None else Retention(runs, days)

@@ -7,6 +7,8 @@ runs), each decision's timeline failure -> decision -> clear -> rerun done, kept
 
 from __future__ import annotations
 
+from html import escape
+
 from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, RegionRecord, RunLog
 from airflow_region_failover.failover_view.page import TaskRow, plan_page, run_model, run_page
@@ -81,3 +83,24 @@ def test_the_dry_run_page_lists_every_subtask_and_draws_the_plan() -> None:
     assert 'data-reason="kept"' in page
     empty = plan_page(SPEC, "dag", None, {}, "/region-failover")
     assert "Choose a subtask" in empty and 'data-reason="failed"' not in empty
+
+
+def test_the_run_page_says_why_each_region_restarted() -> None:
+    """The JSON and the dry run gave each restarted region's cause; the run tab showed only the reason: it has the
+    same table (region, reason, cause, subtasks) for the decision shown."""
+    doc = RunLog("dag", "run", decisions=(decision(1, "c#0"),))
+    page = run_page(SPEC, doc, [], None, "/region-failover")
+    table = page.split('<table id="rf-regions">', 1)[1].split("</table>", 1)[0]
+    for record in doc.decisions[0].regions:
+        assert (f'<tr data-region="{record.region}"><td>{record.region}</td><td>{record.reason}</td>'
+                f"<td>{escape(record.cause)}</td><td>{', '.join(record.subtasks)}</td></tr>") in table, table
+    plan = SPEC.plan(SubtaskId("c", 0), KnownAvailability.except_([]))
+    dry = plan_page(SPEC, "dag", plan, {}, "/region-failover", "c#0")
+    assert dry.split('<table id="rf-regions">', 1)[1].split("</table>", 1)[0] == table, "one table, both pages"
+
+
+def test_the_dry_run_page_shows_no_states() -> None:
+    plan = SPEC.plan(SubtaskId("c", 0), KnownAvailability.except_([]))
+    page = plan_page(SPEC, "dag", plan, {}, "/region-failover", "c#0")
+    assert " none<" not in page and 'data-state="none"' not in page and "States:" not in page
+    assert "States:" in run_page(SPEC, RunLog("dag", "run"), [], None, "/region-failover")

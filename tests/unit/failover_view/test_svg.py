@@ -110,3 +110,29 @@ def test_texts_from_the_run_and_the_decision_are_escaped() -> None:
     assert not [e for e in root.iter() if e.tag.endswith("script") or e.tag.endswith("}b")]
     assert "<script>" not in svg and "&lt;script&gt;" in svg
     assert groups(svg, "rf-subtask")["a#0"].attrib["data-state"] == 'fa"iled<b>'
+
+
+def test_the_graph_is_drawn_at_its_natural_size_with_readable_text() -> None:
+    """An 8-step DAG was squeezed to the tab's width (``max-width:100%``) until its labels were barely readable: the
+    SVG keeps its own size (one unit, one CSS pixel; the page scrolls) and no text is under 11 px."""
+    graph = JobGraph.of([Step(f"s{i}", 2) for i in range(8)],
+                        [Edge(f"s{i}", f"s{i + 1}", Exchange.BLOCKING, Distribution.POINTWISE) for i in range(7)])
+    svg = render_svg(compute_regions(graph))
+    root = ET.fromstring(svg)
+    places = layout(graph)
+    assert (root.attrib["width"], root.attrib["height"]) == (str(int(places.width)), str(int(places.height)))
+    assert root.attrib["viewBox"] == f"0 0 {int(places.width)} {int(places.height)}"
+    assert "max-width" not in root.attrib.get("style", "") and int(root.attrib["width"]) > 2000
+    sizes = {float(t.attrib["font-size"]) for t in root.iter(f"{SVG}text")}
+    assert min(sizes) >= 11, sizes
+
+
+def test_a_dry_run_draws_no_state_in_its_cells() -> None:
+    """Without a run (the dry run) a cell is its subtask, not ``#0 none``."""
+    regions = compute_regions(e2e_graph())
+    c0 = regions.region_of(SubtaskId("c", 0)).id
+    cells = groups(render_svg(regions, None, {c0: Highlight("failed", "c#0")}, [SubtaskId("c", 0)]), "rf-subtask")
+    texts = {s: "".join(g.itertext()) for s, g in cells.items()}
+    assert not [t for t in texts.values() if "none" in t], texts
+    assert texts["a#1"].endswith("#1") and texts["c#0"].endswith("✗ #0")
+    assert {g.attrib["data-state"] for g in cells.values()} == {""}

@@ -126,3 +126,13 @@ def test_the_tabs_link_under_the_base_url_path(monkeypatch: pytest.MonkeyPatch, 
     assert tabs["dag_run"]["href"] == prefix + "/region-failover/run/{DAG_ID}/{RUN_ID}"
     assert tabs["dag"]["href"] == prefix + "/region-failover/plan/{DAG_ID}"
     assert {v["url_route"] for v in tabs.values()} == {"region_failover", "region_failover_dry_run"}
+
+
+@pytest.mark.parametrize("path", ["/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"])
+def test_the_apps_own_docs_and_schema_are_not_served(app: Any, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """FastAPI's defaults would answer these without a login, and ``/docs`` loads scripts from a CDN into the
+    Airflow origin: turned off (401/404 without a user, 404 for one)."""
+    assert TestClient(app).get(path).status_code in {401, 404}
+    client, _ = signed_in(app, monkeypatch, allowed={"etl"})
+    assert client.get(path).status_code == 404
+    assert app.openapi_url is None and app.docs_url is None and app.redoc_url is None

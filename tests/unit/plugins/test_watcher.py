@@ -118,10 +118,8 @@ def test_two_watchers_clear_a_task_our_clear_did_not_restart_once(monkeypatch: p
 
 def test_watch_interval_and_lookback_that_would_spin_or_blind_the_watcher_fall_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_region_failover import conf
-
-    values = {"watch_interval": "0", "watch_lookback": "nan"}
-    monkeypatch.setattr(conf, "value", lambda key, fallback: values.get(key, fallback))
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__WATCH_INTERVAL", "0")
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__WATCH_LOOKBACK", "nan")
     w = Watcher()
     assert w.interval == 1.0 and w.lookback == 600.0
 

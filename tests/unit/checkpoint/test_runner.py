@@ -164,3 +164,9 @@ def test_without_checkpointing_a_try_runs_every_epoch_and_writes_no_checkpoint(s
     reference, outcome = run_try(store, source, "r", 1, 6, enabled=False)
     assert not outcome.checkpoints and not storage(store, "r").completed()
     assert reference.content_checksum == run_try(store, source, "clean", 1, 6)[0].content_checksum
+
+
+def test_an_interval_skips_boundaries_but_the_last_epoch_always_checkpoints(store: ResultStore) -> None:
+    source = commit_input(store, DAG, "input", clicks())
+    _, outcome = run_try(store, source, "r", 1, 6, CheckpointConfig(interval_ms=3_600_000))
+    assert [c.epoch for c in outcome.checkpoints] == [5]

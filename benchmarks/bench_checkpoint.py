@@ -1,7 +1,8 @@
 """Checkpointed steps, side by side with the same step unchecked: recovery after a late failure, overhead without
 failure, and incremental uploads (issue 24's targets).
 
-``SPARK_LOCAL_IP=127.0.0.1 python benchmarks/bench_checkpoint.py [--size-mb 1024] [--epochs 20] [--keys 1000000]``
+``SPARK_LOCAL_IP=127.0.0.1 python benchmarks/bench_checkpoint.py [--size-mb 1024] [--epochs 20] [--keys 1000000]
+[--repeat 1]``
 
 One SeaweedFS server and an embedded Spark session (``local[2]``); the step runs through the provider's own run
 path (:func:`~airflow_region_failover.spark.run.start`, :func:`~airflow_region_failover.spark.checkpointed.
@@ -28,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,8 +59,9 @@ class FakeTI:
         self.pushed[key] = value
 
 
-def make_step(keys: int, fail_at: int) -> Any:
-    """The stateful step: running count and sum per key; fails on try 1 in epoch ``fail_at`` (-1: never)."""
+def make_step(keys: int, fail_at: int, salt: int) -> Any:
+    """The stateful step: running count and sum per key (starting at ``salt``, so that no run's state or output
+    bytes equal another's and every run uploads what it writes); fails on try 1 in epoch ``fail_at`` (-1: never)."""
 
     def aggregate(spark: Any, inputs: Any, state: Any, context: Any) -> Any:
         from pyspark.sql import functions as F
@@ -68,11 +71,11 @@ def make_step(keys: int, fail_at: int) -> Any:
         seen = inputs["src"].groupBy("key").agg(F.count("*").alias("d"), F.sum("value").alias("s"))
         if context.epoch.index == 0:
             state = spark.range(keys).select(F.col("id").alias("key"), F.lit(0).cast("long").alias("n"),
-                                             F.lit(0.0).alias("total"))
+                                             F.lit(float(salt)).alias("total"))
         new = state.join(seen, "key", "left_outer").select(
             "key", (F.col("n") + F.coalesce("d", F.lit(0))).alias("n"),
             (F.col("total") + F.coalesce("s", F.lit(0.0))).alias("total"))
-        return seen.withColumn("epoch", F.lit(context.epoch.index)), new
+        return seen.withColumn("epoch", F.lit(context.epoch.index)).withColumn("salt", F.lit(salt)), new
 
     return aggregate
 
@@ -109,7 +112,9 @@ def run_try(spark: Any, store: Any, ref: Any, run_id: str, try_number: int, epoc
 
     graph = JobGraphBuilder().step("src").step("agg").edge("src", "agg", exchange="BLOCKING").build()
     decl = Checkpoint(["key"], "key long, n long, total double", epochs=epochs, enabled=enabled)
-    impls = {"src": StepImpl("src", fn=print), "agg": StepImpl("agg", fn=make_step(keys, fail_at), checkpoint=decl)}
+    salt = zlib.crc32(run_id.encode())
+    impls = {"src": StepImpl("src", fn=print),
+             "agg": StepImpl("agg", fn=make_step(keys, fail_at, salt), checkpoint=decl)}
     runtime = JobRuntime(JobSpec(graph, {"state.checkpoints.num-retained": "2"}), impls)
     run = start(runtime, (SubtaskId("agg", 0),), {"ti": FakeTI(ref, run_id, try_number), "params": {}},
                 StoreIO(store))
@@ -132,18 +137,30 @@ def run_try(spark: Any, store: Any, ref: Any, run_id: str, try_number: int, epoc
                              "ms": c.duration_ms} for c in checkpoints]}
 
 
-def measure(spark: Any, store: Any, ref: Any, epochs: int, keys: int) -> dict[str, Any]:
-    """The three scenarios of the module doc, checked and unchecked side by side."""
+def measure(spark: Any, store: Any, ref: Any, epochs: int, keys: int, repeat: int) -> dict[str, Any]:
+    """The three scenarios of the module doc, checked and unchecked side by side (after one unmeasured warm-up
+    run; ``repeat`` rounds alternating the sides, each figure the median of its rounds)."""
     late = epochs - 2
-    out: dict[str, Any] = {}
-    for side, enabled in (("unchecked", False), ("checked", True)):
-        clean = run_try(spark, store, ref, f"{side}-clean", 1, epochs, keys, enabled)
-        first = run_try(spark, store, ref, f"{side}-fail", 1, epochs, keys, enabled, late)
-        second = run_try(spark, store, ref, f"{side}-fail", 2, epochs, keys, enabled, late)
-        out[side] = {"clean": clean, "first": first, "second": second}
-        print(json.dumps({side: {k: {f: v[f] for f in ("wall_s", "skipped", "recomputed")} for k, v in
-                                 out[side].items()}}), flush=True)
-    return out
+    run_try(spark, store, ref, "warm-up", 1, epochs, keys, False)
+    rounds: dict[str, list[dict[str, Any]]] = {"unchecked": [], "checked": []}
+    for n in range(repeat):
+        for side, enabled in (("unchecked", False), ("checked", True)) if n % 2 == 0 else (
+                ("checked", True), ("unchecked", False)):
+            clean = run_try(spark, store, ref, f"{side}-clean-{n}", 1, epochs, keys, enabled)
+            first = run_try(spark, store, ref, f"{side}-fail-{n}", 1, epochs, keys, enabled, late)
+            second = run_try(spark, store, ref, f"{side}-fail-{n}", 2, epochs, keys, enabled, late)
+            rounds[side].append({"clean": clean, "first": first, "second": second})
+            print(json.dumps({side: {k: {f: v[f] for f in ("wall_s", "skipped", "recomputed")} for k, v in
+                                     rounds[side][-1].items()}}), flush=True)
+    return {side: _median(runs) for side, runs in rounds.items()}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds of one side as one: wall times are medians, the rest is the first round's."""
+    merged = json.loads(json.dumps(runs[0]))
+    for scenario in merged:
+        merged[scenario]["wall_s"] = statistics.median(r[scenario]["wall_s"] for r in runs)
+    return merged
 
 
 def report(out: dict[str, Any], epochs: int) -> str:
@@ -177,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per side (default 1)")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -191,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             "spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "4g").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         ref = write_input(spark, store, args.size_mb, args.epochs, args.keys)
-        out = measure(spark, store, ref, args.epochs, args.keys)
+        out = measure(spark, store, ref, args.epochs, args.keys, args.repeat)
         print(json.dumps(out), flush=True)
         print(report(out, args.epochs))
         return 0

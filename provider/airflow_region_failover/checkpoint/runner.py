@@ -204,7 +204,7 @@ def _checkpoint(settings: Settings, identity: Identity, epoch: Epoch, members: M
         storage.keys.dag_id, storage.keys.run_id, storage.subtask, settings.members, 1, epoch.index, epoch.count,
         settings.try_number, identity.inputs, identity.code, identity.plan, identity.initial, tuple(states),
         tuple(outputs.values()), uploaded, int((time.monotonic() - began) * 1000), now_iso()))
-    kept, dropped = retained([item.seq for item in storage.completed()], settings.config.num_retained)
+    kept, dropped = retained(storage.sequence_numbers(), settings.config.num_retained)
     storage.drop(dropped)
     _discard(settings.targets, storage)
     log.info("%s: checkpoint %d after epoch %d of %d: %d state bytes uploaded of %d (%d runs), %d ms; retained %s",

@@ -75,6 +75,10 @@ class CheckpointStorage:
         found = sorted(((seq, key) for kind, seq, key in self._names() if kind == "c"), reverse=True)
         return [self._load(seq, key) for seq, key in found]
 
+    def sequence_numbers(self) -> list[int]:
+        """The sequence numbers of the completed checkpoints (one LIST, nothing read)."""
+        return sorted(seq for kind, seq, _ in self._names() if kind == "c")
+
     def _load(self, seq: int, key: str) -> Listed:
         body = self.objects.get(key)
         if body is None:

@@ -100,8 +100,10 @@ class SparkEngine:
             return plan_key_groups(groups or range(0, edge.max_parallelism), decl.epochs, self.chain.declarations())
         pieces = []
         for ref in self.run.refs[edge]:
-            selection = self._manifest(ref).select(groups, edge.partition_by, edge.max_parallelism)
+            manifest = self._manifest(ref)
+            selection = manifest.select(groups, edge.partition_by, edge.max_parallelism)
             pieces.append(Piece(ref.partition, selection.objects, selection.filtered))
+            self.run.io.reads.add(0, 0, manifest.total_bytes)  # the pieces' bytes are counted as they are read
         return plan_objects(pieces, decl.epochs, self.chain.declarations())
 
     @functools.cached_property
@@ -129,8 +131,7 @@ class SparkEngine:
         for piece in epoch.pieces:
             ref = next(r for r in self.run.refs[edge] if r.partition == piece.partition)
             manifest = self._manifest(ref)
-            self.run.io.reads.add(sum(o.size for o in piece.objects), len(piece.objects),
-                                  manifest.total_bytes if epoch.index == 0 and piece is epoch.pieces[0] else 0)
+            self.run.io.reads.add(sum(o.size for o in piece.objects), len(piece.objects), 0)
             frame = store.read_version(self.spark, manifest, piece.objects)
             if piece.filtered:
                 groups = read_key_groups(self.run.graph, edge, self.run.head.index) or range(0)

@@ -134,7 +134,8 @@ def run_try(spark: Any, store: Any, ref: Any, run_id: str, try_number: int, epoc
     return {"wall_s": wall, "failed": failed, "skipped": started.skipped,
             "recomputed": epochs - started.skipped if not failed else None,
             "checkpoints": [{"epoch": c.epoch, "uploaded": c.uploaded_bytes, "state": c.state_bytes,
-                             "ms": c.duration_ms} for c in checkpoints]}
+                             "ms": c.duration_ms, "runs": [r.rows for s in c.states for r in s.runs]}
+                            for c in checkpoints]}
 
 
 def measure(spark: Any, store: Any, ref: Any, epochs: int, keys: int, repeat: int) -> dict[str, Any]:

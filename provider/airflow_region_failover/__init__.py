@@ -12,6 +12,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.graph import (
     Distribution,
     Edge,
@@ -38,6 +39,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "Checkpoint",
     "Distribution",
     "Edge",
     "Exchange",

@@ -31,6 +31,19 @@ Rules:
   subtask runs them in one Spark session. Only function steps on the same Spark connection with the same
   operator arguments chain (:func:`chain_breaks` says why not otherwise); ``RegionJob(chaining=False)`` chains
   nothing (Flink's ``disableOperatorChaining``);
+* ``checkpoint=Checkpoint(...)`` makes a step *checkpointed* (Flink's checkpoints for a batch step,
+  :mod:`~airflow_region_failover.failover.checkpointing`): ``fn(spark, inputs, state, context)`` is called once per
+  epoch of its BLOCKING input with that epoch's slice and its keyed state as of the previous epoch, and returns
+  ``(output, new_state)``; a later try resumes from the latest complete checkpoint
+  (:mod:`~airflow_region_failover.checkpoint`)::
+
+      def sessionize(spark, inputs, state, context):  # context.epoch: index, count, last
+          ...
+          return closed_sessions, open_sessions
+
+      job.step("sessions", sessionize, checkpoint=Checkpoint(
+          state_key=["user"], state_schema="user string, start long, last long, clicks long", epochs=20))
+
 * ``publish="<table>"`` on a sink step (no outgoing edges) commits its result, once the run's sink subtasks
   succeeded, to a Delta Lake table (``publish_mode="append"`` or ``"overwrite"``), exactly once per run
   (:mod:`~airflow_region_failover.publication`; task ``<step>.publish``); a bad table name or mode raises at once,
@@ -53,8 +66,10 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_region_failover import conf
+from airflow_region_failover.checkpoint.declared import chain_checkpoint
 from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
 from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
+from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.builder import JobGraphBuilder
@@ -107,6 +122,7 @@ class RegionJob:
         reuse: bool = True,
         publish: str | None = None,
         publish_mode: str = "append",
+        checkpoint: Checkpoint | None = None,
         **task_kwargs: Any,
     ) -> str:
         """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`).
@@ -115,14 +131,17 @@ class RegionJob:
         the store, such as a warehouse load), even when its inputs and code are unchanged.
         ``publish="table"``: this sink step's result is committed to Delta table ``table`` once per run
         (``publish_mode`` ``"append"`` or ``"overwrite"``; see the module rules).
+        ``checkpoint=Checkpoint(...)``: the step runs in epochs with keyed state and checkpoints (module rules).
         """
         if check_step_id(step_id) in self._impls:
             raise GraphError(f"step {step_id!r} is declared twice; give each step a unique id")
         if not isinstance(reuse, bool):
             raise GraphError(f"step {step_id!r}: reuse={reuse!r} must be True or False")
+        if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
+            raise GraphError(f"step {step_id!r}: checkpoint={checkpoint!r} must be a Checkpoint(...)")
         self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic)
-        impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs)
-        self._impls[step_id] = replace(impl, reuse=reuse)
+        impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs, checkpoint is not None)
+        self._impls[step_id] = replace(impl, reuse=reuse, checkpoint=checkpoint)
         if publish is not None:
             self._publications[step_id] = declare(step_id, publish, publish_mode)
         return step_id
@@ -213,6 +232,8 @@ class RegionJob:
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications)
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
+        for chain in spec.chains.chains:
+            chain_checkpoint(graph, chain.steps, self._impls)
 
         def make_task(members: tuple[SubtaskId, ...], group: Any) -> RegionStepOperator:
             impl = runtime.impl(members[0].step)  # a chain's members have equal task_kwargs (chain_breaks)
@@ -277,7 +298,7 @@ def _load_graph(source: str | Path | Mapping[str, Any]) -> JobGraph:
 
 
 def _impl(step_id: str, fn: StepFunction | None, script: str | Path | None, conn: str | None,
-          task_kwargs: Mapping[str, Any]) -> StepImpl:
+          task_kwargs: Mapping[str, Any], stateful: bool = False) -> StepImpl:
     where = f"step {step_id!r}"
     reserved = sorted(set(task_kwargs) & {"task_id", "dag", "task_group", "subtask", "runtime"})
     if reserved:
@@ -285,7 +306,7 @@ def _impl(step_id: str, fn: StepFunction | None, script: str | Path | None, conn
     if (fn is None) == (script is None):
         raise GraphError(f"{where}: give exactly one of a Python function (fn) or script='path/to/job.py'")
     if fn is not None:
-        _check_signature(where, fn)
+        _check_signature(where, fn, stateful)
         return StepImpl(step_id, fn=fn, spark_conn_id=conn, task_kwargs=dict(task_kwargs))
     path = os.fspath(script)  # type: ignore[arg-type]
     if not path.endswith(".py") or not os.path.isfile(path):
@@ -294,13 +315,13 @@ def _impl(step_id: str, fn: StepFunction | None, script: str | Path | None, conn
     return StepImpl(step_id, script=os.path.abspath(path), spark_conn_id=conn, task_kwargs=dict(task_kwargs))
 
 
-def _check_signature(where: str, fn: StepFunction) -> None:
+def _check_signature(where: str, fn: StepFunction, stateful: bool = False) -> None:
+    shape = "spark, inputs, state, context" if stateful else "spark, inputs, context"
     if not callable(fn):
-        raise GraphError(f"{where}: fn {fn!r} is not callable; pass a function fn(spark, inputs, context)")
+        raise GraphError(f"{where}: fn {fn!r} is not callable; pass a function fn({shape})")
     try:
-        inspect.signature(fn).bind(None, None, None)
+        inspect.signature(fn).bind(*([None] * (4 if stateful else 3)))
     except TypeError:
-        raise GraphError(f"{where}: function {getattr(fn, '__name__', fn)!r} must accept (spark, inputs, "
-                         "context)") from None
+        raise GraphError(f"{where}: function {getattr(fn, '__name__', fn)!r} must accept ({shape})") from None
     except ValueError:  # builtins without a signature: accept
         return

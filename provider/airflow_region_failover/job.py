@@ -35,6 +35,7 @@ from typing import Any
 
 from airflow_region_failover.exceptions import GraphError
 from airflow_region_failover.failover.availability import AvailabilityChecker
+from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.options import FailoverConfig, parse_options
 from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.restart_plan import RestartPlan
@@ -147,7 +148,8 @@ def job_of(dag: Any) -> JobSpec | None:
 @dataclass(frozen=True)
 class StepImpl:
     """How one step runs: a Python ``fn`` or a ``script`` path, on ``spark_conn_id`` (None: the default), with
-    extra keyword arguments for its operators (``retries``, ``pool``, ``executor_config``...)."""
+    extra keyword arguments for its operators (``retries``, ``pool``, ``executor_config``...); ``checkpoint``: it
+    runs in epochs with keyed state (:mod:`~.failover.checkpointing`)."""
 
     step_id: str
     fn: StepFunction | None = None
@@ -155,6 +157,7 @@ class StepImpl:
     spark_conn_id: str | None = None
     task_kwargs: Mapping[str, Any] = field(default_factory=dict)
     reuse: bool = True
+    checkpoint: Checkpoint | None = None
 
     @cached_property
     def fingerprint(self) -> str:

@@ -12,7 +12,7 @@ from airflow_region_failover.job import job_of
 from airflow_region_failover.naming import JOB_PARAM, subtask_of
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
-EXAMPLES = {"tpch_etl", "shard_pipeline", "daily_sales"}
+EXAMPLES = {"tpch_etl", "shard_pipeline", "daily_sales", "clickstream_sessions"}
 
 
 @pytest.fixture(scope="module")

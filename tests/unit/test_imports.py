@@ -28,7 +28,7 @@ LAYER: dict[str, int] = {
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "process_cache": 2, "publication.declaration": 2,
     "timeline": 2,
     "store": 3, "publication.staging": 3,
-    "decisions": 4, "publication.delta": 4,
+    "decisions": 4, "publication.delta": 4, "checkpoint": 4,
     "spark": 5,
     "observability": 6, "rendering": 6, "failover_view": 6, "publication.operator": 6, "plugins.preload": 6,
     "publication": 6,

@@ -6,7 +6,9 @@ Keys (Flink's ``RestartStrategyOptions`` / ``JobManagerOptions``, >= 1.19, plus 
   (:mod:`.backoff`); its own keys are ``restart-strategy.<type>.<option>`` and documented in its module;
 * ``jobmanager.execution.failover-strategy``: ``region`` (default) or ``full`` (:class:`FailoverStrategy`);
 * ``restart-strategy.maximum-per-task-failures`` / ``...maximum-total-task-failures``: FLIP-1 budgets
-  (:mod:`.budget`, ``-1`` = unlimited).
+  (:mod:`.budget`, ``-1`` = unlimited);
+* ``execution.checkpointing.*``, ``state.checkpoints.*``, ``state.backend.incremental``,
+  ``execution.state-recovery.path``: what checkpointed steps do (:mod:`.checkpointing`).
 
 When no type is set, Flink picks ``disable`` for a job without checkpointing and ``exponential-delay`` *with its
 default values* (its keys are not read) with checkpointing; :func:`parse_options` does the same through its
@@ -42,6 +44,7 @@ from airflow_region_failover.failover.budget import (
     BudgetConfig,
     FailureBudget,
 )
+from airflow_region_failover.failover.checkpointing import CHECKPOINT_KEYS, CheckpointConfig, parse_checkpointing
 from airflow_region_failover.failover.values import parse_int
 from airflow_region_failover.graph.errors import OptionError
 
@@ -77,7 +80,7 @@ _GENERAL_KEYS = (
     MAX_PER_TASK_FAILURES_KEY,
     MAX_TOTAL_TASK_FAILURES_KEY,
 )
-KNOWN_KEYS: frozenset[str] = frozenset(_GENERAL_KEYS) | frozenset(TYPE_OF_KEY)
+KNOWN_KEYS: frozenset[str] = frozenset(_GENERAL_KEYS) | frozenset(TYPE_OF_KEY) | CHECKPOINT_KEYS
 """Every option key :func:`parse_options` understands."""
 
 
@@ -86,7 +89,8 @@ class FailoverConfig:
     """Everything the failover loop needs to know from the options, as one immutable value.
 
     ``restart_strategy`` decides whether/when to restart, ``failover_strategy`` which subtasks, ``budget`` the
-    FLIP-1 limits. ``ignored_keys`` lists keys that were given but do not apply (a non-strict parse: keys of
+    FLIP-1 limits, ``checkpointing`` what checkpointed steps do. ``ignored_keys`` lists keys that were given but
+    do not apply (a non-strict parse: keys of
     another restart strategy type; or the deprecated type key shadowed by the new one).
     """
 
@@ -94,6 +98,7 @@ class FailoverConfig:
     failover_strategy: FailoverStrategy = FailoverStrategy.REGION
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     ignored_keys: tuple[str, ...] = ()
+    checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "failover_strategy", FailoverStrategy.parse(self.failover_strategy))
@@ -129,6 +134,7 @@ class FailoverConfig:
         options.update(self.restart_strategy.to_options())
         options[FAILOVER_STRATEGY_KEY] = self.failover_strategy.value
         options.update(self.budget.to_options())
+        options.update(self.checkpointing.to_options())
         return options
 
 
@@ -149,6 +155,7 @@ def parse_options(options: Mapping[str, object], *, checkpointing: bool = False,
         failover_strategy=FailoverStrategy.parse(options.get(FAILOVER_STRATEGY_KEY, FailoverStrategy.REGION)),
         budget=_budget(options),
         ignored_keys=tuple(sorted(ignored)),
+        checkpointing=parse_checkpointing(options),
     )
 
 
@@ -180,7 +187,7 @@ def _check_known_keys(options: Mapping[str, object]) -> None:
             f"did you mean {close[0]!r}?"
             if close
             else f"use {RESTART_STRATEGY_TYPE_KEY}, restart-strategy.<type>.<option>, {FAILOVER_STRATEGY_KEY}, "
-            f"{MAX_PER_TASK_FAILURES_KEY} or {MAX_TOTAL_TASK_FAILURES_KEY}"
+            f"{MAX_PER_TASK_FAILURES_KEY}, {MAX_TOTAL_TASK_FAILURES_KEY} or a checkpointing key"
         )
         raise OptionError(f"{key}: unknown failover/restart-strategy option key; {hint}")
 

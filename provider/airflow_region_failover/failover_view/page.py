@@ -16,6 +16,9 @@ Rules:
   (region, reason, cause, subtasks) under the graph.
 * **The graph keeps its size** (:mod:`.svg`): its box scrolls when the graph is wider than the tab. The dry run
   draws no task-instance states (there is no run) and its legend shows none.
+* **Checkpoints** of checkpointed steps (:mod:`~..checkpoint`): where each try of a checkpointed subtask started —
+  *resumed* from a checkpoint (and how many epochs it skipped) or *started over* (and why) — and every checkpoint
+  completed (epoch, bytes uploaded, duration), in time order, from the store's records of the run.
 * Everything from the run, the DAG or a failure (ids, error texts) is escaped; the page has no script and loads
   nothing: it works in the UI's same-origin iframe and behind a reverse proxy (links are relative to the
   app's mount path given by the caller).
@@ -42,9 +45,12 @@ from airflow_region_failover.failover_view.svg import (
     Highlight,
     render_svg,
 )
-from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import region_label
+from airflow_region_failover.store.checkpoints import CompletedNote, TryRecord
+
+Checkpoints = Sequence[tuple[PartitionId, TryRecord | CompletedNote]]
 
 _STYLE = ("body{font-family:sans-serif;margin:12px;color:#222}h2{font-size:18px;margin:4px 0}"
           "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;"
@@ -116,7 +122,35 @@ def highlights(decision: Decision | None) -> dict[str, Highlight] | None:
     return {r.region: Highlight(r.reason, r.cause) for r in decision.regions}
 
 
-def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow]) -> dict[str, Any]:
+def checkpoint_events(spec: JobSpec, records: Checkpoints) -> list[dict[str, Any]]:
+    """The checkpoint events of a run in time order (module rule): ``resumed`` / ``started over`` per try of a
+    checkpointed subtask, ``checkpoint`` per completed checkpoint."""
+    events = []
+    for subtask, record in records:
+        task = SubtaskId(subtask.result, subtask.index)
+        known = task.step in {s.id for s in spec.graph.steps}
+        base = {"subtask": str(task), "task_id": spec.names.task_id(task) if known else "",
+                "try_number": record.try_number}
+        if isinstance(record, TryRecord):
+            resumed = record.resumed_seq > 0
+            events.append({**base, "event": "resumed" if resumed else "started over", "at": _ts(record.started_at),
+                           "checkpoint": record.resumed_seq, "skipped": record.skipped, "epochs": record.epochs,
+                           "reason": record.reason})
+        else:
+            events.append({**base, "event": "checkpoint", "at": _ts(record.committed_at), "checkpoint": record.seq,
+                           "epoch": record.epoch, "epochs": record.epochs, "uploaded_bytes": record.uploaded_bytes,
+                           "state_bytes": record.state_bytes, "duration_ms": record.duration_ms})
+    return sorted(events, key=lambda e: (e["at"] or 0.0, e["subtask"], e["event"] == "checkpoint"))
+
+
+def _ts(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
+
+
+def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], checkpoints: Checkpoints = ()) -> dict[str, Any]:
     """The JSON of a run's failover view (module rules; keys documented in docs/reference/view-api.md)."""
     states = cell_states(spec, rows)
     decisions = []
@@ -134,6 +168,7 @@ def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow]) -> dict[str, 
     return {
         "dag_id": doc.dag_id, "run_id": doc.run_id, "graph": graph_model(spec, states),
         "decisions": decisions, "budget": dict(doc.decisions[-1].budget) if doc.decisions else {},
+        "checkpoints": checkpoint_events(spec, checkpoints),
     }
 
 
@@ -157,10 +192,11 @@ def graph_model(spec: JobSpec, states: Mapping[SubtaskId, CellState]) -> dict[st
                         for r in regions.regions]}
 
 
-def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int | None, base: str) -> str:
-    """The failover view of a run: the graph of the selected decision (default: the latest) and the timeline.
-    ``base``: the app's mount path (links)."""
-    model = run_model(spec, doc, rows)
+def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int | None, base: str,
+             checkpoints: Checkpoints = ()) -> str:
+    """The failover view of a run: the graph of the selected decision (default: the latest), the timeline and the
+    checkpoints. ``base``: the app's mount path (links)."""
+    model = run_model(spec, doc, rows, checkpoints)
     chosen = _chosen(doc, selected)
     failed = [s for f in (chosen.failures if chosen else ()) for s in (spec.names.subtasks(f.task_id) or ())[:1]]
     title = f"Region failover — {doc.dag_id} / {doc.run_id}"
@@ -179,6 +215,8 @@ def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int 
     if chosen is not None and chosen.regions:
         body.append(_regions_table([(r.region, r.reason, r.cause, r.subtasks) for r in chosen.regions]))
     body += ["<h3>Timeline</h3>", _timeline_table(model["decisions"])]
+    if model["checkpoints"]:
+        body += ["<h3>Checkpoints</h3>", _checkpoint_table(model["checkpoints"])]
     return _document(title, body)
 
 
@@ -265,6 +303,25 @@ def _timeline_table(decisions: Sequence[Mapping[str, Any]]) -> str:
                         f"<td>{escape(_describe(event, d))}</td></tr>")
     return ('<table id="rf-timeline"><tr><th>decision</th><th>at (UTC)</th><th>event</th><th>what</th></tr>'
             f"{''.join(rows)}</table>")
+
+
+def _checkpoint_table(events: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for event in events:
+        if event["event"] == "checkpoint":
+            what = (f"checkpoint {event['checkpoint']} after epoch {event['epoch']} of {event['epochs']}: "
+                    f"{event['uploaded_bytes']} of {event['state_bytes']} state bytes uploaded, "
+                    f"{event['duration_ms']} ms")
+        elif event["event"] == "resumed":
+            what = (f"resumed from checkpoint {event['checkpoint']}: {event['skipped']} of {event['epochs']} epochs "
+                    "skipped")
+        else:
+            what = event["reason"]
+        rows.append(f'<tr class="rf-checkpoint" data-event="{escape(event["event"])}"><td>{escape(event["task_id"])}'
+                    f"</td><td>{event['try_number']}</td><td>{escape(when(event['at']) or '-')}</td>"
+                    f"<td>{escape(event['event'])}</td><td>{escape(what)}</td></tr>")
+    return ('<table id="rf-checkpoints"><tr><th>task</th><th>try</th><th>at (UTC)</th><th>event</th><th>what</th>'
+            f"</tr>{''.join(rows)}</table>")
 
 
 def _describe(event: Mapping[str, Any], decision: Mapping[str, Any]) -> str:

@@ -12,6 +12,11 @@ Rules — each value is sent where it is known (docs/operator/observability.md d
   ``reused_bytes`` (+bytes of committed partitions it did not recompute: what it read of partitions the restart
   reused, plus the partitions it kept); tags ``dag_id``, ``strategy``, ``step``, ``reason`` (its region's).
   A first try, Airflow's retry and a person's clear send none of them;
+* per try of a checkpointed subtask, by its worker as it happens (:func:`checkpoint_listener`, whatever started the
+  try): when it starts, ``checkpoint_epochs_skipped`` (+epochs it did not recompute: 0 when it started over) and
+  ``checkpoint_resumes`` (+1 when it resumed); per checkpoint completed, ``checkpoints`` (+1),
+  ``checkpoint_duration`` (ms, timer) and ``checkpoint_uploaded_bytes`` (state bytes uploaded, timer-style
+  histogram); tags ``dag_id``, ``step`` (the chain's tail);
 * Stats a process never initialised (the Task SDK's in a scheduler or a stand-alone watcher) are initialised from
   ``[metrics]`` on first use; sending never raises into the caller (best effort, logged).
 """
@@ -21,8 +26,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow_region_failover.checkpoint.runner import Listener
 from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.spark.ledger import TaskLedger
+from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
 
 log = logging.getLogger(__name__)
 PREFIX = "region_failover"
@@ -87,3 +94,28 @@ def emit_task(dag_id: str, step: str, ledger: TaskLedger) -> dict[str, int] | No
     except Exception:
         log.warning("region failover: could not emit task metrics", exc_info=True)
         return None
+
+
+def checkpoint_values(event: CheckpointManifest | TryRecord) -> dict[str, float]:
+    """The checkpoint metrics of one event of a checkpointed try (module rule)."""
+    if isinstance(event, TryRecord):
+        return {"checkpoint_epochs_skipped": event.skipped, "checkpoint_resumes": int(event.resumed_seq > 0)}
+    return {"checkpoints": 1, "checkpoint_duration": event.duration_ms,
+            "checkpoint_uploaded_bytes": event.uploaded_bytes}
+
+
+def checkpoint_listener(dag_id: str, step: str) -> Listener:
+    """A listener of a checkpointed try that sends its metrics as they happen (never raises)."""
+
+    def send(event: CheckpointManifest | TryRecord) -> None:
+        try:
+            client, tags = stats(), {"dag_id": dag_id, "step": step}
+            for name, value in checkpoint_values(event).items():
+                if name in ("checkpoint_duration", "checkpoint_uploaded_bytes"):
+                    client.timing(f"{PREFIX}.{name}", value, tags=tags)
+                else:
+                    client.incr(f"{PREFIX}.{name}", count=int(value), tags=tags)
+        except Exception:
+            log.warning("region failover: could not emit checkpoint metrics", exc_info=True)
+
+    return send

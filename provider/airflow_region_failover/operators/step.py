@@ -109,13 +109,16 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         """Run the subtask; returns its summary (rows written per result, the task's ledger:
         :class:`~airflow_region_failover.spark.ledger.TaskSummary`, in its JSON form, with the task's timeline from
         here on, :mod:`~airflow_region_failover.timeline`) that Airflow stores as return value, and sends the task's
-        restart metrics (:mod:`~airflow_region_failover.observability.metrics`)."""
+        restart metrics and, for a checkpointed chain, its checkpoint metrics as they happen
+        (:mod:`~airflow_region_failover.observability.metrics`)."""
         with timeline.measured() as clock:
             clock.record_since("airflow_start", getattr(self, "_parsed_at", clock.started))
             with timeline.phase("restart_wait"):
                 doc = restart_log(context["ti"])
                 self._wait_for_restart_time(context, doc)
-            summary = run_chain(self.runtime, tuple(SubtaskId.parse(s) for s in self.chain), context, doc)
+            members = tuple(SubtaskId.parse(s) for s in self.chain)
+            listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
+            summary = run_chain(self.runtime, members, context, doc, listener)
         self._ledger = summary.ledger
         metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
         return summary.to_json()

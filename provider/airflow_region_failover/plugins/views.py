@@ -25,6 +25,7 @@ Airflow origin.
 from __future__ import annotations
 
 import html
+import logging
 from typing import Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
@@ -37,12 +38,13 @@ from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.run_log import RunLog
-from airflow_region_failover.failover_view.page import TaskRow, plan_page, run_model, run_page
+from airflow_region_failover.failover_view.page import Checkpoints, TaskRow, plan_page, run_model, run_page
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.plugins.history import format_history, load_history
 
 URL_PREFIX = "/region-failover"
+log = logging.getLogger(__name__)
 
 
 def _load(dag_id: str, run_id: str) -> RunLog:
@@ -65,6 +67,20 @@ def _job(dag_id: str) -> JobSpec:
     if spec is None:
         raise HTTPException(status_code=404, detail=f"DAG {dag_id!r} has no region-failover job (or does not exist)")
     return spec
+
+
+def _checkpoints(dag_id: str, run_id: str) -> Checkpoints:
+    """The run's checkpoint history (tries resumed or started over, checkpoints completed); empty when the store
+    cannot be read: the rest of the view still answers."""
+    from airflow_region_failover.checkpoint.storage import history  # deferred: the store, on request
+    from airflow_region_failover.store.facade import default_store  # deferred: the store, on request
+
+    try:
+        store = default_store()
+        return history(store.objects, store.run_keys(dag_id, run_id))
+    except Exception:
+        log.warning("region failover: no checkpoint history for %s/%s", dag_id, run_id, exc_info=True)
+        return []
 
 
 def _rows(dag_id: str, run_id: str) -> list[TaskRow]:
@@ -122,12 +138,12 @@ def create_app() -> FastAPI:
     @app.get("/run/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def run_view(request: Request, dag_id: str, run_id: str, decision: int | None = None) -> str:
         spec, doc = _job(dag_id), _load(dag_id, run_id)
-        return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request))
+        return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request), _checkpoints(dag_id, run_id))
 
     @app.get("/api/run/{dag_id}/{run_id:path}")
     def run_json(dag_id: str, run_id: str) -> dict[str, Any]:
         spec, doc = _job(dag_id), _load(dag_id, run_id)
-        return run_model(spec, doc, _rows(dag_id, run_id))
+        return run_model(spec, doc, _rows(dag_id, run_id), _checkpoints(dag_id, run_id))
 
     @app.get("/plan/{dag_id}", response_class=HTMLResponse)
     def plan_view(request: Request, dag_id: str, failed: str = "", unavailable: str = "") -> str:

@@ -11,7 +11,10 @@ ones at their committed version — and then takes one of three branches:
   :func:`~.compute.compute`; the task checks and publishes what it committed;
 * **compute** (:func:`~.compute.compute`): every step function is called in order in this process's session, the
   DataFrame a step returns passed on in memory; only the tail's outputs are written, under this try's attempt,
-  recording the head's BLOCKING input versions and the run's code fingerprint.
+  recording the head's BLOCKING input versions and the run's code fingerprint;
+* **checkpointed** (:mod:`.checkpointed`, when a member declares ``checkpoint=``): the same, once per epoch of the
+  head's sliced input, resuming from the latest complete checkpoint that matches this try; ``listener`` hears of
+  where the try started and of each checkpoint it completes (metrics).
 
 The refs published (BLOCKING outputs are committed store versions, PIPELINED ones attempt-scoped scratch versions
 of the same store) become the task's XComs, and the task returns its summary (:mod:`.ledger`), built once. Before
@@ -23,28 +26,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from airflow_region_failover.checkpoint.declared import chain_checkpoint
+from airflow_region_failover.checkpoint.runner import Listener
 from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.naming import xcom_key
+from airflow_region_failover.spark.checkpointed import run_checkpointed
 from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.ledger import TaskSummary, summary
+from airflow_region_failover.spark.ledger import CheckpointEntry, TaskSummary, summary
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.run import SubtaskRun, start
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import open_store_io
 from airflow_region_failover.spark.submit import submit_script
+from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
 from airflow_region_failover.timeline import current, phase
 
 log = logging.getLogger(__name__)
 
 
 def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
-              run_log: RunLog | None = None) -> TaskSummary:
+              run_log: RunLog | None = None, listener: Listener | None = None) -> TaskSummary:
     """Run chain subtask ``members`` (head first; one member for an unchained subtask) inside an Airflow task
     (``context`` is the task context; ``run_log``: the run's decision log if the caller read it already); returns the
     task's summary (module rule)."""
@@ -55,7 +62,8 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
         run = start(runtime, members, context, io, run_log)
     with phase("keep"):
         kept = kept_outputs(run)
-    published = kept if kept is not None else _produce(run)
+    heard = Heard(listener)
+    published = kept if kept is not None else _produce(run, heard)
     ti = context["ti"]
     with phase("publish"):
         for ref in published:
@@ -73,20 +81,48 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
         log.info("read %d of the %d bytes of its input partitions (%d objects)", reads.bytes, reads.partition_bytes,
                  reads.objects)
     with phase("ledger"):
-        done = summary(run, published, kept=kept is not None)
+        done = summary(run, published, kept=kept is not None, checkpoint=heard.entry())
     clock = current()
     return done if clock is None else replace(done, timeline=clock.timeline())
 
 
-def _produce(run: SubtaskRun) -> tuple[PartitionRef, ...]:
-    """The outputs of this try: spark-submitted for a script step, else computed in this process."""
+def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[PartitionRef, ...]:
+    """The outputs of this try: spark-submitted for a script step, else computed in this process (in epochs for
+    a checkpointed chain)."""
     if run.script is not None:
         with phase("submit"):
             return submit_script(run)
     with phase("session"):
         spark = get_session(resolve_target(run.impls[0].spark_conn_id))
+    checkpointed = chain_checkpoint(run.graph, [m.step for m in run.members], {i.step_id: i for i in run.impls})
     with phase("compute"):
+        if checkpointed is not None:
+            return run_checkpointed(spark, run, checkpointed, listener)
         return compute(spark, run)
+
+
+@dataclass
+class Heard:
+    """What a checkpointed try reported (where it started, the checkpoints it completed), passed on to ``outer``."""
+
+    outer: Listener | None = None
+    started: TryRecord | None = None
+    checkpoints: list[CheckpointManifest] = field(default_factory=list)
+
+    def __call__(self, event: CheckpointManifest | TryRecord) -> None:
+        if isinstance(event, TryRecord):
+            self.started = event
+        else:
+            self.checkpoints.append(event)
+        if self.outer is not None:
+            self.outer(event)
+
+    def entry(self) -> CheckpointEntry | None:
+        """The summary's checkpoint entry, or ``None`` when the try was not checkpointed."""
+        if self.started is None:
+            return None
+        return CheckpointEntry(self.started.epochs, self.started.resumed_seq, self.started.skipped,
+                               len(self.checkpoints), sum(c.uploaded_bytes for c in self.checkpoints))
 
 
 def publish(ti: Any, ref: PartitionRef) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_region_failover.checkpoint.plan import Epoch
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId, default_result_id
 from airflow_region_failover.graph.model import Edge
 
@@ -29,7 +30,8 @@ class StepContext:
     ``subtask``: ``step#index``; ``parallelism``: the step's subtask count; ``partitions``: per input name, the
     producer partitions this subtask reads (POINTWISE/ALL_TO_ALL mapping); ``dag_id``/``run_id``/``try_number``:
     the Airflow run and try; ``params``: the run's DAG params (e.g. ``fail_once``); ``airflow``: the full Airflow
-    task context (empty outside Airflow).
+    task context (empty outside Airflow); ``epoch``: in a checkpointed chain, the epoch being run (its ``index``,
+    ``count`` and whether it is the ``last``), else ``None``.
     """
 
     subtask: SubtaskId
@@ -41,6 +43,7 @@ class StepContext:
     try_number: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
     airflow: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    epoch: Epoch | None = None
 
     @property
     def step(self) -> str:

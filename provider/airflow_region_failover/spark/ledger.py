@@ -18,8 +18,10 @@ Rules:
 The summary (:class:`TaskSummary`, the step task's XCom ``return_value``) is the ledger plus the task's
 ``subtask`` (a chain's tail, with ``chain`` its members when there are several), ``attempt``, ``rows`` per result
 published, ``kept`` (result -> attempt, only when the outputs were kept), ``read`` (what it read from the
-store: bytes and objects fetched, and the bytes of the partitions they belong to) and ``timeline`` (where its
-time went, :class:`~airflow_region_failover.timeline.Timeline`; absent where no clock ran).
+store: bytes and objects fetched, and the bytes of the partitions they belong to), ``timeline`` (where its
+time went, :class:`~airflow_region_failover.timeline.Timeline`; absent where no clock ran) and, for a checkpointed
+chain, ``checkpoint`` (:class:`CheckpointEntry`: the epochs, the checkpoint the try resumed from and the epochs it
+skipped, the checkpoints it completed and the state bytes they uploaded).
 """
 
 from __future__ import annotations
@@ -168,6 +170,29 @@ class ReadTotals:
 
 
 @dataclass(frozen=True)
+class CheckpointEntry:
+    """What a checkpointed try did: ``epochs`` in its plan, ``resumed_from`` (checkpoint number, 0: it started
+    from the first epoch), ``skipped`` epochs, ``checkpoints`` completed and their ``uploaded_bytes``."""
+
+    epochs: int
+    resumed_from: int
+    skipped: int
+    checkpoints: int
+    uploaded_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"epochs": self.epochs, "resumed_from": self.resumed_from, "skipped": self.skipped,
+                "checkpoints": self.checkpoints, "uploaded_bytes": self.uploaded_bytes}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> CheckpointEntry:
+        """Parse the JSON form."""
+        return cls(int(body["epochs"]), int(body["resumed_from"]), int(body["skipped"]), int(body["checkpoints"]),
+                   int(body["uploaded_bytes"]))
+
+
+@dataclass(frozen=True)
 class TaskSummary:
     """A step task's return value (module rule): ``members`` is the chain, head first (one for a lone subtask)."""
 
@@ -178,6 +203,7 @@ class TaskSummary:
     ledger: TaskLedger
     kept: Mapping[str, int] = field(default_factory=frozen)
     timeline: Timeline | None = None
+    checkpoint: CheckpointEntry | None = None
 
     @property
     def subtask(self) -> SubtaskId:
@@ -193,6 +219,8 @@ class TaskSummary:
         body.update({"attempt": self.attempt, "rows": dict(self.rows)})
         if self.kept:
             body["kept"] = dict(self.kept)
+        if self.checkpoint is not None:
+            body["checkpoint"] = self.checkpoint.to_json()
         body = {**body, "read": self.read.to_json(), **self.ledger.to_json()}
         if self.timeline is not None:
             body["timeline"] = self.timeline.to_json()
@@ -202,20 +230,21 @@ class TaskSummary:
     def from_json(cls, body: Mapping[str, Any]) -> TaskSummary:
         """Parse the JSON form."""
         members = tuple(SubtaskId.parse(m) for m in body.get("chain", [body["subtask"]]))
-        timeline = body.get("timeline")
+        timeline, checkpoint = body.get("timeline"), body.get("checkpoint")
         return cls(members, int(body["attempt"]), frozen({str(r): int(n) for r, n in body["rows"].items()}),
                    ReadTotals.from_json(body["read"]), TaskLedger.from_json(body),
                    frozen({str(r): int(a) for r, a in body.get("kept", {}).items()}),
-                   Timeline.from_json(timeline) if timeline else None)
+                   Timeline.from_json(timeline) if timeline else None,
+                   CheckpointEntry.from_json(checkpoint) if checkpoint else None)
 
 
 def summary(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False,
-            timeline: Timeline | None = None) -> TaskSummary:
+            timeline: Timeline | None = None, checkpoint: CheckpointEntry | None = None) -> TaskSummary:
     """The summary of ``run`` after it published ``published`` (``kept``: kept, not written by this try;
-    ``timeline``: where its time went, when measured)."""
+    ``timeline``: where its time went, when measured; ``checkpoint``: what a checkpointed try did)."""
     return TaskSummary(run.members, run.try_number, frozen({r.result: r.rows for r in published}),
                        ReadTotals.of(run.io.reads), ledger(run, published, kept),
-                       frozen({r.result: r.attempt for r in published} if kept else {}), timeline)
+                       frozen({r.result: r.attempt for r in published} if kept else {}), timeline, checkpoint)
 
 
 def ledger(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False) -> TaskLedger:

@@ -24,11 +24,12 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, NotAvailable
+from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.failover.handler import restarted_by
 from airflow_region_failover.failover.options import FailoverStrategy
 from airflow_region_failover.failover.run_log import Decision, RunLog
@@ -56,7 +57,8 @@ class SubtaskRun:
     ``io``: the store view; ``current``: the current manifest of each BLOCKING input, ``versions``: what the
     outputs' manifests record of them; ``code``: the code fingerprint; ``restart``: the applied decision whose
     clear started this try (``None``: none did, so nothing is kept), ``task_id``: this task's id in it;
-    ``strategy``: the job's failover strategy; ``opted_out``: the step or the run turned reuse off.
+    ``strategy``: the job's failover strategy; ``opted_out``: the step or the run turned reuse off;
+    ``checkpointing``: the job's checkpointing options (a checkpointed chain, :mod:`.checkpointed`).
     """
 
     graph: JobGraph
@@ -72,6 +74,7 @@ class SubtaskRun:
     task_id: str = ""
     strategy: FailoverStrategy = FailoverStrategy.REGION
     opted_out: bool = False
+    checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     @property
     def head(self) -> SubtaskId:
@@ -133,7 +136,8 @@ def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[st
     opted_out = not all(i.reuse for i in impls) or (context.get("params") or {}).get(REUSE_PARAM) is False
     return SubtaskRun(graph, tuple(members), impls, chain_contexts(graph, members, refs, context), refs, io, current,
                       input_versions(current, graph, head, refs), chain_fingerprint(impls), restart,
-                      str(ti.task_id), runtime.spec.config.failover_strategy, opted_out)
+                      str(ti.task_id), runtime.spec.config.failover_strategy, opted_out,
+                      runtime.spec.config.checkpointing)
 
 
 def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId,

@@ -129,15 +129,40 @@ class ResultStore:
         return protocol.begin_attempt(self.objects, keys, check_partition(partition), attempt)
 
     def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> parquet.Target:
-        keys = self.run_keys(dag_id, run_id)
+        self._fence(dag_id, run_id, partition, attempt)
+        return self.target(dag_id, run_id, partition, attempt)
+
+    def _fence(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> None:
         with phase("begin"):
             retired = self.begin_attempt(dag_id, run_id, partition, attempt)
-            lifecycle.record_run(self.objects, keys)
+            lifecycle.record_run(self.objects, self.run_keys(dag_id, run_id))
         if retired:
             log.info("%s of %s/%s: attempt %d superseded attempts %s", partition, dag_id, run_id, attempt,
                      [r.attempt for r in retired])
-        return parquet.Target(self.config.access, self.layout, keys, partition, attempt, secrets.token_hex(8),
-                              self.config.part_size, self.config.upload_threads, self.config.max_object_bytes)
+
+    def target(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
+               writer: str | None = None) -> parquet.Target:
+        """Where a writer (``writer``, default a new random token) of ``attempt`` puts its objects; nothing is
+        fenced or committed (a checkpointed step writes each epoch's objects through one, :meth:`write_objects`,
+        and commits them all at the end, :meth:`commit_written`)."""
+        keys = self.run_keys(dag_id, run_id)
+        return parquet.Target(self.config.access, self.layout, keys, check_partition(partition), attempt,
+                              writer or secrets.token_hex(8), self.config.part_size, self.config.upload_threads,
+                              self.config.max_object_bytes)
+
+    def write_objects(self, df: DataFrame, target: parquet.Target, cut: parquet.Cut | None = None) -> parquet.Written:
+        """Store ``df`` as content-addressed objects through ``target`` (cut into subpartitions by ``cut``) without
+        committing anything: the objects are announced by the writer until a manifest lists them."""
+        writer = parquet.write_with_driver if self.config.spark_io == "driver" else parquet.write_with_executors
+        return writer(df, target, cut)
+
+    def commit_written(self, target: parquet.Target, written: parquet.Written, schema: str,
+                       inputs: tuple[InputVersion, ...] = (), code: str = "",
+                       cut: parquet.Cut | None = None) -> tuple[Manifest, Tally]:
+        """Commit objects already stored (``written``, e.g. every epoch's of a checkpointed step) as
+        ``target``'s partition and attempt: the supersede step, then the commit of :meth:`write`."""
+        self._fence(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt)
+        return self._finish(target, lambda: written, schema, inputs, code, cut)
 
     def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
                 inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,

@@ -11,6 +11,11 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
                                                   writers before manifest version 2)
     R/<result>/data/P/A-<writer>/uses-<h>.ref     the writer is about to list shared object ``h`` (empty)
     R/<result>/data/P/A-<writer>/alive            the writer's driver is still at work (renewed, empty)
+    R/_checkpoints.v1/<step>/P/c<seq:06d>.json    a completed checkpoint of the chain subtask whose tail is
+                                                  ``<step>#P`` (conditional create, written last)
+    R/_checkpoints.v1/<step>/P/t<try:06d>.json    where try ``<try>`` of that subtask started: resumed or not, why
+    R/_checkpoints.v1/<step>/P/n<seq:06d>.json    a note that checkpoint ``seq`` completed (kept when retention
+                                                  drops the checkpoint: the failover view's history)
 
     <prefix>/cas/v1/<h[:2]>/<h>.parquet           a content-addressed data object (``h``: SHA-256 of its bytes,
                                                   64 lower-case hex digits), shared by every manifest listing it
@@ -36,7 +41,8 @@ attempt >= 1 and the writer token (hex) are checked; ``P`` has five digits, six 
 ``[A-Za-z0-9_.-]`` without ``.``/``..`` segments; the bucket follows S3's naming rules.
 :meth:`Layout.check` is the last guard every key passes through. The shared area ``<prefix>/cas/v1/`` lies
 outside ``<prefix>/v1/`` on purpose: a DAG id can be spelled like any folder inside ``v1/``, never like a sibling
-of it; its keys are built only from a checked SHA-256 (:func:`check_sha256`).
+of it; its keys are built only from a checked SHA-256 (:func:`check_sha256`). ``_checkpoints.v1`` holds a ``.``,
+which a result's key part never does outside ``.to.``, so no result is ever named like it.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from airflow_region_failover.graph.ids import PartitionId, key_part
 FORMAT_ROOT = "v1"
 FAILOVER_ROOT = "failover/v1"
 CAS_ROOT = "cas/v1"
+CHECKPOINTS = "_checkpoints.v1"
 DEPLOYMENT_MARKER = "_region_failover_deployment.json"
 PARTITION_PART = r"p(?:\d{5}|[1-9]\d{5})"
 """Regex of the ``P`` key part: ``p{index:05d}`` for an index < 10**6 (five digits, six from 100000)."""
@@ -232,6 +239,24 @@ class RunKeys:
         """``R/<result>/data/P/A-<writer>/alive``: renewed while the writer's driver is at work, so the sweeper
         counts the writer as active however long its tasks are quiet (:mod:`.lifecycle`)."""
         return self.attempt_data(partition, attempt, writer) + "alive"
+
+    def checkpoints_prefix(self, subtask: PartitionId) -> str:
+        """``R/_checkpoints.v1/<step>/P/``: the checkpoints and try records of the chain subtask whose tail is
+        ``subtask`` (a step id and index, given as a :class:`PartitionId` of its sink-like name)."""
+        check_partition(subtask)
+        return self.run_prefix + f"{CHECKPOINTS}/{key_part(subtask.result)}/p{subtask.index:05d}/"
+
+    def checkpoint(self, subtask: PartitionId, seq: int) -> str:
+        """``R/_checkpoints.v1/<step>/P/c<seq:06d>.json``: completed checkpoint ``seq`` (>= 1)."""
+        return self.checkpoints_prefix(subtask) + f"c{check_index(seq, what='checkpoint', minimum=1):06d}.json"
+
+    def checkpoint_note(self, subtask: PartitionId, seq: int) -> str:
+        """``R/_checkpoints.v1/<step>/P/n<seq:06d>.json``: checkpoint ``seq`` completed (a note for the history)."""
+        return self.checkpoints_prefix(subtask) + f"n{check_index(seq, what='checkpoint', minimum=1):06d}.json"
+
+    def checkpoint_try(self, subtask: PartitionId, task_try: int) -> str:
+        """``R/_checkpoints.v1/<step>/P/t<try:06d>.json``: where that try started."""
+        return self.checkpoints_prefix(subtask) + f"t{check_index(task_try, what='task try', minimum=1):06d}.json"
 
     def announcement(self, partition: PartitionId, attempt: int, writer: str, digest: str) -> str:
         """``R/<result>/data/P/A-<writer>/uses-<h>.ref``: an empty marker — this writer is about to list the shared

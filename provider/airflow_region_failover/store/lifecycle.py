@@ -19,6 +19,9 @@ G0``, finds the writer's newest activity at most ``G0/4 < G`` old: it keeps the 
 announcements keep referencing its shared objects (:mod:`.registry`). A writer whose driver died stops renewing
 and is swept ``G`` after its last sign of life; a commit it might still attempt is guarded by the committer's own
 confirmation (:mod:`.content`), never by the heartbeat. The grace is at least :data:`MIN_GRACE_SECONDS`.
+Checkpoint manifests, try records and completion notes (``_checkpoints.v1/``) are a run's records like its
+manifests: the sweeper never deletes them (their retention is the checkpointing step's
+``state.checkpoints.num-retained``, and the run's release removes the rest).
 A result holding a manifest this version cannot read (e.g. a newer format written during an upgrade) is kept
 whole and named in the :class:`SweepReport`. After the runs, the shared area of content-addressed objects is swept
 by its own rule (:mod:`.registry`: an object no retained manifest lists, older than the grace; nothing there
@@ -45,7 +48,14 @@ from airflow_region_failover.exceptions import AlreadyCommitted, GraceTooShort, 
 from airflow_region_failover.store.commit import now_iso
 from airflow_region_failover.store.content import MIN_GRACE_SECONDS as MIN_GRACE_SECONDS
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
-from airflow_region_failover.store.keys import DEPLOYMENT_MARKER, PARTITION_PART, Layout, RunKeys, decode_airflow_id
+from airflow_region_failover.store.keys import (
+    CHECKPOINTS,
+    DEPLOYMENT_MARKER,
+    PARTITION_PART,
+    Layout,
+    RunKeys,
+    decode_airflow_id,
+)
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Listed, Objects, Upload
 from airflow_region_failover.store.registry import SharedSweep, sweep_shared
@@ -58,7 +68,8 @@ HEARTBEAT_SHARE = 0.25
 _MANIFEST = re.compile(rf"([^/]+)/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _RETIRED = re.compile(rf"[^/]+/retired/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _DATA = re.compile(rf"([^/]+/data/{PARTITION_PART}/a\d{{6}}-[0-9a-f]+)/[^/]+\Z")
-_META = re.compile(r"(_run\.json|_holds/[^/]+\.json)\Z")
+_CHECKPOINT = rf"{re.escape(CHECKPOINTS)}/[^/]+/{PARTITION_PART}/[ctn]\d{{6}}\.json"
+_META = re.compile(rf"(_run\.json|_holds/[^/]+\.json|{_CHECKPOINT})\Z")
 
 
 @dataclass(frozen=True)

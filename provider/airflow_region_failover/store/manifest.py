@@ -234,15 +234,7 @@ class Manifest:
     @classmethod
     def from_json(cls, data: bytes, *, where: str) -> Manifest:
         """Decode and validate; :class:`ManifestError` naming ``where`` (the key) on any problem."""
-        try:
-            body = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ManifestError(f"manifest {where} is not JSON: {exc}") from None
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise ManifestError(f"manifest {where} is not a {FORMAT} document")
-        if body.get("version") not in READABLE_VERSIONS:
-            raise ManifestError(f"manifest {where} has version {body.get('version')!r}; this store reads "
-                                f"{sorted(READABLE_VERSIONS)}")
+        body = json_document(data, f"manifest {where}", FORMAT, READABLE_VERSIONS)
         try:
             return cls._from_body(body)
         except (KeyError, TypeError, ValueError, RegionFailoverError) as exc:
@@ -271,6 +263,20 @@ class Manifest:
         if manifest.partitioning is None and any(o.subpartition >= 0 for o in objects):
             raise ValueError("objects name subpartitions but the manifest has no partitioning")
         return manifest
+
+
+def json_document(data: bytes, what: str, kind: str, versions: frozenset[int]) -> dict[str, Any]:
+    """The JSON object of a store record ``what`` (e.g. ``"manifest <key>"``) whose ``format`` is ``kind`` and
+    ``version`` one of ``versions``; :class:`ManifestError` naming ``what`` otherwise."""
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{what} is not JSON: {exc}") from None
+    if not isinstance(body, dict) or body.get("format") != kind:
+        raise ManifestError(f"{what} is not a {kind} document")
+    if body.get("version") not in versions:
+        raise ManifestError(f"{what} has version {body.get('version')!r}; this store reads {sorted(versions)}")
+    return body
 
 
 def partitioning(partition_by: tuple[str, ...], max_parallelism: int, ranges: tuple[range, ...],

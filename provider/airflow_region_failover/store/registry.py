@@ -9,7 +9,11 @@ Rules:
   object (``data/P/A-<writer>/uses-<h>.ref``, found by the same LIST), until the run-scoped sweep removes the
   writer's prefix — after its commit (the manifest then holds the references) or once the writer has been idle
   for longer than the grace, like any uncommitted attempt. A long Spark job's early objects are thus never
-  taken for garbage before its manifest lists them. Retention (:func:`.lifecycle.apply_retention`, the settings
+  taken for garbage before its manifest lists them. A completed *checkpoint* manifest
+  (``_checkpoints.v1/<step>/P/c<seq>.json``, :mod:`.checkpoints`) holds one reference to each object it lists,
+  exactly like a result manifest (seed 003: "the shared state registry tracks the number of checkpoints that
+  reference a shared file"; dropping a checkpoint deletes its manifest).
+  Retention (:func:`.lifecycle.apply_retention`, the settings
   ``store_keep_last_runs`` / ``store_keep_days``) decides which manifests are retained by releasing the others, so
   there is no second source of truth to corrupt, and the registry's recovery after any crash is the derivation
   itself. Superseded and retired attempts' manifests hold their references too, until their run is released: the
@@ -44,8 +48,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from airflow_region_failover.exceptions import ManifestError
+from airflow_region_failover.store.checkpoints import CheckpointManifest
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
-from airflow_region_failover.store.keys import PARTITION_PART, Layout
+from airflow_region_failover.store.keys import CHECKPOINTS, PARTITION_PART, Layout
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.objects import Listed, Objects
 
@@ -57,6 +62,7 @@ HEAD_TO_DELETE_SECONDS = 1.0
 """A DELETE is sent only this soon after the HEAD that judged the object (else it is judged again next sweep)."""
 
 _MANIFEST_KEY = re.compile(rf"[^/]+/[^/]+/[^/]+/manifests/{PARTITION_PART}/a\d{{6}}\.json\Z")
+_CHECKPOINT_KEY = re.compile(rf"[^/]+/[^/]+/{re.escape(CHECKPOINTS)}/[^/]+/{PARTITION_PART}/c\d{{6}}\.json\Z")
 _SHARED_KEY = re.compile(r"([0-9a-f]{2})/(\1[0-9a-f]{62})\.parquet\Z")
 _ANNOUNCEMENT = re.compile(rf"[^/]+/[^/]+/[^/]+/data/{PARTITION_PART}/a\d{{6}}-[0-9a-f]+/uses-([0-9a-f]{{64}})\.ref\Z")
 
@@ -82,20 +88,22 @@ class Registry:
         return self.references.get(sha256, 0) > 0 or sha256 in self.announced
 
 
-def count_references(manifests: Iterable[Manifest]) -> Counter[str]:
+def count_references(manifests: Iterable[Manifest | CheckpointManifest]) -> Counter[str]:
     """The reference count of each shared object: the number of ``manifests`` listing it (once per manifest)."""
     counts: Counter[str] = Counter()
     for manifest in manifests:
-        counts.update({entry.sha256 for entry in manifest.objects if entry.shared})
+        listed = manifest.objects() if isinstance(manifest, CheckpointManifest) else manifest.objects
+        counts.update({entry.sha256 for entry in listed if entry.shared})
     return counts
 
 
 def scan_root(root: str, items: Iterable[Listed]) -> tuple[list[str], frozenset[str]]:
-    """The manifest keys and the announced hashes among ``items`` listed under ``root``, outside nested
-    deployments."""
+    """The manifest keys (result and checkpoint manifests) and the announced hashes among ``items`` listed under
+    ``root``, outside nested deployments."""
     listed = list(items)
     kept = outside_nested(listed, nested_prefixes(root, listed))
-    manifests = [item.key for item in kept if _MANIFEST_KEY.match(item.key[len(root):])]
+    manifests = [item.key for item in kept if _MANIFEST_KEY.match(item.key[len(root):])
+                 or _CHECKPOINT_KEY.match(item.key[len(root):])]
     announced = {m.group(1) for item in kept if (m := _ANNOUNCEMENT.match(item.key[len(root):]))}
     return manifests, frozenset(announced)
 
@@ -106,18 +114,20 @@ def derive_registry(objects: Objects, layout: Layout, threads: int = 16) -> Regi
     root = layout.root + "/"
     keys, announced = scan_root(root, objects.listing(root))
 
-    def load(key: str) -> Manifest | str | None:
+    def load(key: str) -> Manifest | CheckpointManifest | str | None:
         body = objects.get(key)
         if body is None:
             return None  # released meanwhile: it holds nothing any more
         try:
+            if _CHECKPOINT_KEY.match(key[len(root):]):
+                return CheckpointManifest.from_json(body, where=key)
             return Manifest.from_json(body, where=key)
         except ManifestError:
             return key
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         loaded = list(pool.map(load, keys))
-    manifests = [m for m in loaded if isinstance(m, Manifest)]
+    manifests = [m for m in loaded if isinstance(m, (Manifest, CheckpointManifest))]
     unreadable = tuple(m for m in loaded if isinstance(m, str))
     return Registry(dict(count_references(manifests)), len(manifests), unreadable, started, announced)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PURE_MODULES = ("values", "backoff/__init__", "backoff/base", "backoff/none", "backoff/fixed_delay",
-                "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview")
+                "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview", "checkpointing")
 ALLOWED_INTERNAL = {
     "airflow_region_failover.failover." + name.removesuffix("/__init__").replace("/", ".") for name in PURE_MODULES
 } | {"airflow_region_failover.graph.errors"}

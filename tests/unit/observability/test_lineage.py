@@ -90,7 +90,7 @@ class _TI:
 
 def test_the_operator_reports_its_lineage_through_the_providers_methods(monkeypatch: pytest.MonkeyPatch) -> None:
     op = _operator()
-    monkeypatch.setattr(step, "run_chain", lambda runtime, members, context, run_log: TaskSummary.from_json(SUMMARY))
+    monkeypatch.setattr(step, "run_chain", lambda *args, **kwargs: TaskSummary.from_json(SUMMARY))
     monkeypatch.setattr(step, "restart_log", lambda ti: None)
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", LAYOUT.bucket)
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", LAYOUT.prefix)
@@ -110,7 +110,7 @@ def test_without_the_openlineage_provider_the_operator_runs_and_reports_no_linea
                  "airflow.providers.openlineage", "airflow.providers.openlineage.extractors"):
         monkeypatch.setitem(sys.modules, name, None)
     sent: list[Any] = []
-    monkeypatch.setattr(step, "run_chain", lambda runtime, members, context, run_log: TaskSummary.from_json(SUMMARY))
+    monkeypatch.setattr(step, "run_chain", lambda *args, **kwargs: TaskSummary.from_json(SUMMARY))
     monkeypatch.setattr(step, "restart_log", lambda ti: None)
     monkeypatch.setattr(step.metrics, "emit_task", lambda *args: sent.append(args))
     op = _operator()

@@ -44,7 +44,8 @@ class CountingLogs:
 def run(monkeypatch: pytest.MonkeyPatch, try_number: int) -> tuple[CountingLogs, list[Any]]:
     logs, handed = CountingLogs(), []
 
-    def fake_run_chain(runtime: Any, members: Any, context: Any, run_log: RunLog | None = None) -> TaskSummary:
+    def fake_run_chain(runtime: Any, members: Any, context: Any, run_log: RunLog | None = None,
+                       listener: Any = None) -> TaskSummary:
         handed.append(run_log)
         return TaskSummary.from_json(SUMMARY)
 

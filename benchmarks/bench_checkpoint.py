@@ -1,0 +1,225 @@
+"""Checkpointed steps, side by side with the same step unchecked: recovery after a late failure, overhead without
+failure, and incremental uploads (issue 24's targets).
+
+``SPARK_LOCAL_IP=127.0.0.1 python benchmarks/bench_checkpoint.py [--size-mb 1024] [--epochs 20] [--keys 1000000]
+[--repeat 1]``
+
+One SeaweedFS server and an embedded Spark session (``local[2]``); the step runs through the provider's own run
+path (:func:`~airflow_region_failover.spark.run.start`, :func:`~airflow_region_failover.spark.checkpointed.
+run_checkpointed`), without Airflow (whose per-task cost is the same for both sides). The input is one BLOCKING
+partition of ``--size-mb`` (rows ``(id, key, value, pad)``; one Spark partition per epoch, so the objects of epoch
+``e`` are its rows); the step keeps a running count and sum per key for ``--keys`` keys (all of them from epoch 0
+on) and each epoch's rows touch ``5 %`` of the keys, scattered (``key ≡ e mod 20``); it outputs the epoch's
+per-key aggregates. ``Checkpoint(epochs=E)``; the unchecked side is the same step with
+``Checkpoint(..., enabled=False)`` (same epochs, same state hand-over, no checkpoint).
+
+Reported: (1) a run that fails in epoch ``E-2`` (on its first try) and its second try: the epochs it recomputed and
+its wall time (failure to success: the second try, restore included), checked vs unchecked; (2) a run without
+failure, checked vs unchecked, and the overhead; (3) per checkpoint, the state bytes uploaded ÷ the full state's
+bytes (the first checkpoint's), median and max, and the checkpoint duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import _repo_path  # noqa: F401 - puts the repository root on sys.path
+
+DAG = "bench_checkpoint"
+SHARE = 20
+"""Epoch ``e`` touches the keys ``k ≡ e (mod SHARE)``: 5 % of them."""
+
+
+@dataclass
+class FakeTI:
+    """What the run path reads of an Airflow task instance."""
+
+    ref: dict[str, Any]
+    run_id: str
+    try_number: int
+    task_id: str = "agg.0"
+    dag_id: str = DAG
+    pushed: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_pull(self, *, task_ids: str, key: str) -> Any:
+        return self.ref
+
+    def xcom_push(self, *, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def make_step(keys: int, fail_at: int, salt: int) -> Any:
+    """The stateful step: running count and sum per key (starting at ``salt``, so that no run's state or output
+    bytes equal another's and every run uploads what it writes); fails on try 1 in epoch ``fail_at`` (-1: never)."""
+
+    def aggregate(spark: Any, inputs: Any, state: Any, context: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        if context.epoch.index == fail_at and context.try_number == 1:
+            raise RuntimeError(f"injected failure in epoch {fail_at}")
+        seen = inputs["src"].groupBy("key").agg(F.count("*").alias("d"), F.sum("value").alias("s"))
+        if context.epoch.index == 0:
+            state = spark.range(keys).select(F.col("id").alias("key"), F.lit(0).cast("long").alias("n"),
+                                             F.lit(float(salt)).alias("total"))
+        new = state.join(seen, "key", "left_outer").select(
+            "key", (F.col("n") + F.coalesce("d", F.lit(0))).alias("n"),
+            (F.col("total") + F.coalesce("s", F.lit(0.0))).alias("total"))
+        return seen.withColumn("epoch", F.lit(context.epoch.index)).withColumn("salt", F.lit(salt)), new
+
+    return aggregate
+
+
+def write_input(spark: Any, store: Any, size_mb: int, epochs: int, keys: int) -> Any:
+    """The input partition: ``size_mb`` of rows, one Spark partition per epoch; its ref."""
+    from pyspark.sql import functions as F
+
+    from airflow_region_failover.graph.ids import PartitionId
+    from airflow_region_failover.graph.model import Exchange
+    from airflow_region_failover.spark.exchange import PartitionRef
+
+    rows = size_mb * 1024 * 1024 // 60
+    per_epoch = rows // epochs
+    frame = spark.range(0, per_epoch * epochs, numPartitions=epochs).select(
+        "id", ((((F.col("id") % (keys // SHARE)) * SHARE) + (F.col("id") / per_epoch).cast("long")) % keys)
+        .alias("key"), (F.col("id") % 997).cast("double").alias("value"),
+        F.sha1(F.col("id").cast("string")).substr(1, 24).alias("pad"))
+    manifest = store.write(frame, DAG, "input", PartitionId("src->agg", 0), 1)
+    print(f"input: {manifest.row_count} rows, {manifest.total_bytes / 2**20:.0f} MB, {len(manifest.objects)} "
+          "objects", flush=True)
+    return PartitionRef("src->agg", 0, Exchange.BLOCKING, DAG, "input", 1, manifest.row_count).to_json()
+
+
+def run_try(spark: Any, store: Any, ref: Any, run_id: str, try_number: int, epochs: int, keys: int,
+            enabled: bool, fail_at: int = -1) -> dict[str, Any]:
+    """One try of the step in run ``run_id``; its figures (``failed``: it raised the injected failure)."""
+    from airflow_region_failover import Checkpoint, JobGraphBuilder, SubtaskId
+    from airflow_region_failover.checkpoint.declared import chain_checkpoint
+    from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
+    from airflow_region_failover.spark.checkpointed import run_checkpointed
+    from airflow_region_failover.spark.run import start
+    from airflow_region_failover.spark.store_io import StoreIO
+
+    graph = JobGraphBuilder().step("src").step("agg").edge("src", "agg", exchange="BLOCKING").build()
+    decl = Checkpoint(["key"], "key long, n long, total double", epochs=epochs, enabled=enabled)
+    salt = zlib.crc32(run_id.encode())
+    impls = {"src": StepImpl("src", fn=print),
+             "agg": StepImpl("agg", fn=make_step(keys, fail_at, salt), checkpoint=decl)}
+    runtime = JobRuntime(JobSpec(graph, {"state.checkpoints.num-retained": "2"}), impls)
+    run = start(runtime, (SubtaskId("agg", 0),), {"ti": FakeTI(ref, run_id, try_number), "params": {}},
+                StoreIO(store))
+    chain = chain_checkpoint(graph, ["agg"], impls)
+    events: list[Any] = []
+    began = time.monotonic()
+    try:
+        run_checkpointed(spark, run, chain, events.append)  # type: ignore[arg-type]
+        failed = False
+    except RuntimeError as exc:
+        if "injected" not in str(exc):
+            raise
+        failed = True
+    wall = time.monotonic() - began
+    started = events[0]
+    checkpoints = events[1:]
+    return {"wall_s": wall, "failed": failed, "skipped": started.skipped,
+            "recomputed": epochs - started.skipped if not failed else None,
+            "checkpoints": [{"epoch": c.epoch, "uploaded": c.uploaded_bytes, "state": c.state_bytes,
+                             "ms": c.duration_ms, "runs": [r.rows for s in c.states for r in s.runs]}
+                            for c in checkpoints]}
+
+
+def measure(spark: Any, store: Any, ref: Any, epochs: int, keys: int, repeat: int) -> dict[str, Any]:
+    """The three scenarios of the module doc, checked and unchecked side by side (after one unmeasured warm-up
+    run; ``repeat`` rounds alternating the sides, each figure the median of its rounds)."""
+    late = epochs - 2
+    run_try(spark, store, ref, "warm-up", 1, epochs, keys, False)
+    rounds: dict[str, list[dict[str, Any]]] = {"unchecked": [], "checked": []}
+    for n in range(repeat):
+        for side, enabled in (("unchecked", False), ("checked", True)) if n % 2 == 0 else (
+                ("checked", True), ("unchecked", False)):
+            clean = run_try(spark, store, ref, f"{side}-clean-{n}", 1, epochs, keys, enabled)
+            first = run_try(spark, store, ref, f"{side}-fail-{n}", 1, epochs, keys, enabled, late)
+            second = run_try(spark, store, ref, f"{side}-fail-{n}", 2, epochs, keys, enabled, late)
+            rounds[side].append({"clean": clean, "first": first, "second": second})
+            print(json.dumps({side: {k: {f: v[f] for f in ("wall_s", "skipped", "recomputed")} for k, v in
+                                     rounds[side][-1].items()}}), flush=True)
+    return {side: _median(runs) for side, runs in rounds.items()}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds of one side as one: wall times are medians, the rest is the first round's."""
+    merged = json.loads(json.dumps(runs[0]))
+    for scenario in merged:
+        merged[scenario]["wall_s"] = statistics.median(r[scenario]["wall_s"] for r in runs)
+    return merged
+
+
+def report(out: dict[str, Any], epochs: int) -> str:
+    """The Markdown table of the figures."""
+    u, c = out["unchecked"], out["checked"]
+    cps = c["clean"]["checkpoints"]
+    full = cps[0]["uploaded"]
+    ratios = [cp["uploaded"] / full for cp in cps[1:]]
+    rows = ["| figure | unchecked | checked | target |", "|---|---:|---:|---|",
+            f"| epochs recomputed after a failure in epoch {epochs - 2} | {u['second']['recomputed']} | "
+            f"{c['second']['recomputed']} | ≤ 2 |",
+            f"| failure → success: the second try (s) | {u['second']['wall_s']:.1f} | {c['second']['wall_s']:.1f} "
+            f"| checked ≤ 0.2× unchecked: **{c['second']['wall_s'] / u['second']['wall_s']:.2f}×** |",
+            f"| run without failure (s) | {u['clean']['wall_s']:.1f} | {c['clean']['wall_s']:.1f} | overhead ≤ 10 %: "
+            f"**{100 * (c['clean']['wall_s'] / u['clean']['wall_s'] - 1):+.1f} %** |",
+            f"| state bytes uploaded per checkpoint ÷ full state ({full / 2**20:.1f} MB), median / max | — | "
+            f"{statistics.median(ratios):.3f} / {max(ratios):.3f} | ≤ 0.1 |",
+            f"| checkpoint duration (ms), median / max | — | {statistics.median(cp['ms'] for cp in cps):.0f} / "
+            f"{max(cp['ms'] for cp in cps)} | — |"]
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start SeaweedFS and Spark, write the input, measure, print the table."""
+    from pyspark.sql import SparkSession
+
+    from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+    from airflow_region_failover.store.facade import ResultStore
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per side (default 1)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    work = Path(tempfile.mkdtemp(prefix="bench-checkpoint-"))
+    s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
+    spark = None
+    try:
+        endpoint = s3.start()
+        store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
+                                          endpoint.bucket)
+        spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
+            "spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "4g").getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        ref = write_input(spark, store, args.size_mb, args.epochs, args.keys)
+        out = measure(spark, store, ref, args.epochs, args.keys, args.repeat)
+        print(json.dumps(out), flush=True)
+        print(report(out, args.epochs))
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        s3.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

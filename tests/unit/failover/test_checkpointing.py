@@ -1,0 +1,123 @@
+"""Checkpointing options (Flink's keys) and the Checkpoint declaration, and the render-time rules of checkpointed
+chains: each bad value or declaration is one error naming the offender and the fix.
+
+    src#0 ==BLOCKING==> sessions#0 -PIPELINED-> report#0      (sessions -> report chained)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_region_failover.checkpoint.declared import chain_checkpoint
+from airflow_region_failover.exceptions import GraphError, OptionError
+from airflow_region_failover.failover.checkpointing import (
+    Checkpoint,
+    CheckpointConfig,
+    EpochCut,
+    parse_checkpointing,
+    schema_columns,
+)
+from airflow_region_failover.failover.options import parse_options
+from airflow_region_failover.graph.builder import JobGraphBuilder
+from airflow_region_failover.job import StepImpl
+
+DECL = Checkpoint(state_key=["user"], state_schema="user string, start long, tags array<string>", epochs=4)
+
+
+def fn(spark: object, inputs: object, state: object, context: object) -> None:
+    return None
+
+
+def test_defaults_and_flink_keys() -> None:
+    assert parse_checkpointing({}) == CheckpointConfig(0, 1, True, 8, 200, None)
+    config = parse_checkpointing({"execution.checkpointing.interval": "30 s", "state.checkpoints.num-retained": "3",
+                                  "state.backend.incremental": "false", "execution.state-recovery.path": "latest"})
+    assert config == CheckpointConfig(30_000, 3, False, 8, 200, "latest")
+    newer = parse_checkpointing({"state.checkpoints.num-retained": "3", "execution.checkpointing.num-retained": "2",
+                                 "execution.checkpointing.incremental": "FALSE"})
+    assert (newer.num_retained, newer.incremental) == (2, False)  # Flink 2's keys win over the deprecated ones
+    assert parse_options({"state.checkpoints.num-retained": "4"}).checkpointing.num_retained == 4
+    assert parse_options(parse_options({"state.checkpoints.num-retained": "4"}).to_options()) == \
+        parse_options({"state.checkpoints.num-retained": "4"})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"state.checkpoints.num-retained": "0"}, "state.checkpoints.num-retained: '0' is not valid; use a whole "),
+    ({"state.backend.incremental": "yes"}, "state.backend.incremental: 'yes' is not valid; use true or false"),
+    ({"execution.checkpointing.interval": "soon"}, "execution.checkpointing.interval"),
+    ({"state.checkpoints.max-sorted-runs": "1"}, "state.checkpoints.max-sorted-runs: '1' is not valid"),
+    ({"state.checkpoints.max-size-amplification": "0"}, "state.checkpoints.max-size-amplification"),
+    ({"execution.state-recovery.path": "a run"}, "execution.state-recovery.path"),
+    ({"state.checkpoints.num-retaned": "2"}, "did you mean 'state.checkpoints.num-retained'"),
+])
+def test_bad_options_name_the_key(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message.replace("(", r"\(").replace("'", "'")):
+        parse_options(options)
+
+
+def test_schema_columns_of_a_ddl_string() -> None:
+    assert schema_columns("user string, start long, tags array<string>, m map<string,int>", "x") == \
+        ("user", "start", "tags", "m")
+    with pytest.raises(GraphError, match="needs a name and a type"):
+        schema_columns("user", "x")
+
+
+@pytest.mark.parametrize(("decl", "message"), [
+    (Checkpoint(state_key=[], state_schema="a long"), "state_key=\\[\\]\\) needs one or more column names"),
+    (Checkpoint(state_key=["b"], state_schema="a long"), "state_key column 'b' is not in state_schema"),
+    (Checkpoint(state_key=["a"], state_schema="a long", epochs=0), "epochs=0\\) must be a whole number"),
+    (Checkpoint(state_key=["a"], state_schema=""), "must be a Spark DDL string"),
+])
+def test_bad_declarations_name_the_step(decl: Checkpoint, message: str) -> None:
+    with pytest.raises(GraphError, match=f"step 's': Checkpoint.*{message}"):
+        decl.check("s")
+
+
+def test_a_bad_cut_is_refused_at_once() -> None:
+    with pytest.raises(GraphError, match="cut='rows'"):
+        Checkpoint(state_key=["a"], state_schema="a long", cut="rows")
+    assert Checkpoint(state_key="a", state_schema="a long", cut="key-groups").cut is EpochCut.KEY_GROUPS
+
+
+def graph(keyed: bool = False, cluster: bool = False, second_input: bool = False) -> object:
+    builder = JobGraphBuilder().step("src").step("sessions").step("report").step("sink")
+    builder.edge("src", "sessions", exchange="BLOCKING", partition_by=["user"] if keyed else ())
+    if second_input:
+        builder.step("dim").edge("dim", "sessions", exchange="BLOCKING")
+    builder.edge("sessions", "report", exchange="PIPELINED", distribution="POINTWISE")
+    builder.edge("report", "sink", exchange="BLOCKING", cluster_by=["user"] if cluster else ())
+    return builder.build()
+
+
+def impls(**decls: Checkpoint | None) -> dict[str, StepImpl]:
+    return {s: StepImpl(s, fn=fn, checkpoint=decls.get(s)) for s in ("src", "sessions", "report", "sink", "dim")}
+
+
+def test_a_chain_is_checkpointed_by_any_member_and_cuts_its_heads_input() -> None:
+    chain = chain_checkpoint(graph(), ["sessions", "report"], impls(report=DECL))
+    assert chain is not None and chain.sliced.source == "src" and list(chain.stateful) == ["report"]
+    assert chain_checkpoint(graph(), ["sessions", "report"], impls()) is None
+    assert chain.key_groups(graph(), "report", 0) == range(0, 128) and not chain.rescalable("report")  # type: ignore[arg-type]
+    keyed = chain_checkpoint(graph(keyed=True), ["sessions", "report"], impls(sessions=DECL))
+    assert keyed is not None and keyed.rescalable("sessions") and keyed.key_columns("sessions") == ("user",)
+
+
+@pytest.mark.parametrize(("kwargs", "decls", "message"), [
+    ({}, {"sessions": DECL, "report": Checkpoint(["user"], DECL.state_schema, epochs=5)},
+     "step 'report' is chained with 'sessions' but declares another epoch plan"),
+    ({"second_input": True}, {"sessions": DECL}, "reads 2 inputs; say which one the epochs cut with sliced_input"),
+    ({}, {"sessions": Checkpoint(["user"], DECL.state_schema, sliced_input="nope")}, "sliced_input='nope'\\) names no"),
+    ({}, {"sessions": Checkpoint(["user"], DECL.state_schema, cut="key-groups")}, "needs a keyed input"),
+    ({"cluster": True}, {"report": DECL}, "result 'report->sink' of 'report' .* cannot be cluster_by"),
+])
+def test_chains_that_cannot_be_checkpointed_are_refused(kwargs: dict[str, bool], decls: dict[str, Checkpoint],
+                                                         message: str) -> None:
+    with pytest.raises(GraphError, match=message):
+        chain_checkpoint(graph(**kwargs), ["sessions", "report"], impls(**decls))  # type: ignore[arg-type]
+
+
+def test_the_sliced_input_must_be_blocking() -> None:
+    g = (JobGraphBuilder().step("src").step("s").edge("src", "s", exchange="PIPELINED", distribution="POINTWISE")
+         .build())
+    with pytest.raises(GraphError, match="is PIPELINED; make it BLOCKING"):
+        chain_checkpoint(g, ["s"], {"s": StepImpl("s", fn=fn, checkpoint=DECL), "src": StepImpl("src", fn=fn)})

@@ -19,7 +19,7 @@ Rules:
   upload, a server without checksums) the size is all a writer can compare, and readers, which hash every byte
   they read (:mod:`.reading`), find the rest.
 * **Quarantine** (:func:`quarantine`): whoever finds other bytes (or another size) under ``h`` — a reader, the
-  committer, the deep availability check, a writer's put — moves the object aside to
+  committer, a writer's put — moves the object aside to
   ``<prefix>/cas/v1/quarantine/<h>-<t>.parquet`` (only while it is still the object it found: ``If-Match`` on its
   ETag) and logs it, so the next put of those bytes writes them again. A reader's error names the partition
   (:func:`~airflow_region_failover.exceptions.unreadable`), the failover loop restarts its producer, and the

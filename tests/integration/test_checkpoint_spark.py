@@ -67,7 +67,7 @@ def run_task(runtime: JobRuntime, members: tuple[SubtaskId, ...], ti: FakeTI, pa
              store: ResultStore, spark: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(chain_module, "open_store_io", lambda: StoreIO(store))
     monkeypatch.setattr(chain_module, "get_session", lambda target: spark)
-    monkeypatch.setattr("airflow_region_failover.spark.run.restart_of", lambda ti, logs=None: None)
+    monkeypatch.setattr("airflow_region_failover.spark.run.restart_of", lambda ti, logs=None, known=None: None)
     return run_chain(runtime, members, {"ti": ti, "params": params}).to_json()
 
 

@@ -81,7 +81,7 @@ def test_sigterm_then_sigkill_of_pytest_leaves_no_process_of_the_stack(tmp_path:
         up = {*marked(stack_id), *psutil.Process(run.pid).children(recursive=True)}
         names = " ".join(" ".join(_cmdline(p)) for p in up)
         for part in ("postgres", "redis-server", "celery", "scheduler", "triggerer", "deploy.master.Master",
-                     "deploy.worker.Worker", "SparkConnectServer", "weed"):
+                     "deploy.worker.Worker", "standalone.connect_server", "weed"):
             assert part in names, f"{part} not running: the stack was not up"
         run.send_signal(signal.SIGTERM)
         time.sleep(3)

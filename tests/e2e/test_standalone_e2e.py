@@ -97,7 +97,8 @@ def test_standalone_runs_a_readme_dag_with_a_failure_and_stops_cleanly_on_sigter
         url, user, password = standalone.wait_up()
         ids, tree = standalone.started()
         names = " ".join(_cmd(p) for p in tree)
-        assert len(ids) == 1 and all(n in names for n in ("weed", "SparkConnectServer", "scheduler", "api_server"))
+        wanted = ("weed", "standalone.connect_server", "scheduler", "api_server")
+        assert len(ids) == 1 and all(n in names for n in wanted)
         with AirflowRestClient(ApiCredentials(url, user, password)) as api:
             api.wait_for_dag(DAG_ID, timeout=180)
             run_id = api.trigger(DAG_ID, {"fail_once": True})

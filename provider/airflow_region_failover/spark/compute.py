@@ -24,7 +24,7 @@ from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs
-from airflow_region_failover.spark.run import Refs, SubtaskRun
+from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.timeline import phase
@@ -49,17 +49,26 @@ def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
     except InputUnavailable:
         raise
     except Exception as exc:
-        named = named_input(run.refs, exc)
+        named = named_input(run, exc)
         if named is None:
             raise
         raise named from exc
 
 
-def named_input(refs: Refs, exc: BaseException) -> InputUnavailable | None:
-    """The input partition of ``refs`` an error names as unreadable anywhere in its text (a reader's error inside
-    Spark's ``PythonException``), as :class:`InputUnavailable`; ``None`` if it names none of them."""
-    found = unreadable_in(str(exc))
-    if found is None or found[0] not in {ref.partition for edge_refs in refs.values() for ref in edge_refs}:
+def named_input(run: SubtaskRun, exc: BaseException) -> InputUnavailable | None:
+    """The input partition of ``run`` an error names as unreadable anywhere in its text (a reader's error inside
+    Spark's ``PythonException``), as :class:`InputUnavailable`; else, when the text names one of its inputs'
+    shared objects (Spark's own reader failing on a file), that object is hashed and, if it is not what its manifest
+    records, the partition is named (:func:`~airflow_region_failover.store.reading.recheck_named`); ``None``
+    otherwise."""
+    text = str(exc)
+    found = unreadable_in(text)
+    if found is None:
+        try:
+            run.io.store.recheck_named(run.current.values(), text)
+        except NotAvailable as unread:
+            found = unreadable_in(str(unread))
+    if found is None or found[0] not in {ref.partition for edge_refs in run.refs.values() for ref in edge_refs}:
         return None
     return InputUnavailable(*found)
 

@@ -229,6 +229,11 @@ class ResultStore:
         return reading.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
                                    self.config.upload_threads)
 
+    def recheck_named(self, manifests: Iterable[Manifest], text: str) -> None:
+        """:func:`.reading.recheck_named`: the shared objects of ``manifests`` that an error ``text`` names, hashed;
+        :class:`NotAvailable` naming the partition of one that is wrong (moved aside)."""
+        reading.recheck_named(self.objects, manifests, text)
+
     def partitions(self, dag_id: str, run_id: str, result: str) -> tuple[PartitionId, ...]:
         """The partitions of ``result`` that have a current committed version."""
         states = protocol.scan_result(self.objects, self.run_keys(dag_id, run_id), result)

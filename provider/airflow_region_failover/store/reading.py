@@ -34,7 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -186,6 +187,23 @@ def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[O
 
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(keys)))) as pool:
         return all(list(pool.map(stored, zip(keys, chosen, strict=True))))
+
+
+_CAS_OBJECT = re.compile(r"cas/v1/[0-9a-f]{2}/([0-9a-f]{64})\.parquet")
+
+
+def recheck_named(objects: Objects, manifests: Iterable[Manifest], text: str) -> None:
+    """Hash every shared object of ``manifests`` whose key ``text`` names (a Spark reader's error: Spark's own
+    reader names the file it could not read, and an object may change after the stored-checksum check that let the
+    JVM read it); an :func:`unreadable` error naming the partition (the object moved aside first, :func:`fetch`)
+    for the first one that is not what its manifest records. Nothing is raised when every named object is right:
+    the error was something else."""
+    named = set(_CAS_OBJECT.findall(text))
+    for manifest in manifests:
+        keys = objects.layout.run(manifest.dag_id, manifest.run_id)
+        for entry in manifest.objects:
+            if entry.shared and entry.sha256 in named:
+                fetch(objects, keys, entry, True, manifest.partition)
 
 
 def manifest_keys(keys: RunKeys, chosen: tuple[ObjectEntry, ...]) -> list[str]:

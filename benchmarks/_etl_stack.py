@@ -11,6 +11,10 @@ workers`` (PySpark's daemon and workers) wherever they run, else the kind of the
 (weed), ``Spark JVM`` (the Connect server: its JVM and the PySpark driver that starts it), ``Airflow`` (api-server,
 scheduler, dag-processor, workers, task processes) and ``app`` ((a)'s client process). A process that lives less
 than one interval is missed; one that ends between readings loses at most one interval of CPU.
+
+Every benchmark that starts a stack (this one or ``devtools``' ``ProductionStack``) runs its measurement through
+:func:`run_on`: the stack is started, the measurement's exit code returned (130 when interrupted), and whatever
+happens the application processes it started and then the stack are stopped.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ import argparse
 import itertools
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +92,37 @@ def stack_from(args: argparse.Namespace, airflow_env: dict[str, str] | None = No
         spark_conf["spark.sql.autoBroadcastJoinThreshold"] = args.broadcast_threshold
     return EtlStack(driver_memory=args.driver_memory, spark_conf=spark_conf, airflow_env=airflow_env,
                     shared_workers=not args.stock_connect)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate (then kill) every application process still running."""
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run_on(stack: Any, body: Callable[[], int], procs: list[subprocess.Popen[bytes]] | None = None) -> int:
+    """Start ``stack`` (anything with ``start``/``stop``), run ``body`` and return its exit code, or 130 when
+    interrupted (Ctrl-C; SIGTERM and SIGHUP raise ``KeyboardInterrupt`` too); whatever happens, then stop the
+    application processes ``procs`` (:func:`stop_all`) and the stack."""
+    try:
+        stack.start()
+        return body()
+    except KeyboardInterrupt:
+        print("interrupted: stopping everything", file=sys.stderr)
+        return 130
+    finally:
+        stop_all(procs or [])
+        stack.stop()
+
+
+def write_json(path: str | None, figures: Any) -> None:
+    """Write ``figures`` as indented JSON to ``path`` (the ``--json`` option; nothing when it is not given)."""
+    if path:
+        Path(path).write_text(json.dumps(figures, indent=1, default=str))
 
 
 def kind_of(cmdline: list[str], root_kind: str) -> str:

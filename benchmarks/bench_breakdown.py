@@ -34,19 +34,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _breakdown import (
-    SCHEDULING,
-    TaskTry,
-    app_breakdown,
-    compare,
-    critical_path,
-    markdown,
-    overhead,
-    run_breakdown,
+from _breakdown import SCHEDULING, TaskTry, app_breakdown, compare, critical_path, markdown, overhead, run_breakdown
+from _etl_stack import (
+    KINDS,
+    Salts,
+    add_stack_arguments,
+    parse_sizes,
+    run_on,
+    since,
+    size_of,
+    stack_from,
+    write_json,
 )
-from _etl_stack import KINDS, Salts, add_stack_arguments, parse_sizes, since, size_of, stack_from
 from airflow_region_failover.timeline import Timeline
-from bench_etl_compare import _ts, committed_bytes, ours_variant, run_airflow, run_app, stop_all
+from bench_etl_compare import _ts, committed_bytes, ours_variant, run_airflow, run_app
 
 MiB = 1024 * 1024
 
@@ -198,6 +199,31 @@ def _plain(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def measure(args: argparse.Namespace, stack: Any, procs: list[Any], salts: Salts, warm: dict[str, Any],
+            sizes: list[dict[str, Any]]) -> int:
+    """On the started stack: one warm-up pair at ``tiny``, then ``--repeat`` pairs (ours, (a)) per size, each size
+    reported; every figure written to ``--json``."""
+    figures = []
+    raw = raw_speed(stack.store)
+    print(f"raw boto3 speed of the server: {raw[0]:.0f} MB/s up, {raw[1]:.0f} MB/s down", flush=True)
+    with stack.airflow.client() as api:
+        api.wait_for_dag(warm["dag_id"], timeout=300)
+        run_airflow(api, warm["dag_id"], False, args.timeout, salts.next())
+        run_app(stack.spark_url, stack.s3_env, "tiny", warm["orders"], warm["customers"], False, procs,
+                salts.next())
+        for size in sizes:
+            api.wait_for_dag(size["dag_id"], timeout=300)
+            ours, apps = [], []
+            for _ in range(args.repeat):
+                ours.append(run_ours(stack, api, size["dag_id"], salts.next(), args.timeout))
+                apps.append(run_app_measured(stack, size, salts.next(), procs))
+                print(json.dumps({"size": size["label"], "ours_wall_s": ours[-1]["wall_s"],
+                                  "app_wall_s": apps[-1]["wall_s"]}), flush=True)
+            figures.append(report_size(size, ours, apps, raw))
+    write_json(args.json, figures)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_sizes, default=["1"], help="comma-separated GB targets (default 1)")
@@ -212,35 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     warm = size_of("tiny")
     for size in [warm, *sizes]:
         size["dag_id"] = ours_variant(stack.dags, size["label"], size["orders"], size["customers"])
-    figures = []
-    try:
-        stack.start()
-        raw = raw_speed(stack.store)
-        print(f"raw boto3 speed of the server: {raw[0]:.0f} MB/s up, {raw[1]:.0f} MB/s down", flush=True)
-        with stack.airflow.client() as api:
-            api.wait_for_dag(warm["dag_id"], timeout=300)
-            run_airflow(api, warm["dag_id"], False, args.timeout, salts.next())
-            run_app(stack.spark_url, stack.s3_env, "tiny", warm["orders"], warm["customers"], False, procs,
-                    salts.next())
-            for size in sizes:
-                api.wait_for_dag(size["dag_id"], timeout=300)
-                ours, apps = [], []
-                for _ in range(args.repeat):
-                    ours.append(run_ours(stack, api, size["dag_id"], salts.next(), args.timeout))
-                    apps.append(run_app_measured(stack, size, salts.next(), procs))
-                    print(json.dumps({"size": size["label"], "ours_wall_s": ours[-1]["wall_s"],
-                                      "app_wall_s": apps[-1]["wall_s"]}), flush=True)
-                figures.append(report_size(size, ours, apps, raw))
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump(figures, out, indent=1, default=str)
-        return 0
-    except KeyboardInterrupt:
-        print("interrupted: stopping everything", file=sys.stderr)
-        return 130
-    finally:
-        stop_all(procs)
-        stack.stop()
+    return run_on(stack, lambda: measure(args, stack, procs, salts, warm, sizes), procs)
 
 
 if __name__ == "__main__":

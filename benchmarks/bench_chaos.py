@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import add_stack_arguments, parse_sizes, size_of, stack_from
+from _etl_stack import add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 from airflow_region_failover.naming import OPERATOR_NAME
-from bench_etl_compare import S3_ENV, _app_command, ours_variant, report_rows, run_airflow, run_app, stop_all
+from bench_etl_compare import S3_ENV, _app_command, ours_variant, report_rows, run_airflow, run_app
 
 PLOT = Path(__file__).resolve().parent / "chaos.png"
 ATTEMPTS = 1000
@@ -169,6 +169,52 @@ def plot(path: Path, size: str, intervals: list[float], base: dict[str, float],
     print(f"plot: {path}")
 
 
+def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[dict[str, Any]],
+            intervals: list[float], configs: list[str]) -> int:
+    """On the started stack, per size: each config once without failure, then under failures every interval;
+    a table and a plot per size, every figure written to ``--json``."""
+    figures, salt = [], int(time.time()) % 10_000_000 * 8 + 1
+    with stack.airflow.client() as api:
+        for size in sizes:
+            api.wait_for_dag(size["dag_id"], timeout=300)
+            base, results, reports = {}, {}, {}
+            for config in configs:
+                salt += 1
+                run = (run_airflow(api, size["dag_id"], False, 7200.0, salt) if config == "ours" else
+                       run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"],
+                               False, procs, salt))
+                base[config] = run["wall_s"]
+                reports[config] = report_rows(stack.store, run["dag_id"], run["run_id"])
+                print(f"{size['label']} {config} without failure: {run['wall_s']:.1f} s", flush=True)
+            for interval in intervals:
+                for config in configs:
+                    salt += 1
+                    limit = GIVE_UP * base[config]
+                    run = (run_ours_chaos(api, size["dag_id"], interval, salt, limit) if config == "ours" else
+                           run_app_chaos(stack, size, interval, salt, limit, procs))
+                    if run["state"] == "success":
+                        run["report_ok"] = report_rows(stack.store, run["dag_id"], run["run_id"]) == reports[
+                            config]
+                    results[(config, interval)] = run
+                    shown = f"{run['wall_s']:.1f} s" if run["wall_s"] else "did not finish in 3x"
+                    print(json.dumps({"size": size["label"], "config": config, "interval_s": interval,
+                                      "result": shown, "failures": run["failures"],
+                                      "report_ok": run.get("report_ok")}), flush=True)
+            print("\n| size | config | without failure s | T s | completion s | failures | x without | report |"
+                  "\n|---|---|---:|---:|---:|---:|---:|---|")
+            for (config, interval), run in results.items():
+                wall = run["wall_s"]
+                print(f"| {size['label']} | {config} | {base[config]:.1f} | {interval:.0f} | "
+                      f"{f'{wall:.1f}' if wall else 'did not finish in 3x'} | {run['failures']} | "
+                      f"{f'{wall / base[config]:.2f}' if wall else '-'} | "
+                      f"{'correct' if run.get('report_ok') else '-'} |")
+            plot(args.plot, size["label"], intervals, base, results)
+            figures.append({"size": size, "base": base, "runs": {f"{c}@{t:.0f}": r
+                                                                 for (c, t), r in results.items()}})
+    write_json(args.json, figures)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_sizes, default=["5"], help="comma-separated GB targets (default 5)")
@@ -185,55 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         size["dag_id"] = ours_variant(stack.dags, size["label"], size["orders"], size["customers"], "tpch_chaos",
                                       ATTEMPTS)
-    figures, salt = [], int(time.time()) % 10_000_000 * 8 + 1
-    try:
-        stack.start()
-        with stack.airflow.client() as api:
-            for size in sizes:
-                api.wait_for_dag(size["dag_id"], timeout=300)
-                base, results, reports = {}, {}, {}
-                for config in configs:
-                    salt += 1
-                    run = (run_airflow(api, size["dag_id"], False, 7200.0, salt) if config == "ours" else
-                           run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"],
-                                   False, procs, salt))
-                    base[config] = run["wall_s"]
-                    reports[config] = report_rows(stack.store, run["dag_id"], run["run_id"])
-                    print(f"{size['label']} {config} without failure: {run['wall_s']:.1f} s", flush=True)
-                for interval in intervals:
-                    for config in configs:
-                        salt += 1
-                        limit = GIVE_UP * base[config]
-                        run = (run_ours_chaos(api, size["dag_id"], interval, salt, limit) if config == "ours" else
-                               run_app_chaos(stack, size, interval, salt, limit, procs))
-                        if run["state"] == "success":
-                            run["report_ok"] = report_rows(stack.store, run["dag_id"], run["run_id"]) == reports[
-                                config]
-                        results[(config, interval)] = run
-                        shown = f"{run['wall_s']:.1f} s" if run["wall_s"] else "did not finish in 3x"
-                        print(json.dumps({"size": size["label"], "config": config, "interval_s": interval,
-                                          "result": shown, "failures": run["failures"],
-                                          "report_ok": run.get("report_ok")}), flush=True)
-                print("\n| size | config | without failure s | T s | completion s | failures | x without | report |"
-                      "\n|---|---|---:|---:|---:|---:|---:|---|")
-                for (config, interval), run in results.items():
-                    wall = run["wall_s"]
-                    print(f"| {size['label']} | {config} | {base[config]:.1f} | {interval:.0f} | "
-                          f"{f'{wall:.1f}' if wall else 'did not finish in 3x'} | {run['failures']} | "
-                          f"{f'{wall / base[config]:.2f}' if wall else '-'} | "
-                          f"{'correct' if run.get('report_ok') else '-'} |")
-                plot(args.plot, size["label"], intervals, base, results)
-                figures.append({"size": size, "base": base, "runs": {f"{c}@{t:.0f}": r
-                                                                     for (c, t), r in results.items()}})
-        if args.json:
-            Path(args.json).write_text(json.dumps(figures, indent=1, default=str))
-        return 0
-    except KeyboardInterrupt:
-        print("interrupted: stopping everything", file=sys.stderr)
-        return 130
-    finally:
-        stop_all(procs)
-        stack.stop()
+    return run_on(stack, lambda: measure(args, stack, procs, sizes, intervals, configs), procs)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_stack import run_on
 
 DAG_ID = "rf_daemons"
 DAG = '''
@@ -80,6 +81,27 @@ def durations(api: Any, run_id: str) -> tuple[list[float], list[float]]:
     return took, [o for t in tasks_of(api, DAG_ID, run_id).values() if (o := overhead(t)) is not None]
 
 
+def measure(args: argparse.Namespace, stack: Any, work: Path) -> int:
+    """On the started stack: runs of the DAG one after another until ``--tasks`` step tasks ran, a table row each."""
+    assert stack.airflow is not None
+    done, started = 0, time.monotonic()
+    with stack.airflow.client() as api:
+        api.wait_for_dag(DAG_ID, timeout=300)
+        while done < args.tasks:
+            run_id = api.trigger(DAG_ID, {})
+            state = api.wait_for_run(DAG_ID, run_id, timeout=3600, poll=1.0)
+            if state != "success":
+                raise SystemExit(f"run {run_id} ended {state}; see {work}")
+            took, overheads = durations(api, run_id)
+            done += len(took)
+            found = executors()
+            cells = [", ".join(str(e[k]) for e in found.values()) for k in ("daemons", "workers", "mb")]
+            print(f"| {done} | {time.monotonic() - started:.0f} | {statistics.median(took):.1f} | "
+                  f"{statistics.median(overheads) if overheads else float('nan'):.2f} | " + " | ".join(cells)
+                  + " |", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=1000, help="step tasks to run in all (default 1000)")
@@ -98,30 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Spark Connect: {server}; {2 * args.parallelism} step tasks per run", flush=True)
     print("| step tasks | elapsed s | median task s | median overhead s | daemons per executor | idle workers per "
           "executor | daemon + worker MB per executor |\n|---:|---:|---:|---:|---|---|---|", flush=True)
-    try:
-        stack.start()
-        assert stack.airflow is not None
-        done, started = 0, time.monotonic()
-        with stack.airflow.client() as api:
-            api.wait_for_dag(DAG_ID, timeout=300)
-            while done < args.tasks:
-                run_id = api.trigger(DAG_ID, {})
-                state = api.wait_for_run(DAG_ID, run_id, timeout=3600, poll=1.0)
-                if state != "success":
-                    raise SystemExit(f"run {run_id} ended {state}; see {work}")
-                took, overheads = durations(api, run_id)
-                done += len(took)
-                found = executors()
-                cells = [", ".join(str(e[k]) for e in found.values()) for k in ("daemons", "workers", "mb")]
-                print(f"| {done} | {time.monotonic() - started:.0f} | {statistics.median(took):.1f} | "
-                      f"{statistics.median(overheads) if overheads else float('nan'):.2f} | " + " | ".join(cells)
-                      + " |", flush=True)
-        return 0
-    except KeyboardInterrupt:
-        print("interrupted: stopping everything", file=sys.stderr)
-        return 130
-    finally:
-        stack.stop()
+    return run_on(stack, lambda: measure(args, stack, work))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import Salts, add_stack_arguments, parse_sizes, size_of, stack_from
+from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from
 
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
@@ -302,6 +302,50 @@ def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], 
     return f"ours does not overtake {baseline} on a failure at the measured sizes, nor on their trend ({shown})"
 
 
+def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[bytes]],
+            sizes: list[dict[str, Any]], configs: tuple[str, ...]) -> int:
+    """Run every (size, config, failure) combination on the started stack, print the table."""
+    salts = Salts(same=args.same_salt)
+    results: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    with stack.airflow.client() as api:
+        for size in sizes:
+            label, orders, customers = size["label"], size["orders"], size["customers"]
+            dag_ids = size["dag_ids"]
+            for config in ("ours", "plain"):
+                if config in configs:
+                    api.wait_for_dag(dag_ids[config], timeout=300)
+            print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
+            for _ in range(args.repeat):
+                for fail in (False, True):
+                    for config in configs:
+                        salt = salts.next()
+                        if config == "app":
+                            run = run_app(stack.spark_url, stack.s3_env, label, orders, customers, fail, procs,
+                                          salt)
+                        else:
+                            run = run_airflow(api, dag_ids[config], fail, args.timeout, salt)
+                        run["committed_bytes"], per_result = committed_bytes(stack.store, run["dag_id"],
+                                                                             run["run_id"])
+                        results.setdefault((label, config, fail), []).append(run)
+                        shown = {k: v for k, v in run.items() if k != "timeline"}
+                        print(json.dumps({"size": label, "config": config, "fail": fail, "salt": salt, **shown,
+                                          "committed_by_result": per_result}), flush=True)
+            ours_ok = results.get((label, "ours", False))
+            if ours_ok:
+                size["gb"] = _med(ours_ok, "committed_bytes") / 1e9
+                print(f"{label}: {_med(ours_ok, 'committed_bytes') / orders:.1f} bytes committed per order "
+                      f"(sizing used {args.bytes_per_order})", flush=True)
+            check = {c: report_rows(stack.store, results[(label, c, True)][-1]["dag_id"],
+                                    results[(label, c, True)][-1]["run_id"]) for c in configs}
+            same = all(rows == next(iter(check.values())) for rows in check.values())
+            print(f"reports of {', '.join(configs)} at {label} agree: {'yes' if same else 'NO'}", flush=True)
+    print(table(sizes, results, configs))
+    if "ours" in configs:
+        for baseline in (c for c in configs if c != "ours"):
+            print(crossover(sizes, results, baseline))
+    return 0
+
+
 # -- main ---------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     """Start the stack once, run every (size, config, failure) combination, print the table."""
@@ -319,67 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configs = tuple(c for c in CONFIGS if c in args.configs.split(","))
     stack, procs = stack_from(args), []
-    salts = Salts(same=args.same_salt)
-    results: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
     sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
     for size in sizes:  # every DAG file is written before Airflow starts
         size["dag_ids"] = {"ours": ours_variant(stack.dags, size["label"], size["orders"], size["customers"]),
                            "plain": plain_variant(stack.dags, size["label"], size["orders"], size["customers"])}
-    try:
-        stack.start()
-        with stack.airflow.client() as api:
-            for size in sizes:
-                label, orders, customers = size["label"], size["orders"], size["customers"]
-                dag_ids = size["dag_ids"]
-                for config in ("ours", "plain"):
-                    if config in configs:
-                        api.wait_for_dag(dag_ids[config], timeout=300)
-                print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
-                for _ in range(args.repeat):
-                    for fail in (False, True):
-                        for config in configs:
-                            salt = salts.next()
-                            if config == "app":
-                                run = run_app(stack.spark_url, stack.s3_env, label, orders, customers, fail, procs,
-                                              salt)
-                            else:
-                                run = run_airflow(api, dag_ids[config], fail, args.timeout, salt)
-                            run["committed_bytes"], per_result = committed_bytes(stack.store, run["dag_id"],
-                                                                                 run["run_id"])
-                            results.setdefault((label, config, fail), []).append(run)
-                            shown = {k: v for k, v in run.items() if k != "timeline"}
-                            print(json.dumps({"size": label, "config": config, "fail": fail, "salt": salt, **shown,
-                                              "committed_by_result": per_result}), flush=True)
-                ours_ok = results.get((label, "ours", False))
-                if ours_ok:
-                    size["gb"] = _med(ours_ok, "committed_bytes") / 1e9
-                    print(f"{label}: {_med(ours_ok, 'committed_bytes') / orders:.1f} bytes committed per order "
-                          f"(sizing used {args.bytes_per_order})", flush=True)
-                check = {c: report_rows(stack.store, results[(label, c, True)][-1]["dag_id"],
-                                        results[(label, c, True)][-1]["run_id"]) for c in configs}
-                same = all(rows == next(iter(check.values())) for rows in check.values())
-                print(f"reports of {', '.join(configs)} at {label} agree: {'yes' if same else 'NO'}", flush=True)
-        print(table(sizes, results, configs))
-        if "ours" in configs:
-            for baseline in (c for c in configs if c != "ours"):
-                print(crossover(sizes, results, baseline))
-        return 0
-    except KeyboardInterrupt:
-        print("interrupted: stopping everything", file=sys.stderr)
-        return 130
-    finally:
-        stop_all(procs)
-        stack.stop()
-
-
-def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
-    """Terminate (then kill) every application process still running."""
-    for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return run_on(stack, lambda: measure(args, stack, procs, sizes, configs), procs)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import add_stack_arguments, parse_sizes, size_of, stack_from
+from _etl_stack import add_stack_arguments, parse_sizes, run_on, size_of, stack_from
 from bench_etl_compare import ours_variant, run_airflow
 
 HOPS = ("record", "due", "claim", "clear", "failure -> applied", "minus delay")
@@ -51,6 +51,28 @@ def table(rows: list[dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def measure(args: argparse.Namespace, stack: Any, size: dict[str, Any], dag_id: str) -> int:
+    """On the started stack: ``--runs`` failing runs, the hops of every applied decision, then their table."""
+    from airflow_region_failover.decisions.storage import RunLogs
+    from airflow_region_failover.failover.run_log import DecisionStatus
+
+    rows: list[dict[str, float]] = []
+    logs = RunLogs(stack.store.objects)
+    with stack.airflow.client() as api:
+        api.wait_for_dag(dag_id, timeout=300)
+        for number in range(args.runs):
+            run = run_airflow(api, dag_id, True, args.timeout, salt=number + 1)
+            applied = [d for d in logs.read(dag_id, run["run_id"]).decisions
+                       if d.status is DecisionStatus.APPLIED]
+            for decision in applied:
+                rows.append(hops(decision))
+                print(f"run {number + 1}: " + ", ".join(f"{k} {v:.3f} s" for k, v in rows[-1].items()),
+                      flush=True)
+    print(f"\n{len(rows)} failures, {size['label']}\n")
+    print(table(rows))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=12, help="failing runs, one after another (default 12)")
@@ -58,34 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="per run, seconds")
     add_stack_arguments(parser)
     args = parser.parse_args(argv)
-    from airflow_region_failover.decisions.storage import RunLogs
-    from airflow_region_failover.failover.run_log import DecisionStatus
-
     stack = stack_from(args)
     size = size_of(args.sizes[0], args.bytes_per_order)
     dag_id = ours_variant(stack.dags, size["label"], size["orders"], size["customers"])
-    rows: list[dict[str, float]] = []
-    try:
-        stack.start()
-        logs = RunLogs(stack.store.objects)
-        with stack.airflow.client() as api:
-            api.wait_for_dag(dag_id, timeout=300)
-            for number in range(args.runs):
-                run = run_airflow(api, dag_id, True, args.timeout, salt=number + 1)
-                applied = [d for d in logs.read(dag_id, run["run_id"]).decisions
-                           if d.status is DecisionStatus.APPLIED]
-                for decision in applied:
-                    rows.append(hops(decision))
-                    print(f"run {number + 1}: " + ", ".join(f"{k} {v:.3f} s" for k, v in rows[-1].items()),
-                          flush=True)
-        print(f"\n{len(rows)} failures, {size['label']}\n")
-        print(table(rows))
-        return 0
-    except KeyboardInterrupt:
-        print("interrupted: stopping everything", file=sys.stderr)
-        return 130
-    finally:
-        stack.stop()
+    return run_on(stack, lambda: measure(args, stack, size, dag_id))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from airflow_region_failover.exceptions import OptionError
 from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY, TYPE_HINT, parse_type
@@ -33,6 +34,7 @@ SPARK_IO_MODES = ("executors", "driver")
 JVM_IO_MODES = ("auto", "cluster", "off")
 """The values of ``store_jvm_io`` (:class:`~airflow_region_failover.store.s3a.Mode`)."""
 log = logging.getLogger(__name__)
+_Number = TypeVar("_Number", int, float)
 
 
 def declared_default(key: str) -> str:
@@ -71,6 +73,21 @@ def _seconds(key: str, *, zero: bool = False) -> float:
     error = _bad(key, raw, f"use a number of seconds {'>=' if zero else '>'} 0")
     log.warning("region failover: %s; using the default %s", error, declared_default(key))
     return float(declared_default(key))
+
+
+def _limit(key: str, parse: Callable[[str], _Number], fix: str) -> _Number | None:
+    """An optional limit: empty is ``None`` (no limit); else ``parse`` of it, a finite number >= 0, or
+    :class:`OptionError` with ``fix`` (nan compares false with everything: refused, not kept by accident)."""
+    raw = _text(key)
+    if not raw.strip():
+        return None
+    try:
+        value: _Number | None = parse(raw)
+    except ValueError:
+        value = None
+    if value is None or not (value >= 0 and value != math.inf):  # no float(): a huge whole number is fine
+        raise _bad(key, raw, fix)
+    return value
 
 
 def _json_object(key: str, what: str) -> dict[str, Any]:
@@ -207,30 +224,12 @@ def store_jvm_io() -> str:
 
 def store_keep_last_runs() -> int | None:
     """``[region_failover] store_keep_last_runs``: runs kept per DAG (``None``: no limit)."""
-    raw = _text("store_keep_last_runs")
-    if not raw.strip():
-        return None
-    try:
-        runs = int(raw)
-    except ValueError:
-        runs = -1
-    if runs < 0:
-        raise _bad("store_keep_last_runs", raw, "use a whole number of runs >= 0, or leave it empty (no limit)")
-    return runs
+    return _limit("store_keep_last_runs", int, "use a whole number of runs >= 0, or leave it empty (no limit)")
 
 
 def store_keep_days() -> float | None:
     """``[region_failover] store_keep_days``: days a finished run's results are kept (``None``: no limit)."""
-    raw = _text("store_keep_days")
-    if not raw.strip():
-        return None
-    try:
-        days = float(raw)
-    except ValueError:
-        days = math.nan
-    if not (math.isfinite(days) and days >= 0):  # nan compares false with everything: refused, not kept by accident
-        raise _bad("store_keep_days", raw, "use a number of days >= 0, or leave it empty (no limit)")
-    return days
+    return _limit("store_keep_days", float, "use a number of days >= 0, or leave it empty (no limit)")
 
 
 def publish_root() -> str | None:

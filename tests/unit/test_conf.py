@@ -18,7 +18,7 @@ from airflow_region_failover.exceptions import OptionError
 from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION, get_provider_info, options_table
 
 ROOT = Path(airflow_region_failover.__file__).parent
-READERS = {"_text", "_optional", "_seconds", "_json_object", "_choice"}
+READERS = {"_text", "_optional", "_seconds", "_json_object", "_choice", "_limit"}
 CONF_READS = {"get", "getboolean", "getint", "getfloat", "getjson", "getlist", "getenum", "has_option", "getsection"}
 
 

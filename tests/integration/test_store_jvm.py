@@ -20,6 +20,7 @@ from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.parquet import Cut
 from tests.support.spark import spark_session
 from tests.support.spark import typed_rows as rows
+from tests.support.store import on_server
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +33,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def make_store(endpoint: S3Endpoint, **tuning: Any) -> ResultStore:
-    return ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
-                                     endpoint.bucket, prefix=f"jvm-{secrets.token_hex(4)}", **tuning)
+    return on_server(endpoint, f"jvm-{secrets.token_hex(4)}", **tuning)
 
 
 def object_urls(store: ResultStore, manifest: Any, objects: Any = None) -> list[str]:

@@ -23,6 +23,7 @@ from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore, local_write, s3a
 from airflow_region_failover.store.parquet import Cut
 from tests.support.spark import spark_session, typed_rows
+from tests.support.store import on_server
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +37,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def make_store(endpoint: S3Endpoint, **tuning: Any) -> ResultStore:
-    return ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
-                                     endpoint.bucket, prefix=f"lw-{secrets.token_hex(4)}", **tuning)
+    return on_server(endpoint, f"lw-{secrets.token_hex(4)}", **tuning)
 
 
 def python_path(store: ResultStore) -> ResultStore:

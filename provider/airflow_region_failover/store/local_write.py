@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.store import s3a
 from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
 from airflow_region_failover.store.parquet import Cut, Piece, Target, Written, _written
@@ -119,11 +120,15 @@ def records_per_file(schema_json: dict[str, Any], max_object_bytes: int) -> int:
 
 def local_files(root: Path, keyed: bool) -> list[LocalFile]:
     """The part files Spark committed under ``root`` in manifest order; a keyed write's subpartition comes from
-    its directory (``<tag>=<j>``). Hidden files, checksums and ``_SUCCESS`` are not part files."""
+    its directory (``<tag>=<j>``). Hidden files, checksums and ``_SUCCESS`` are not part files; any other Parquet
+    file is a :class:`StoreError` (never a result silently missing rows)."""
     found: list[LocalFile] = []
     for path in root.rglob("*.parquet"):
         match = PART.match(path.name)
         if match is None:
+            if not path.name.startswith((".", "_")):
+                raise StoreError(f"{path}: a file Spark wrote that is not named like a part file ({PART.pattern}); "
+                                 "set [region_failover] store_jvm_io = off and report the Spark version")
             continue
         sub = subpartition_of(path.parent.name) if keyed else -1
         found.append(LocalFile(path, int(match["task"]), sub, int(match["counter"])))

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore, s3a
 from airflow_region_failover.store import local_write as lw
@@ -37,9 +38,11 @@ def test_part_files_come_in_task_then_counter_order_and_nothing_else_counts(tmp_
         touch(tmp_path / part(task, counter))
     (tmp_path / "_SUCCESS").write_bytes(b"")
     (tmp_path / f".{part(2, 0)}.crc").write_bytes(b"crc")
-    (tmp_path / "notes.parquet").write_bytes(b"")  # not a name Spark's writer commits
     got = [(f.number, f.subpartition, f.sequence) for f in lw.local_files(tmp_path, keyed=False)]
     assert got == [(0, -1, 1000), (2, -1, 0), (2, -1, 1), (2, -1, 10), (10, -1, 0)]
+    touch(tmp_path / "part-00003.parquet")  # a name of another Spark: refused, never left out
+    with pytest.raises(StoreError, match=r"part-00003\.parquet: a file Spark wrote that is not named like a part"):
+        lw.local_files(tmp_path, keyed=False)
 
 
 def test_a_keyed_files_subpartition_is_its_directory(tmp_path: Path) -> None:

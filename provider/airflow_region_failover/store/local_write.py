@@ -58,8 +58,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PART = re.compile(r"^part-(?P<task>\d+)-.*-c(?P<counter>\d+)(?:\.[a-z0-9]+)*\.parquet$")
-"""A file Spark's writer commits: ``part-<task, 5+ digits>-<job uuid>-c<file counter>.<codec>.parquet``."""
+PART = re.compile(r"^part-(?P<task>\d+)-.*[-.]c(?P<counter>\d+)(?:\.[a-z0-9]+)*\.parquet$")
+"""A file Spark's writer commits: ``part-<task, 5+ digits>-<job uuid>-c<file counter>.<codec>.parquet``, in a
+partitioned (keyed) write ``part-<task>-<job uuid>.c<file counter>.<codec>.parquet``."""
 TIMESTAMPS = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 """How the write stores timestamps (module rule)."""
 _FIXED = {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "long": 8, "float": 4, "double": 8, "date": 4,

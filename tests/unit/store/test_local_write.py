@@ -20,11 +20,12 @@ from airflow_region_failover.store import ResultStore, s3a
 from airflow_region_failover.store import local_write as lw
 from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
 
-UUID = "5e0c4a52-8f3b-4d7e-9a61-0c1d2e3f4a5b"
+UUID = "c8a98b48-8f3b-4d7e-9a61-0c1d2e3f4a5b"  # a uuid segment like a file counter (c8...): not taken for one
 
 
-def part(task: int, counter: int) -> str:
-    return f"part-{task:05d}-{UUID}-c{counter:03d}.snappy.parquet"
+def part(task: int, counter: int, keyed: bool = False) -> str:
+    """Spark's name of a part file (a partitioned write puts a dot before the counter)."""
+    return f"part-{task:05d}-{UUID}{'.' if keyed else '-'}c{counter:03d}.snappy.parquet"
 
 
 def touch(path: Path, rows: int = 1, first: int = 0) -> Path:
@@ -47,7 +48,7 @@ def test_part_files_come_in_task_then_counter_order_and_nothing_else_counts(tmp_
 
 def test_a_keyed_files_subpartition_is_its_directory(tmp_path: Path) -> None:
     for sub, task, counter in ((3, 0, 0), (0, 1, 0), (12, 0, 1), (0, 0, 0), (3, 0, 1)):
-        touch(tmp_path / f"{SUBPARTITION_COLUMN}={sub}" / part(task, counter))
+        touch(tmp_path / f"{SUBPARTITION_COLUMN}={sub}" / part(task, counter, keyed=True))
     got = [(f.number, f.subpartition, f.sequence) for f in lw.local_files(tmp_path, keyed=True)]
     assert got == [(0, 0, 0), (0, 3, 0), (0, 3, 1), (0, 12, 1), (1, 0, 0)]
     assert lw.subpartition_of(f"{SUBPARTITION_COLUMN}=7") == 7

@@ -55,7 +55,8 @@ def writers(store: ResultStore, manifest: Any) -> set[str]:
 
 
 def scratch_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("region-failover-*")}
+    """The write's and the probe's temporary directories (local_write._scratch) now under the system temp dir."""
+    return {p.name for kind in ("write", "probe") for p in Path(tempfile.gettempdir()).glob(f"region-failover-{kind}-*")}
 
 
 def test_rows_round_trip_identical_to_the_python_workers_path(spark: Any, s3_server: S3Endpoint) -> None:

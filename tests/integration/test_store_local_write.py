@@ -56,7 +56,8 @@ def writers(store: ResultStore, manifest: Any) -> set[str]:
 
 def scratch_dirs() -> set[str]:
     """The write's and the probe's temporary directories (local_write._scratch) now under the system temp dir."""
-    return {p.name for kind in ("write", "probe") for p in Path(tempfile.gettempdir()).glob(f"region-failover-{kind}-*")}
+    temp = Path(tempfile.gettempdir())
+    return {p.name for kind in ("write", "probe") for p in temp.glob(f"region-failover-{kind}-*")}
 
 
 def test_rows_round_trip_identical_to_the_python_workers_path(spark: Any, s3_server: S3Endpoint) -> None:

@@ -7,8 +7,11 @@ The rows: the example ETL's cleaned line items (``dags/tpch_etl.py``; 2,000,000 
 Parquet/snappy), generated once, cached in Spark (``local[2]``). Every round measures, one after the other:
 
 * ``spark_write``: ``df.write.parquet("s3a://...")`` (Spark's own writer and S3A's default committer);
-* ``store_write``: the result store's write (Python workers: pyarrow, SHA-256, content-addressed create-only PUTs
-  carrying the SHA-256, then the commit) into a fresh prefix (a second write of the same rows uploads nothing);
+* ``store_write``: the result store's write (in this embedded session Spark's own Parquet writer to local disk,
+  then per file SHA-256 and a content-addressed create-only PUT carrying it, from the driver, then the commit:
+  ``store/local_write.py``) into a fresh prefix (a second write of the same rows uploads nothing);
+* ``store_write_python``: the same with ``store_jvm_io = off``, the Python workers' path (``mapInArrow``:
+  pyarrow, SHA-256, the same PUTs) — the store's write before ``local_write``;
 * ``jvm_staged_write``: candidate (b) — Spark's writer to a staging prefix with S3A's SHA-256 checksums, a HEAD per
   file for it, a server-side copy to the content key, the staging file deleted (``staged_copy_s`` is the copy);
 * ``raw_boto3_up``/``raw_crt_up``: the committed bytes of ``store_write`` uploaded again from memory, one PUT per
@@ -104,6 +107,13 @@ class Bench:
         store = ResultStore(replace(self.store.config, prefix=f"paths-{number}"), client=self.client)
         manifest = self.measure("store_write", lambda: store.write(self.df, "bench", f"r{number}",
                                                                     PartitionId("li", 0), 1))
+        python_store = ResultStore(replace(self.store.config, prefix=f"paths-py-{number}", jvm_io="off"),
+                                   client=self.client)
+        before = self.measure("store_write_python", lambda: python_store.write(self.df, "bench", f"r{number}",
+                                                                                PartitionId("li", 0), 1))
+        for name, written in (("store_write", manifest), ("store_write_python", before)):
+            sizes = [o.size / MB for o in written.objects]
+            print(f"  {name}: {len(sizes)} objects, {min(sizes):.1f}-{max(sizes):.1f} MB", flush=True)
         self.measure("jvm_staged_write", lambda: self.staged_write(number))
         self.measure("jvm_local_write", lambda: self.local_write(number))
         bodies = [self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
@@ -234,6 +244,7 @@ def summary(bench: Bench) -> str:
         lines.append(f"| {name} | {', '.join(f'{s:.2f}' for s in seconds)} | {median(name):.2f} | "
                      f"{max(seconds) - min(seconds):.2f} | {cpu_text} |")
     lines.append(f"\nstore_write / spark_write = {median('store_write') / median('spark_write'):.2f} (target <= 1.2); "
+                 f"store_write_python / spark_write = {median('store_write_python') / median('spark_write'):.2f}; "
                  f"raw boto3 upload of the same {bench.committed_mb:.0f} MB: {median('raw_boto3_up'):.2f} s, CRT "
                  f"{median('raw_crt_up'):.2f} s")
     lines.append(f"store_read_jvm / spark_read = {median('store_read_jvm') / median('spark_read'):.2f}; "

@@ -110,7 +110,11 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "org.apache.hadoop:hadoop-aws:3.5.0) and the store's connection has long-lived keys or none (S3A's own "
         "credential chain), each object's SHA-256 kept by S3 checked first; 'cluster' also with temporary "
         "credentials, the cluster reaching the bucket with its own S3A configuration; 'off': always the Python "
-        "path (store_spark_io). Each session logs once which path it uses and why.",
+        "path (store_spark_io). Writes (store_spark_io = executors), unless 'off': Spark's own Parquet writer to "
+        "a temporary directory on the driver's disk, each file then stored content-addressed from the driver, "
+        "where the session's executors share the driver's host (local Spark, a Spark Connect server on the same "
+        "machine; probed once per session), else Python workers. Each session logs once which path it uses and "
+        "why.",
     ),
     "publish_root": (
         "",

@@ -19,6 +19,8 @@ from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.parquet import Cut
 from tests.support.spark import spark_session
+from tests.support.spark import typed_rows as rows
+from tests.support.store import on_server
 
 pytestmark = pytest.mark.integration
 
@@ -31,19 +33,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def make_store(endpoint: S3Endpoint, **tuning: Any) -> ResultStore:
-    return ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
-                                     endpoint.bucket, prefix=f"jvm-{secrets.token_hex(4)}", **tuning)
-
-
-def rows(spark: Any, n: int = 30_000) -> Any:
-    """Fields, array elements, struct fields and map values that are never null (Spark's file reader makes them
-    nullable: the store restores that), and nullable ones with nulls."""
-    return spark.range(0, n, 1, 3).selectExpr(
-        "id", "id % 13 AS k", "cast(id * 0.5 AS double) AS v", "concat('s', id % 101) AS s",
-        "to_date('2024-01-01') AS d", "cast(id AS decimal(12, 2)) AS dec", "timestamp_seconds(id) AS ts",
-        "array(id, id + 1) AS arr", "named_struct('a', id, 'b', array(named_struct('z', id % 13))) AS st",
-        "map(id, concat('v', id)) AS m", "IF(id % 7 = 0, NULL, named_struct('q', id)) AS maybe",
-        "IF(id % 5 = 0, NULL, id) AS sometimes")
+    return on_server(endpoint, f"jvm-{secrets.token_hex(4)}", **tuning)
 
 
 def object_urls(store: ResultStore, manifest: Any, objects: Any = None) -> list[str]:

@@ -56,3 +56,15 @@ def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def typed_rows(spark: Any, n: int = 30_000) -> Any:
+    """``n`` rows in 3 Spark partitions of most column kinds: fields, array elements, struct fields and map values
+    that are never null (Spark's file reader makes them nullable: the store restores that), and nullable ones with
+    nulls."""
+    return spark.range(0, n, 1, 3).selectExpr(
+        "id", "id % 13 AS k", "cast(id * 0.5 AS double) AS v", "concat('s', id % 101) AS s",
+        "to_date('2024-01-01') AS d", "cast(id AS decimal(12, 2)) AS dec", "timestamp_seconds(id) AS ts",
+        "array(id, id + 1) AS arr", "named_struct('a', id, 'b', array(named_struct('z', id % 13))) AS st",
+        "map(id, concat('v', id)) AS m", "IF(id % 7 = 0, NULL, named_struct('q', id)) AS maybe",
+        "IF(id % 5 = 0, NULL, id) AS sometimes")

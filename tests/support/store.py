@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore, Retirement, S3Access, StoreConfig, lifecycle
 from airflow_region_failover.store import commit as protocol
 
@@ -67,3 +68,9 @@ class HeadCounter:
     def after(self, **_: Any) -> None:
         with self._lock:
             self.in_flight -= 1
+
+
+def on_server(endpoint: S3Endpoint, prefix: str, **tuning: Any) -> ResultStore:
+    """A result store on a real S3 server (the ``s3_server`` fixture's SeaweedFS) under ``prefix``."""
+    return ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
+                                     endpoint.bucket, prefix=prefix, **tuning)

@@ -88,7 +88,8 @@ class StoreConfig:
     check every object's size and SHA-256 when reading; ``spark_io``: ``"executors"`` (each Spark task uploads
     its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``jvm_io``: whether reads in
     ``executors`` mode may use Spark's own Parquet reader through ``s3a://`` (``auto``, ``cluster``, ``off``:
-    :class:`.s3a.Mode`); ``max_object_bytes``: a
+    :class:`.s3a.Mode`), and whether its writes may use Spark's own Parquet writer to the driver's disk (not
+    ``off``: :mod:`.local_write`); ``max_object_bytes``: a
     Spark task's output is cut into content-addressed objects of about this many bytes (each is held in memory
     while it is encoded and hashed); ``min_grace_seconds``: the grace floor of every sweeper of this store, which
     writers rely on when they list objects already there (:mod:`.content`).

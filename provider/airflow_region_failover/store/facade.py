@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
-from airflow_region_failover.store import clustered, lifecycle, parquet, reading, s3a
+from airflow_region_failover.store import clustered, lifecycle, local_write, parquet, reading, s3a
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, Read, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
@@ -106,7 +106,7 @@ class ResultStore:
             chunked = clustered.write_with_driver if driver else clustered.write_with_executors
             return self._finish(target, lambda: chunked(df, target, cut, clustering), df.schema.json(), inputs,
                                 code, cut)
-        writer = parquet.write_with_driver if driver else parquet.write_with_executors
+        writer = self._writer(df)
         return self._finish(target, lambda: writer(df, target, cut), df.schema.json(), inputs, code, cut)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
@@ -153,8 +153,17 @@ class ResultStore:
     def write_objects(self, df: DataFrame, target: parquet.Target, cut: parquet.Cut | None = None) -> parquet.Written:
         """Store ``df`` as content-addressed objects through ``target`` (cut into subpartitions by ``cut``) without
         committing anything: the objects are announced by the writer until a manifest lists them."""
-        writer = parquet.write_with_driver if self.config.spark_io == "driver" else parquet.write_with_executors
-        return writer(df, target, cut)
+        return self._writer(df)(df, target, cut)
+
+    def _writer(self, df: DataFrame) -> Callable[[DataFrame, parquet.Target, parquet.Cut | None], parquet.Written]:
+        """How ``df`` is written: the driver's path (``spark_io = driver``), Spark's own Parquet writer to the
+        driver's disk where the session's JVM writes there (:func:`.local_write.jvm_writer`, asked once per
+        session), else every Spark task encodes and uploads its partition (``mapInArrow``)."""
+        if self.config.spark_io == "driver":
+            return parquet.write_with_driver
+        if local_write.jvm_writer(df.sparkSession, s3a.Mode(self.config.jvm_io)):
+            return local_write.write_local
+        return parquet.write_with_executors
 
     def commit_written(self, target: parquet.Target, written: parquet.Written, schema: str,
                        inputs: tuple[InputVersion, ...] = (), code: str = "",

@@ -12,6 +12,10 @@ driver-local staging directory):
 * ``driver``: ``df.toArrow()`` then the same encoding and puts from the driver. Bounded by driver memory; kept for
   servers whose executors cannot reach S3.
 
+Where the session's JVM writes to the driver's disk, ``executors`` mode uses Spark's own Parquet writer instead and
+stores its files from the driver (:mod:`.local_write`, chosen once per session by the facade); this module remains
+the path everywhere else.
+
 Determinism rule: the same rows in the same Spark partitions give the same bytes (fixed writer settings, the
 dictionary choice made from the first batch, row groups and object cuts at Arrow/Parquet byte counts:
 :mod:`.encoding`), so a restart or a scheduled run that re-produces a partition uploads nothing. The manifest lists

@@ -24,6 +24,7 @@ import enum
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.store.config import S3Access, portable
@@ -44,7 +45,9 @@ TEMPORARY = ("its credentials are temporary (a session token), which S3A's cache
 
 
 class Mode(str, enum.Enum):
-    """``[region_failover] store_jvm_io``: whether reads may use Spark's own Parquet reader through ``s3a://``."""
+    """``[region_failover] store_jvm_io``: whether reads may use Spark's own Parquet reader through ``s3a://``
+    (and writes Spark's own Parquet writer to the driver's disk, :mod:`.local_write`: ``auto`` and ``cluster``
+    alike)."""
 
     AUTO = "auto"
     """Yes when the session's JVM has S3A and reaches the store with the store's endpoint and long-lived keys."""
@@ -104,8 +107,20 @@ def hadoop_options(access: S3Access, mode: Mode) -> dict[str, str] | None:
     return options
 
 
-_ANSWERS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, int], bool]] = weakref.WeakKeyDictionary()
+_ANSWERS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], bool]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
+
+
+def session_answer(spark: SparkSession, key: tuple[Any, ...], ask: Callable[[], bool]) -> bool:
+    """The answer ``ask()`` gave for ``key`` in this Spark session, asked the first time only (answers live as
+    long as the session object: a new session, or a forked process's own, is asked again)."""
+    with _LOCK:
+        known = _ANSWERS.get(spark, {}).get(key)
+    if known is None:
+        known = ask()
+        with _LOCK:
+            _ANSWERS.setdefault(spark, {})[key] = known
+    return known
 
 
 def jvm_reader(spark: SparkSession, layout: Layout, access: S3Access, mode: Mode, sample: str) -> dict[str, str] | None:
@@ -116,15 +131,13 @@ def jvm_reader(spark: SparkSession, layout: Layout, access: S3Access, mode: Mode
         return None
     options = hadoop_options(access, mode)
     key = (layout.bucket, layout.prefix, 0 if options is None else hash(tuple(sorted(options.items()))))
-    with _LOCK:
-        known = _ANSWERS.get(spark, {}).get(key)
-    if known is None:
+
+    def ask() -> bool:
         problem = TEMPORARY if options is None else _probe(spark, url(layout.bucket, sample), options)
-        known = problem is None
-        _announce(layout, access, known, problem or "")
-        with _LOCK:
-            _ANSWERS.setdefault(spark, {})[key] = known
-    return options if known else None
+        _announce(layout, access, problem is None, problem or "")
+        return problem is None
+
+    return options if session_answer(spark, key, ask) else None
 
 
 def _probe(spark: SparkSession, sample: str, options: dict[str, str]) -> str | None:
@@ -133,11 +146,12 @@ def _probe(spark: SparkSession, sample: str, options: dict[str, str]) -> str | N
         frame = spark.read.options(**options).schema("probe long").parquet(sample)
         _ = frame.schema  # Spark Connect analyses lazily: this lists the file through the server's JVM
     except Exception as exc:
-        return _first_line(exc)
+        return first_line(exc)
     return None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's first non-empty line (at most 300 characters): what a log line says of it."""
     text = str(exc).strip().splitlines()
     first = next((line.strip() for line in text if line.strip()), type(exc).__name__)
     return first[:300]

@@ -1,0 +1,266 @@
+"""Spark I/O, writing through Spark's own Parquet writer: the step's rows written by the JVM to a directory on the
+driver's disk, then each file stored content-addressed from the driver.
+
+Why: Spark -> Arrow for Python workers alone costs as much as Spark's whole ``df.write.parquet("s3a://...")``
+(``benchmarks/bench_store_paths.py``); Spark's writer to local disk plus our content-addressed upload measured
+0.49-0.81x Spark's own s3a write. It needs the JVM to write where the driver process reads: embedded local Spark,
+or a Spark Connect server on the driver's machine.
+
+Rules:
+
+* **Asked once per session** (:func:`jvm_writer`): ``[region_failover] store_jvm_io`` ``off`` keeps the Python
+  workers' path (:mod:`.parquet`); otherwise the session must run its executors on this host (a ``local`` or
+  ``local-cluster`` master, or a standalone master on loopback, where no worker of another host can register) and
+  a probe must succeed: ``spark.range(1).write.parquet("file://<fresh temp dir>")`` leaves a 1-row part file the
+  driver can read. The answer is logged once per session, with why when it is no.
+* **The write** (:func:`write_local`): into a fresh directory under the system temp dir (mode 0700, removed after
+  the write, also on errors), Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the
+  Python reader and pyarrow expect; Spark's default INT96 is set back afterwards), at most
+  :func:`records_per_file` rows per file; a keyed write (a :class:`~.parquet.Cut`) is ``partitionBy`` the
+  subpartition tag, so every file holds one subpartition (named by its directory) and lacks the tag column. Each
+  non-empty part file is then stored exactly as the Python path stores an object (:meth:`.parquet.Target.put`:
+  SHA-256 key, announced, create-only PUT carrying the checksum, checked reuse, quarantine), rows from its footer.
+* **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
+  the Python path's order (:attr:`.parquet.Piece.order`).
+* **Object size**: Spark cuts files by rows only, so the bound is a row count fixed by the schema alone —
+  ``max_object_bytes`` over Spark's own estimate of a row (``DataType.defaultSize``, :func:`row_bytes`), never by
+  earlier writes, so a restart cuts the same rows into the same files. Compressed Parquet is usually smaller than
+  that estimate (objects below the bound); values far longer than the estimate (strings over 20 characters on
+  average) give larger objects, which are stored all the same.
+* **Determinism**: Spark's Parquet writer puts no time or random id inside a file (the uuid is in its name only),
+  so the same rows in the same Spark partitions give the same bytes and a re-write uploads nothing.
+* **Timing** (:class:`~.parquet.Written` ``work``): ``encode`` is the Spark write job (computing the rows and
+  encoding them: one job, inseparable from the driver); ``hash`` and ``upload`` are the driver's per-file seconds
+  over the width of its upload pool; ``writers`` is 1 (the job's parts are wall time already).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.exceptions import StoreError
+from airflow_region_failover.store import s3a
+from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
+from airflow_region_failover.store.parquet import Cut, Piece, Target, Written, _written
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+PART = re.compile(r"^part-(?P<task>\d+)-.*[-.]c(?P<counter>\d+)(?:\.[a-z0-9]+)*\.parquet$")
+"""A file Spark's writer commits: ``part-<task, 5+ digits>-<job uuid>-c<file counter>.<codec>.parquet``, in a
+partitioned (keyed) write ``part-<task>-<job uuid>.c<file counter>.<codec>.parquet``."""
+TIMESTAMPS = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+"""How the write stores timestamps (module rule)."""
+_FIXED = {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "long": 8, "float": 4, "double": 8, "date": 4,
+          "timestamp": 8, "timestamp_ntz": 8, "string": 20, "binary": 100, "null": 1, "void": 1, "variant": 2048,
+          "interval": 16}
+"""Spark's ``defaultSize`` of the types named by one word in a schema's JSON."""
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One part file Spark wrote: its path, Spark task (``number``), subpartition (-1: not keyed) and file counter
+    within the task (``sequence``)."""
+
+    path: Path
+    number: int
+    subpartition: int
+    sequence: int
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Manifest order (module rule)."""
+        return self.number, self.subpartition, self.sequence
+
+
+def type_bytes(kind: Any) -> int:
+    """Spark's ``DataType.defaultSize`` of a type in a schema's JSON form."""
+    if isinstance(kind, dict):
+        name = kind.get("type")
+        if name == "struct":
+            return sum(type_bytes(f["type"]) for f in kind["fields"])
+        if name == "array":
+            return type_bytes(kind["elementType"])
+        if name == "map":
+            return type_bytes(kind["keyType"]) + type_bytes(kind["valueType"])
+        return type_bytes(kind.get("sqlType", "binary"))  # a user-defined type: its SQL type
+    text = str(kind)
+    if text in _FIXED:
+        return _FIXED[text]
+    if text.startswith("decimal"):
+        precision = re.findall(r"\d+", text)
+        return 8 if precision and int(precision[0]) <= 18 else 16
+    if text.startswith(("char(", "varchar(")):
+        return int(re.findall(r"\d+", text)[0])
+    if text.startswith("interval"):
+        return 4 if "year" in text or "month" in text else 8
+    return 8  # time(p) and anything newer: a long's size
+
+
+def row_bytes(schema_json: dict[str, Any]) -> int:
+    """A row's estimated size (module rule): the sum of its fields' :func:`type_bytes`, at least 1."""
+    return max(1, type_bytes(schema_json))
+
+
+def records_per_file(schema_json: dict[str, Any], max_object_bytes: int) -> int:
+    """Spark's ``maxRecordsPerFile`` for objects of about ``max_object_bytes`` (module rule)."""
+    return max(1, max_object_bytes // row_bytes(schema_json))
+
+
+def local_files(root: Path, keyed: bool) -> list[LocalFile]:
+    """The part files Spark committed under ``root`` in manifest order; a keyed write's subpartition comes from
+    its directory (``<tag>=<j>``). Hidden files, checksums and ``_SUCCESS`` are not part files; any other Parquet
+    file is a :class:`StoreError` (never a result silently missing rows)."""
+    found: list[LocalFile] = []
+    for path in root.rglob("*.parquet"):
+        match = PART.match(path.name)
+        if match is None:
+            if not path.name.startswith((".", "_")):
+                raise StoreError(f"{path}: a file Spark wrote that is not named like a part file ({PART.pattern}); "
+                                 "set [region_failover] store_jvm_io = off and report the Spark version")
+            continue
+        sub = subpartition_of(path.parent.name) if keyed else -1
+        found.append(LocalFile(path, int(match["task"]), sub, int(match["counter"])))
+    return sorted(found, key=lambda f: f.order)
+
+
+def subpartition_of(directory: str) -> int:
+    """The subpartition a keyed write's directory holds: ``<tag column>=<j>``; ``ValueError`` otherwise."""
+    name, _, value = directory.partition("=")
+    if name != SUBPARTITION_COLUMN or not value.isdigit():
+        raise ValueError(f"{directory!r} is not a directory of {SUBPARTITION_COLUMN}=<subpartition>")
+    return int(value)
+
+
+def same_host(master: str | None) -> bool:
+    """Whether a session with this master runs every executor on the driver JVM's host (module rule); ``None``
+    (unknown) leaves the decision to the probe."""
+    if master is None:
+        return True
+    if master.startswith("local"):
+        return True
+    host = re.match(r"^spark://(?:\[([^\]]+)\]|([^:/]+))", master)
+    return host is not None and (host[1] or host[2]) in {"127.0.0.1", "localhost", "::1"}
+
+
+def jvm_writer(spark: SparkSession, mode: s3a.Mode) -> bool:
+    """Whether ``spark``'s writes go through Spark's own Parquet writer to local disk (module rule: asked once per
+    session, logged once)."""
+    if mode is s3a.Mode.OFF:
+        return False
+    return s3a.session_answer(spark, ("local-write",), lambda: _decide(spark))
+
+
+def _decide(spark: SparkSession) -> bool:
+    master = _master(spark)
+    problem = (f"its master {master} may run executors on other hosts" if not same_host(master)
+               else _probe(spark))
+    if problem is None:
+        log.info("result store: this Spark session writes results with Spark's own Parquet writer to the driver's "
+                 "disk, each file then stored content-addressed from the driver")
+    else:
+        log.info("result store: this Spark session writes results with Python workers (mapInArrow), not Spark's "
+                 "own Parquet writer: %s", problem)
+    return problem is None
+
+
+def _master(spark: SparkSession) -> str | None:
+    try:
+        value = spark.conf.get("spark.master", None)
+    except Exception:  # a Connect server that does not expose it: the probe decides
+        return None
+    return None if value is None else str(value)
+
+
+def _probe(spark: SparkSession) -> str | None:
+    """``None`` if the session's JVM writes a 1-row Parquet file the driver reads, else why not (one line)."""
+    import pyarrow.parquet as pq
+
+    with _scratch("probe") as root:
+        out = root / "probe"
+        try:
+            spark.range(1).write.parquet(out.as_uri())
+        except Exception as exc:
+            return s3a.first_line(exc)
+        files = local_files(out, keyed=False)
+        if sum(pq.read_metadata(f.path).num_rows for f in files) != 1:
+            return f"the file Spark's JVM wrote to {out} is not on the driver's filesystem"
+    return None
+
+
+@contextlib.contextmanager
+def _scratch(kind: str) -> Iterator[Path]:
+    """A fresh directory under the system temp dir (0700), removed afterwards whatever happens."""
+    root = Path(tempfile.mkdtemp(prefix=f"region-failover-{kind}-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in ``spark`` for the block, set back (or unset) afterwards."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
+    """Spark's writer to a local directory, then every part file stored content-addressed (module rule)."""
+    frame = df if cut is None else cut.tag(df)
+    records = records_per_file(df.schema.jsonValue(), target.max_object_bytes)
+    with _scratch("write") as root:
+        out = root / "out"
+        started = time.perf_counter()
+        writer = frame.write.option("maxRecordsPerFile", str(records))
+        if cut is not None:
+            writer = writer.partitionBy(SUBPARTITION_COLUMN)
+        with _session_conf(df.sparkSession, *TIMESTAMPS):
+            writer.parquet(out.as_uri())
+        spark_s = time.perf_counter() - started
+        return _stored(target, local_files(out, keyed=cut is not None), spark_s)
+
+
+def _stored(target: Target, files: list[LocalFile], spark_s: float) -> Written:
+    """Each non-empty file stored through ``target`` on the driver's upload pool; the :class:`Written` of them
+    (timing: module rule)."""
+    import pyarrow.parquet as pq
+
+    width = max(1, min(target.threads, len(files)))
+    objects = target.objects()
+
+    def store(item: LocalFile) -> Piece | None:
+        rows = pq.read_metadata(item.path).num_rows
+        if rows == 0:
+            return None  # Spark's file for an empty result: nothing to store (the Python path stores none either)
+        stored = target.put(objects, item.path.read_bytes(), item.subpartition)
+        return Piece(stored, rows, item.number, item.sequence)
+
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        pieces = [p for p in pool.map(store, files) if p is not None]
+    written = _written(pieces)
+    work = {"wait": 0.0, "encode": spark_s, "writers": 1.0,
+            "hash": sum(p.stored.hash_s for p in pieces) / width,
+            "upload": sum(p.stored.upload_s for p in pieces) / width}
+    log.info("%s: Spark's writer %.2f s, %d files; %s", target.partition, spark_s, len(pieces),
+             written.tally.describe())
+    return Written(written.objects, written.rows, written.subpartition_rows, written.tally, work)

@@ -1,0 +1,123 @@
+"""The store's writes through Spark's own Parquet writer to the driver's disk (store/local_write.py), on embedded
+Spark and on the test session's Spark Connect server (same machine), against SeaweedFS: the session's probe says
+yes; the rows round-trip identical to the Python workers' path (``store_jvm_io = off``, which keeps that path), and
+each path's objects read back through the other reader; a keyed write's subpartitions hold exactly their rows and a
+consumer reads exactly their objects; a re-write of the same rows uploads nothing; objects stay within the bound;
+an empty result commits no object; no temporary directory is left behind."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store import ResultStore, local_write, s3a
+from airflow_region_failover.store.parquet import Cut
+from tests.support.spark import spark_session, typed_rows
+from tests.support.store import on_server
+
+pytestmark = pytest.mark.integration
+
+P = PartitionId("orders->join", 1)
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module", params=["embedded", "connect"])
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from spark_session(request, shuffle_partitions=4)
+
+
+def make_store(endpoint: S3Endpoint, **tuning: Any) -> ResultStore:
+    return on_server(endpoint, f"lw-{secrets.token_hex(4)}", **tuning)
+
+
+def python_path(store: ResultStore) -> ResultStore:
+    return ResultStore(dataclasses.replace(store.config, jvm_io="off"), client=store.objects.client)
+
+
+def writers(store: ResultStore, manifest: Any) -> set[str]:
+    """Which Parquet writer made each object (its footer's ``created_by``, first word)."""
+    keys = store.run_keys(manifest.dag_id, manifest.run_id)
+    found = set()
+    for entry in manifest.objects:
+        body = store.objects.client.get_object(Bucket=store.layout.bucket, Key=keys.object_key(entry.key, True))
+        found.add(pq.read_metadata(pa.BufferReader(body["Body"].read())).created_by.split(" ")[0])
+    return found
+
+
+def scratch_dirs() -> set[str]:
+    """The write's and the probe's temporary directories (local_write._scratch) now under the system temp dir."""
+    temp = Path(tempfile.gettempdir())
+    return {p.name for kind in ("write", "probe") for p in temp.glob(f"region-failover-{kind}-*")}
+
+
+def test_rows_round_trip_identical_to_the_python_workers_path(spark: Any, s3_server: S3Endpoint) -> None:
+    store, before = make_store(s3_server), scratch_dirs()
+    df = typed_rows(spark)
+    assert local_write.jvm_writer(spark, s3a.Mode.AUTO), "the session's JVM writes where the driver reads"
+    jvm = store.write(df, "etl", "jvm", P, 1)
+    python = python_path(store).write(df, "etl", "py", P, 1)
+    assert writers(store, jvm) == {"parquet-mr"} and writers(store, python) == {"parquet-cpp-arrow"}
+    assert jvm.spark_schema == python.spark_schema == df.schema.json()
+    assert jvm.row_count == python.row_count == 30_000 and len(jvm.objects) == 3  # one file per Spark task
+    expected = sorted(df.collect(), key=lambda r: r.id)
+    for reader in (store, python_path(store)):  # Spark's reader (s3a) and the Python workers' reader
+        for manifest in (jvm, python):
+            back = reader.read_version(spark, manifest)
+            assert back.schema == df.schema and sorted(back.collect(), key=lambda r: r.id) == expected
+    assert scratch_dirs() <= before, "the write's temporary directories are removed"
+
+
+def test_a_keyed_write_puts_each_subpartitions_rows_in_its_own_objects(spark: Any, s3_server: S3Endpoint) -> None:
+    store = make_store(s3_server)
+    df = typed_rows(spark)
+    cut = Cut(("k",), 128, 4)
+    manifest = store.write(df, "etl", "keyed", P, 1, cut=cut)
+    python = python_path(store).write(df, "etl", "keyed-py", P, 1, cut=cut)
+    assert writers(store, manifest) == {"parquet-mr"} and manifest.partitioning is not None
+    assert python.partitioning is not None
+    assert [(s.index, s.key_groups, s.rows) for s in manifest.partitioning.subpartitions] == [
+        (s.index, s.key_groups, s.rows) for s in python.partitioning.subpartitions]
+    for j, sub in enumerate(manifest.partitioning.subpartitions):
+        selection = manifest.select(sub.key_groups, ("k",), 128)
+        assert selection.objects and all(o.subpartition == j for o in selection.objects)
+        part = store.read_version(spark, manifest, selection.objects)
+        assert part.schema == df.schema, "the subpartition tag is not stored"
+        assert part.count() == sub.rows and part.where(cut.subpartition_column() != j).count() == 0
+        assert sorted(part.collect()) == sorted(python_path(store).read_version(
+            spark, python, python.select(sub.key_groups, ("k",), 128).objects).collect())
+
+
+def test_a_rewrite_of_the_same_rows_uploads_nothing(spark: Any, s3_server: S3Endpoint) -> None:
+    store = make_store(s3_server, max_object_bytes=MiB)
+    df = typed_rows(spark)
+    first, uploaded = store.write_counted(df, "etl", "a", P, 1)
+    assert len(first.objects) == 6 and all(o.size <= MiB for o in first.objects)  # two files per Spark task
+    assert uploaded.new_bytes == uploaded.bytes > 0
+    for run, attempt in (("a", 2), ("b", 1)):  # a restart of the producer, a scheduled run of the same rows
+        again, tally = store.write_counted(df, "etl", run, P, attempt)
+        assert [o.sha256 for o in again.objects] == [o.sha256 for o in first.objects]
+        assert (tally.new_bytes, tally.new_objects, tally.bytes) == (0, 0, uploaded.bytes)
+    cut = Cut(("k",), 128, 4)
+    keyed, _ = store.write_counted(df, "etl", "k1", P, 1, cut=cut)
+    rekeyed, tally = store.write_counted(df, "etl", "k2", P, 1, cut=cut)
+    assert rekeyed.objects == keyed.objects and tally.new_bytes == 0
+
+
+def test_an_empty_result_commits_no_object(spark: Any, s3_server: S3Endpoint) -> None:
+    store = make_store(s3_server)
+    empty = typed_rows(spark).where("id < 0")
+    for cut in (None, Cut(("k",), 128, 4)):
+        manifest = store.write(empty, "etl", f"empty-{cut is None}", P, 1, cut=cut)
+        assert manifest.objects == () and manifest.row_count == 0
+        back = store.read_version(spark, manifest)
+        assert back.schema == empty.schema and back.count() == 0

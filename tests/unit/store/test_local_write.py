@@ -1,0 +1,158 @@
+"""The write through Spark's own Parquet writer to the driver's disk (store/local_write.py), its pure parts: which
+part files count and in what order, a keyed file's subpartition from its directory, the rows-per-file bound from
+the schema, whether a session may use it (asked once, a fake session), and how the files are stored (moto's
+in-memory S3; files written by pyarrow under Spark's names). The real sessions are in
+tests/integration/test_store_local_write.py."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_region_failover.exceptions import StoreError
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store import ResultStore, s3a
+from airflow_region_failover.store import local_write as lw
+from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
+
+UUID = "c8a98b48-8f3b-4d7e-9a61-0c1d2e3f4a5b"  # a uuid segment like a file counter (c8...): not taken for one
+
+
+def part(task: int, counter: int, keyed: bool = False) -> str:
+    """Spark's name of a part file (a partitioned write puts a dot before the counter)."""
+    return f"part-{task:05d}-{UUID}{'.' if keyed else '-'}c{counter:03d}.snappy.parquet"
+
+
+def touch(path: Path, rows: int = 1, first: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": list(range(first, first + rows))}), path)
+    return path
+
+
+def test_part_files_come_in_task_then_counter_order_and_nothing_else_counts(tmp_path: Path) -> None:
+    for task, counter in ((10, 0), (2, 1), (2, 0), (2, 10), (0, 1000)):
+        touch(tmp_path / part(task, counter))
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    (tmp_path / f".{part(2, 0)}.crc").write_bytes(b"crc")
+    got = [(f.number, f.subpartition, f.sequence) for f in lw.local_files(tmp_path, keyed=False)]
+    assert got == [(0, -1, 1000), (2, -1, 0), (2, -1, 1), (2, -1, 10), (10, -1, 0)]
+    touch(tmp_path / "part-00003.parquet")  # a name of another Spark: refused, never left out
+    with pytest.raises(StoreError, match=r"part-00003\.parquet: a file Spark wrote that is not named like a part"):
+        lw.local_files(tmp_path, keyed=False)
+
+
+def test_a_keyed_files_subpartition_is_its_directory(tmp_path: Path) -> None:
+    for sub, task, counter in ((3, 0, 0), (0, 1, 0), (12, 0, 1), (0, 0, 0), (3, 0, 1)):
+        touch(tmp_path / f"{SUBPARTITION_COLUMN}={sub}" / part(task, counter, keyed=True))
+    got = [(f.number, f.subpartition, f.sequence) for f in lw.local_files(tmp_path, keyed=True)]
+    assert got == [(0, 0, 0), (0, 3, 0), (0, 3, 1), (0, 12, 1), (1, 0, 0)]
+    assert lw.subpartition_of(f"{SUBPARTITION_COLUMN}=7") == 7
+    for bad in ("other=1", f"{SUBPARTITION_COLUMN}=", f"{SUBPARTITION_COLUMN}=__HIVE_DEFAULT_PARTITION__"):
+        with pytest.raises(ValueError, match="is not a directory of"):
+            lw.subpartition_of(bad)
+
+
+def test_rows_per_file_follow_sparks_default_size_of_the_schema() -> None:
+    from pyspark.sql.types import (
+        ArrayType,
+        DecimalType,
+        IntegerType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    schema = StructType([StructField("id", LongType()), StructField("n", IntegerType()),
+                         StructField("small", DecimalType(12, 2)), StructField("big", DecimalType(30, 2)),
+                         StructField("s", StringType()), StructField("ts", TimestampType()),
+                         StructField("arr", ArrayType(LongType())), StructField("m", MapType(StringType(), LongType())),
+                         StructField("st", StructType([StructField("a", IntegerType())]))])
+    assert lw.row_bytes(schema.jsonValue()) == 8 + 4 + 8 + 16 + 20 + 8 + 8 + (20 + 8) + 4
+    assert lw.records_per_file(schema.jsonValue(), 16 * 1024 * 1024) == 16 * 1024 * 1024 // 104
+    assert lw.records_per_file(StructType([]).jsonValue(), 1024) == 1024  # no columns: one byte a row
+    assert lw.type_bytes("varchar(30)") == 30 and lw.type_bytes("interval year to month") == 4
+    assert lw.type_bytes("interval") == 16 and lw.type_bytes("interval day to second") == 8
+
+
+def test_executors_on_other_hosts_are_ruled_out_by_the_master() -> None:
+    for master in ("local", "local[2]", "local[*, 3]", "local-cluster[2, 1, 1024]", "spark://127.0.0.1:7077",
+                   "spark://localhost:7077", "spark://[::1]:7077", None):
+        assert lw.same_host(master), master
+    for master in ("yarn", "k8s://https://api:6443", "spark://10.0.0.5:7077", "spark://127.0.0.1.example:7077",
+                   "spark://host-a:7077,host-b:7077"):
+        assert not lw.same_host(master), master
+
+
+class FakeSession:
+    """``spark.conf.get("spark.master")`` and ``spark.range(1).write.parquet(url)``: writes a 1-row part file
+    (``writes``), a file elsewhere (``elsewhere``), or raises ``error``."""
+
+    def __init__(self, master: str = "local[2]", *, error: str = "", elsewhere: bool = False) -> None:
+        self.master, self.error, self.elsewhere, self.asked = master, error, elsewhere, 0
+        self.conf, self.write = self, self
+
+    def get(self, key: str, default: Any = None) -> Any:
+        assert key == "spark.master"
+        return self.master
+
+    def range(self, n: int) -> FakeSession:
+        assert n == 1
+        return self
+
+    def parquet(self, url: str) -> None:
+        self.asked += 1
+        if self.error:
+            raise RuntimeError(self.error + "\n\tat org.apache.spark.sql.execution.datasources.FileFormatWriter")
+        out = Path(url.removeprefix("file://"))
+        touch((out.parent / "elsewhere" if self.elsewhere else out) / part(0, 0))
+        self.wrote = out
+
+
+def test_a_session_is_asked_once_and_off_asks_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=lw.__name__)
+    good = FakeSession()
+    assert all(lw.jvm_writer(good, s3a.Mode.AUTO) for _ in range(3)) and lw.jvm_writer(good, s3a.Mode.CLUSTER)
+    assert good.asked == 1 and not good.wrote.parent.exists(), "the probe's directory is removed"
+    off = FakeSession()
+    assert not lw.jvm_writer(off, s3a.Mode.OFF) and off.asked == 0
+    remote = FakeSession("yarn")
+    assert not any(lw.jvm_writer(remote, s3a.Mode.AUTO) for _ in range(2)) and remote.asked == 0
+    failing = FakeSession(error="[PATH_NOT_FOUND] denied")
+    assert not lw.jvm_writer(failing, s3a.Mode.AUTO) and failing.asked == 1
+    apart = FakeSession(elsewhere=True)
+    assert not lw.jvm_writer(apart, s3a.Mode.AUTO) and not apart.wrote.parent.exists()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4
+    assert "writes results with Spark's own Parquet writer to the driver's disk" in lines[0]
+    assert lines[1].endswith("not Spark's own Parquet writer: its master yarn may run executors on other hosts")
+    assert lines[2].endswith("not Spark's own Parquet writer: [PATH_NOT_FOUND] denied")
+    assert "is not on the driver's filesystem" in lines[3]
+
+
+def test_files_are_stored_content_addressed_in_order_with_their_footer_rows(store: ResultStore,
+                                                                             tmp_path: Path) -> None:
+    touch(tmp_path / f"{SUBPARTITION_COLUMN}=1" / part(0, 0), rows=5)
+    touch(tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(1, 0), rows=7, first=100)
+    touch(tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(0, 0), rows=3, first=200)
+    touch(tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(0, 1), rows=0)  # Spark's file of an empty task
+    target = store.target("etl", "r1", PartitionId("r", 0), 1)
+    written = lw._stored(target, lw.local_files(tmp_path, keyed=True), spark_s=2.5)
+    assert [(o.subpartition, o.size) for o in written.objects] == [
+        (0, (tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(0, 0)).stat().st_size),
+        (1, (tmp_path / f"{SUBPARTITION_COLUMN}=1" / part(0, 0)).stat().st_size),
+        (0, (tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(1, 0)).stat().st_size)]
+    assert written.rows == 15 and written.subpartition_rows == {0: 10, 1: 5}
+    assert (written.tally.objects, written.tally.new_objects) == (3, 3)
+    assert written.work["encode"] == 2.5 and written.work["writers"] == 1.0 and written.work["upload"] > 0
+    body = store.objects.client.get_object(Bucket="bkt", Key=store.layout.cas_object(written.objects[0].sha256))
+    assert pq.read_table(pa.BufferReader(body["Body"].read()))["id"].to_pylist() == [200, 201, 202]
+    again = lw._stored(store.target("etl", "r2", PartitionId("r", 0), 1), lw.local_files(tmp_path, keyed=True), 1.0)
+    assert again.objects == written.objects and again.tally.new_bytes == 0

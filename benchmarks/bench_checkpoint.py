@@ -7,16 +7,24 @@ failure, and incremental uploads (issue 24's targets).
 One SeaweedFS server and an embedded Spark session (``local[2]``); the step runs through the provider's own run
 path (:func:`~airflow_region_failover.spark.run.start`, :func:`~airflow_region_failover.spark.checkpointed.
 run_checkpointed`), without Airflow (whose per-task cost is the same for both sides). The input is one BLOCKING
-partition of ``--size-mb`` (rows ``(id, key, value, pad)``; one Spark partition per epoch, so the objects of epoch
-``e`` are its rows); the step keeps a running count and sum per key for ``--keys`` keys (all of them from epoch 0
-on) and each epoch's rows touch ``5 %`` of the keys, scattered (``key ≡ e mod 20``); it outputs the epoch's
-per-key aggregates. ``Checkpoint(epochs=E)``; the unchecked side is the same step with
-``Checkpoint(..., enabled=False)`` (same epochs, same state hand-over, no checkpoint).
+partition of ``--size-mb`` (rows ``(id, key, value, pad)``, written as one Spark partition per epoch); the step
+keeps a running count and sum per key for ``--keys`` keys (all of them from epoch 0 on) and each epoch's rows touch
+exactly ``5 %`` of the keys, scattered: row ``id`` of epoch ``e`` counts for key ``(id mod K/20)·20 + e mod 20``
+(the key is derived from the epoch, not read from the input's ``key`` column: the epoch plan cuts the input's
+objects into epochs of equal bytes, and an epoch's objects may come from two Spark partitions — before 2026-11-26
+that made 18 of 19 epochs touch 10 % of the keys); it outputs the epoch's per-key aggregates.
+``Checkpoint(epochs=E)``; the unchecked side is the same step with ``Checkpoint(..., enabled=False)`` (same epochs,
+same state hand-over, no checkpoint).
 
 Reported: (1) a run that fails in epoch ``E-2`` (on its first try) and its second try: the epochs it recomputed and
 its wall time (failure to success: the second try, restore included), checked vs unchecked; (2) a run without
-failure, checked vs unchecked, and the overhead; (3) per checkpoint, the state bytes uploaded ÷ the full state's
-bytes (the first checkpoint's), median and max, and the checkpoint duration.
+failure, checked vs unchecked, and the overhead (with ``--repeat`` > 1 each round's figure too); (3) per checkpoint
+after the first, the state bytes uploaded ÷ **the full state at that checkpoint**: the bytes a full,
+non-incremental checkpoint of the same state would upload (after the run, untimed: each checkpoint's runs read
+back, merged and encoded as one base run as the store encodes runs), median and max — over every checkpoint and
+over the incremental ones alone (compactions upload merged runs) — with the bytes per changed key of the
+incremental ones, and beside it the ratio to the first checkpoint's upload (the figure reported before); and the
+checkpoint duration.
 """
 
 from __future__ import annotations
@@ -68,7 +76,8 @@ def make_step(keys: int, fail_at: int, salt: int) -> Any:
 
         if context.epoch.index == fail_at and context.try_number == 1:
             raise RuntimeError(f"injected failure in epoch {fail_at}")
-        seen = inputs["src"].groupBy("key").agg(F.count("*").alias("d"), F.sum("value").alias("s"))
+        touched = (F.col("id") % (keys // SHARE)) * SHARE + context.epoch.index % SHARE
+        seen = inputs["src"].groupBy(touched.alias("key")).agg(F.count("*").alias("d"), F.sum("value").alias("s"))
         if context.epoch.index == 0:
             state = spark.range(keys).select(F.col("id").alias("key"), F.lit(0).cast("long").alias("n"),
                                              F.lit(float(salt)).alias("total"))
@@ -101,8 +110,9 @@ def write_input(spark: Any, store: Any, size_mb: int, epochs: int, keys: int) ->
 
 
 def run_try(spark: Any, store: Any, ref: Any, run_id: str, try_number: int, epochs: int, keys: int,
-            enabled: bool, fail_at: int = -1) -> dict[str, Any]:
-    """One try of the step in run ``run_id``; its figures (``failed``: it raised the injected failure)."""
+            enabled: bool, fail_at: int = -1, sizes: bool = False) -> dict[str, Any]:
+    """One try of the step in run ``run_id``; its figures (``failed``: it raised the injected failure; with
+    ``sizes``, each checkpoint's full-state bytes, measured after the try)."""
     from airflow_region_failover import Checkpoint, JobGraphBuilder, SubtaskId
     from airflow_region_failover.checkpoint.declared import chain_checkpoint
     from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
@@ -131,11 +141,45 @@ def run_try(spark: Any, store: Any, ref: Any, run_id: str, try_number: int, epoc
     wall = time.monotonic() - began
     started = events[0]
     checkpoints = events[1:]
+    full = full_state_bytes(store, run_id, checkpoints) if sizes else [None] * len(checkpoints)
     return {"wall_s": wall, "failed": failed, "skipped": started.skipped,
             "recomputed": epochs - started.skipped if not failed else None,
             "checkpoints": [{"epoch": c.epoch, "uploaded": c.uploaded_bytes, "state": c.state_bytes,
-                             "ms": c.duration_ms, "runs": [r.rows for s in c.states for r in s.runs]}
-                            for c in checkpoints]}
+                             "ms": c.duration_ms, "runs": [r.rows for s in c.states for r in s.runs],
+                             "full": f, "kind": _kind(before, c)}
+                            for before, c, f in zip([None, *checkpoints], checkpoints, full, strict=False)]}
+
+
+def _kind(before: Any, manifest: Any) -> str:
+    """``incremental`` (one run of the changed keys appended), ``compaction`` (runs merged) or ``full``."""
+    runs = [r for s in manifest.states for r in s.runs]
+    old = [] if before is None else [r for s in before.states for r in s.runs]
+    if old and len(runs) == len(old) + 1 and runs[:-1] == old:
+        return "incremental"
+    return "full" if len(runs) == 1 and runs[0].base else "compaction"
+
+
+def full_state_bytes(store: Any, run_id: str, manifests: list[Any]) -> list[int]:
+    """Per checkpoint, the bytes a full, non-incremental checkpoint of its state uploads: its runs read back,
+    merged (:func:`~airflow_region_failover.checkpoint.lsm.restore`) and encoded as one base run as the store
+    encodes runs (:func:`~airflow_region_failover.checkpoint.storage.run_codec`); nothing uploaded."""
+    from airflow_region_failover.checkpoint import lsm
+    from airflow_region_failover.checkpoint.storage import CheckpointStorage, run_codec
+    from airflow_region_failover.graph.ids import PartitionId
+    from airflow_region_failover.store.encoding import encode_objects
+
+    storage = CheckpointStorage(store.objects, store.run_keys(DAG, run_id), PartitionId("agg", 0),
+                                store.config.min_grace_seconds)
+    loaded: dict[str, Any] = {}
+    sizes = []
+    for manifest in manifests:
+        runs = [r for s in manifest.states for r in s.runs]
+        loaded = {r.objects[0].sha256: loaded[r.objects[0].sha256] if r.objects[0].sha256 in loaded
+                  else storage.load_run(r) for r in runs}
+        state = lsm.base_run(lsm.restore([loaded[r.objects[0].sha256] for r in runs], ["key"]))
+        sizes.append(sum(body.size for body, _ in encode_objects(iter(state.to_batches()),
+                                                                 store.config.max_object_bytes, run_codec(state))))
+    return sizes
 
 
 def measure(spark: Any, store: Any, ref: Any, epochs: int, keys: int, repeat: int) -> dict[str, Any]:
@@ -147,13 +191,16 @@ def measure(spark: Any, store: Any, ref: Any, epochs: int, keys: int, repeat: in
     for n in range(repeat):
         for side, enabled in (("unchecked", False), ("checked", True)) if n % 2 == 0 else (
                 ("checked", True), ("unchecked", False)):
-            clean = run_try(spark, store, ref, f"{side}-clean-{n}", 1, epochs, keys, enabled)
+            clean = run_try(spark, store, ref, f"{side}-clean-{n}", 1, epochs, keys, enabled, sizes=enabled and n == 0)
             first = run_try(spark, store, ref, f"{side}-fail-{n}", 1, epochs, keys, enabled, late)
             second = run_try(spark, store, ref, f"{side}-fail-{n}", 2, epochs, keys, enabled, late)
             rounds[side].append({"clean": clean, "first": first, "second": second})
             print(json.dumps({side: {k: {f: v[f] for f in ("wall_s", "skipped", "recomputed")} for k, v in
                                      rounds[side][-1].items()}}), flush=True)
-    return {side: _median(runs) for side, runs in rounds.items()}
+    out = {side: _median(runs) for side, runs in rounds.items()}
+    out["rounds"] = {side: [{k: r[k]["wall_s"] for k in ("clean", "second")} for r in runs]
+                     for side, runs in rounds.items()}
+    return out
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -168,17 +215,34 @@ def report(out: dict[str, Any], epochs: int) -> str:
     """The Markdown table of the figures."""
     u, c = out["unchecked"], out["checked"]
     cps = c["clean"]["checkpoints"]
-    full = cps[0]["uploaded"]
-    ratios = [cp["uploaded"] / full for cp in cps[1:]]
+    later = cps[1:]
+    ratios = [cp["uploaded"] / cp["full"] for cp in later]
+    incremental = [cp for cp in later if cp["kind"] == "incremental"]
+    per_key = [cp["uploaded"] / cp["runs"][-1] for cp in incremental]
+    inc = [cp["uploaded"] / cp["full"] for cp in incremental]
+    first = [cp["uploaded"] / cps[0]["uploaded"] for cp in later]
+    overheads = [100 * (cr["clean"] / ur["clean"] - 1) for ur, cr in zip(out["rounds"]["unchecked"],
+                                                                          out["rounds"]["checked"], strict=True)]
+    recoveries = [cr["second"] / ur["second"] for ur, cr in zip(out["rounds"]["unchecked"], out["rounds"]["checked"],
+                                                                 strict=True)]
     rows = ["| figure | unchecked | checked | target |", "|---|---:|---:|---|",
             f"| epochs recomputed after a failure in epoch {epochs - 2} | {u['second']['recomputed']} | "
             f"{c['second']['recomputed']} | ≤ 2 |",
             f"| failure → success: the second try (s) | {u['second']['wall_s']:.1f} | {c['second']['wall_s']:.1f} "
-            f"| checked ≤ 0.2× unchecked: **{c['second']['wall_s'] / u['second']['wall_s']:.2f}×** |",
+            f"| checked ≤ 0.2× unchecked: **{c['second']['wall_s'] / u['second']['wall_s']:.2f}×** (rounds: "
+            f"{', '.join(f'{r:.2f}×' for r in recoveries)}) |",
             f"| run without failure (s) | {u['clean']['wall_s']:.1f} | {c['clean']['wall_s']:.1f} | overhead ≤ 10 %: "
-            f"**{100 * (c['clean']['wall_s'] / u['clean']['wall_s'] - 1):+.1f} %** |",
-            f"| state bytes uploaded per checkpoint ÷ full state ({full / 2**20:.1f} MB), median / max | — | "
+            f"**{100 * (c['clean']['wall_s'] / u['clean']['wall_s'] - 1):+.1f} %** (rounds: "
+            f"{', '.join(f'{o:+.1f} %' for o in overheads)}) |",
+            f"| state bytes uploaded per checkpoint ÷ the full state at that checkpoint ({cps[-1]['full'] / 2**20:.2f}"
+            f" MB at the last), median / max: every checkpoint after the first ({len(later)}) | — | "
             f"{statistics.median(ratios):.3f} / {max(ratios):.3f} | ≤ 0.1 |",
+            f"| the same, incremental checkpoints only ({len(incremental)}; changed keys per run "
+            f"{statistics.median(cp['runs'][-1] for cp in incremental):,.0f}, "
+            f"{statistics.median(per_key):.2f} bytes per changed key) | — | "
+            f"{statistics.median(inc):.3f} / {max(inc):.3f} | ≤ 0.1 |",
+            f"| the same ÷ the first checkpoint's upload ({cps[0]['uploaded'] / 2**20:.2f} MB; reported before) "
+            f"| — | {statistics.median(first):.3f} / {max(first):.3f} | — |",
             f"| checkpoint duration (ms), median / max | — | {statistics.median(cp['ms'] for cp in cps):.0f} / "
             f"{max(cp['ms'] for cp in cps)} | — |"]
     return "\n".join(rows)

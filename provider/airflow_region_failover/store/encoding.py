@@ -4,7 +4,8 @@ subpartition.
 Rules (:class:`ObjectEncoder`, :func:`encode_objects`): batches (sliced when one alone holds more than the row-group
 limit) are gathered into row groups of about :data:`ROW_GROUP_BYTES` Arrow bytes (at most ``max_object_bytes``); an
 object is closed after the row group that brings it to ``max_object_bytes``; dictionary encoding is used only for
-the columns :func:`.chunking.dictionary_columns` picks from the first batch; Snappy compression (Spark's default);
+the columns :func:`.chunking.dictionary_columns` picks from the first batch; compression and column encodings as the
+:class:`Codec` says (results: Snappy, Spark's default; checkpoint state runs: :func:`~..checkpoint.storage.run_codec`);
 a field below a nullable struct is stored as optional even where the schema says it is never null on its own
 (:func:`.chunking.storable`: a null struct comes with nulls in each of its fields' slots). Only the object being
 encoded is held in memory. Every cut is made at Arrow/Parquet byte counts of the rows, so the same rows in the same
@@ -18,7 +19,8 @@ in tag order), the tag column dropped.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.store.chunking import as_schema, dictionary_columns, storable
 
@@ -35,11 +37,44 @@ Encoded = tuple["pa.Buffer", int]
 """One finished object: its Parquet body and its row count."""
 
 
+@dataclass(frozen=True)
+class Codec:
+    """How an object's pages are compressed (``compression`` at ``level``: ``None`` is the codec's default); with
+    ``delta_integers``, every integer column not dictionary-encoded is written ``DELTA_BINARY_PACKED`` (a sorted
+    key column becomes small differences, bit-packed; an unsorted one costs about what plain does); without
+    ``statistics``, no min/max per page and column chunk (for objects always read whole). Fixed settings and
+    choices made from the schema and the first batch only: the same rows give the same bytes."""
+
+    compression: str = "snappy"
+    level: int | None = None
+    delta_integers: bool = False
+    statistics: bool = True
+
+    def writer_options(self, schema: pa.Schema, dictionary: list[str]) -> dict[str, Any]:
+        """The :class:`pyarrow.parquet.ParquetWriter` options for ``schema`` with ``dictionary`` columns."""
+        import pyarrow as pa
+
+        options: dict[str, Any] = {"compression": self.compression, "use_dictionary": dictionary,
+                                   "write_statistics": self.statistics}
+        if self.level is not None:
+            options["compression_level"] = self.level
+        if self.delta_integers:
+            delta = {f.name: "DELTA_BINARY_PACKED" for f in schema
+                     if pa.types.is_integer(f.type) and f.name not in dictionary}
+            if delta:
+                options["column_encoding"] = delta
+        return options
+
+
+RESULTS = Codec()
+"""Result objects: Snappy, dictionary where it pays (what Spark writes and every reader expects)."""
+
+
 class ObjectEncoder:
     """Encodes one stream of batches, pushed one at a time, into bounded Parquet objects (module rule)."""
 
-    def __init__(self, max_object_bytes: int) -> None:
-        self.max_object_bytes = max_object_bytes
+    def __init__(self, max_object_bytes: int, codec: Codec = RESULTS) -> None:
+        self.max_object_bytes, self.codec = max_object_bytes, codec
         self.limit = min(ROW_GROUP_BYTES, max_object_bytes)
         self._pending: list[pa.RecordBatch] = []
         self.pending_bytes = 0
@@ -79,8 +114,9 @@ class ObjectEncoder:
         self._pending, self.pending_bytes = [], 0
         if self._sink is None:
             self._sink = pa.BufferOutputStream()
-            self._writer = pq.ParquetWriter(self._sink, self._schema, compression="snappy",
-                                            use_dictionary=self._chosen)
+            assert self._schema is not None and self._chosen is not None
+            self._writer = pq.ParquetWriter(self._sink, self._schema,
+                                            **self.codec.writer_options(self._schema, self._chosen))
         self._writer.write_table(group, row_group_size=group.num_rows)  # type: ignore[attr-defined]
         self._rows += group.num_rows
         return [self.close()] if self._sink.tell() >= self.max_object_bytes else []
@@ -101,9 +137,10 @@ class ObjectEncoder:
         return done
 
 
-def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int) -> Iterator[Encoded]:
+def encode_objects(batches: Iterator[pa.RecordBatch], max_object_bytes: int,
+                   codec: Codec = RESULTS) -> Iterator[Encoded]:
     """``batches`` encoded as Parquet bodies of about ``max_object_bytes`` each: ``(body, rows)`` (module rule)."""
-    encoder = ObjectEncoder(max_object_bytes)
+    encoder = ObjectEncoder(max_object_bytes, codec)
     for batch in batches:
         yield from encoder.add(batch)
     yield from encoder.finish()

@@ -46,7 +46,14 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.content import Stored, Tally, put_content
-from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN, Encoded, ObjectEncoder, split_batches
+from airflow_region_failover.store.encoding import (
+    RESULTS,
+    SUBPARTITION_COLUMN,
+    Codec,
+    Encoded,
+    ObjectEncoder,
+    split_batches,
+)
 from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.objects import Objects
@@ -230,12 +237,13 @@ class _Storing:
 
 
 def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int,
-                  subpartition: int = -1) -> list[Piece]:
-    """Encode ``batches`` as bounded objects (:func:`.encoding.encode_objects`) and store each content-addressed;
-    one :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold that subpartition."""
+                  subpartition: int = -1, codec: Codec = RESULTS) -> list[Piece]:
+    """Encode ``batches`` as bounded objects (:func:`.encoding.encode_objects`, pages as ``codec`` says) and store
+    each content-addressed; one :class:`Piece` per object (none for no rows). ``subpartition`` >= 0: they hold
+    that subpartition."""
     timed = Waited(batches)
     with _Storing(target, number, timed) as storing:
-        encoder = ObjectEncoder(target.max_object_bytes)
+        encoder = ObjectEncoder(target.max_object_bytes, codec)
         for batch in timed:
             storing.submit(encoder.add(batch), subpartition)
         storing.submit(encoder.finish(), subpartition)
@@ -344,6 +352,6 @@ def write_with_driver(df: DataFrame, target: Target, cut: Cut | None = None) -> 
     return _written(write_split(target, iter(cut.tag(df).toArrow().to_batches()), 0))
 
 
-def write_arrow(table: pa.Table, target: Target) -> Written:
-    """Write an Arrow table as bounded content-addressed objects (no Spark needed)."""
-    return _written(write_batches(target, iter(table.to_batches()), 0))
+def write_arrow(table: pa.Table, target: Target, codec: Codec = RESULTS) -> Written:
+    """Write an Arrow table as bounded content-addressed objects (no Spark needed), pages as ``codec`` says."""
+    return _written(write_batches(target, iter(table.to_batches()), 0, codec=codec))

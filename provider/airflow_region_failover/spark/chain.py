@@ -36,7 +36,7 @@ from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.naming import xcom_key
 from airflow_region_failover.spark.checkpointed import run_checkpointed
-from airflow_region_failover.spark.compute import compute
+from airflow_region_failover.spark.compute import compute, inputs_named
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.ledger import CheckpointEntry, TaskSummary, summary
 from airflow_region_failover.spark.reuse import kept_outputs
@@ -97,7 +97,8 @@ def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[Partiti
     checkpointed = chain_checkpoint(run.graph, [m.step for m in run.members], {i.step_id: i for i in run.impls})
     with phase("compute"):
         if checkpointed is not None:
-            return run_checkpointed(spark, run, checkpointed, listener)
+            with inputs_named(run):
+                return run_checkpointed(spark, run, checkpointed, listener)
         return compute(spark, run)
 
 

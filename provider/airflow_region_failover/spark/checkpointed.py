@@ -136,7 +136,7 @@ class SparkEngine:
             ref = next(r for r in self.run.refs[edge] if r.partition == piece.partition)
             manifest = self._manifest(ref)
             self.run.io.reads.add(sum(o.size for o in piece.objects), len(piece.objects), 0)
-            frame = store.read_version(self.spark, manifest, piece.objects)
+            frame = store.read_version(self.spark, manifest, piece.objects, self.run.io.jvm_reads)
             if piece.filtered:
                 groups = read_key_groups(self.run.graph, edge, self.run.head.index) or range(0)
                 frame = frame.filter(key_group_column(edge.partition_by, edge.max_parallelism).between(
@@ -168,6 +168,7 @@ class SparkEngine:
             outputs[result] = self.run.io.store.write_objects(frame, self.targets[result],
                                                               cut_of(self.run.graph, result))
             schemas[result] = frame.schema.json()
+        self.run.io.store.confirm_unchanged(self.run.io.jvm_reads)  # what Spark read is what was checked
         return EpochResult(outputs, schemas, new_states)
 
     def _schema(self, step: str) -> Any:

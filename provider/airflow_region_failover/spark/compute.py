@@ -16,7 +16,9 @@ failover loop restarts its producer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import InputUnavailable, NotAvailable, unreadable_in
@@ -37,7 +39,7 @@ def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
     """Read the head's inputs, call every member's function in order passing each returned DataFrame on, and
     write the tail's outputs of this try (module rule); returns the refs written (rows filled in)."""
     functions = run.functions
-    try:
+    with inputs_named(run):
         with phase("define"):
             inputs = read_inputs(spark, run)
             for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
@@ -46,6 +48,14 @@ def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
                 inputs = {input_name(run.graph.result(result).consumers[0]): frame}
             returned = functions[-1](spark, inputs, run.contexts[-1])
         return write_outputs(run, returned)
+
+
+@contextlib.contextmanager
+def inputs_named(run: SubtaskRun) -> Iterator[None]:
+    """An error of the block that names one of ``run``'s inputs as unreadable (:func:`named_input`) becomes
+    :class:`InputUnavailable` naming that partition (the failover cause), so its producer restarts."""
+    try:
+        yield
     except InputUnavailable:
         raise
     except Exception as exc:

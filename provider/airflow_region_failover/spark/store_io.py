@@ -23,6 +23,7 @@ from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.manifest import InputVersion, Manifest
 from airflow_region_failover.store.parquet import Cut, check_key_columns, key_group_column
+from airflow_region_failover.store.reading import JvmRead
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,6 +52,8 @@ class StoreIO:
     reads: ReadCounter = field(default_factory=ReadCounter, compare=False)
     #: every committed manifest this process wrote or looked up, by partition (the task's lineage, :mod:`.ledger`)
     seen: dict[PartitionId, Manifest] = field(default_factory=dict, compare=False)
+    #: the reads given to Spark's own reader, confirmed unchanged before each write commits (store/reading.py)
+    jvm_reads: list[JvmRead] = field(default_factory=list, compare=False)
 
     def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = (),
               code: str = "", cut: Cut | None = None, clustering: Clustering | None = None) -> PartitionRef:
@@ -58,7 +61,7 @@ class StoreIO:
         recording the BLOCKING ``inputs`` it was computed from and the fingerprint of the ``code`` that computed
         it, stored sorted in content-defined files when ``clustering`` is given; returns ``ref`` with its rows."""
         manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code, cut,
-                                    clustering)
+                                    clustering, tuple(self.jvm_reads))
         self.seen[ref.partition] = manifest
         return replace(ref, rows=manifest.row_count)
 
@@ -76,7 +79,7 @@ class StoreIO:
         ``current`` is that version when the caller already looked it up with :meth:`current`."""
         manifest = current if current is not None else self.current(ref)
         self.reads.add(manifest.total_bytes, len(manifest.objects), manifest.total_bytes)
-        return self.store.read_version(spark, manifest)
+        return self.store.read_version(spark, manifest, checked=self.jvm_reads)
 
     def read_keys(self, spark: SparkSession, ref: PartitionRef, edge: Edge, key_groups: range,
                   current: Manifest | None = None) -> DataFrame:
@@ -84,7 +87,7 @@ class StoreIO:
         manifest = current if current is not None else self.current(ref)
         selection = manifest.select(key_groups, edge.partition_by, edge.max_parallelism)
         self.reads.add(selection.bytes, len(selection.objects), manifest.total_bytes)
-        frame = self.store.read_version(spark, manifest, selection.objects)
+        frame = self.store.read_version(spark, manifest, selection.objects, self.jvm_reads)
         if not selection.filtered:
             return frame
         check_key_columns(edge.partition_by, frame.columns, f"step {edge.target!r}, {edge}", str(ref.partition),

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, Superseded
+from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, NotAvailable, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store import clustered, lifecycle, local_write, parquet, reading, s3a
@@ -84,7 +84,7 @@ class ResultStore:
     # -- writing -----------------------------------------------------------------------------------------------
     def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
               inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
-              clustering: Clustering | None = None) -> Manifest:
+              clustering: Clustering | None = None, confirm: Sequence[reading.JvmRead] = ()) -> Manifest:
         """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
         ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
         computed it) are recorded in the manifest; ``cut``: write it as the subpartitions of a keyed exchange;
@@ -92,22 +92,25 @@ class ResultStore:
 
         Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
         writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
-        the standing commit is kept (objects this writer uploaded are left to the sweeper).
+        the standing commit is kept (objects this writer uploaded are left to the sweeper). ``confirm``: reads of
+        ``df``'s inputs given to Spark's own reader, confirmed unchanged after the write job and before the commit
+        (:func:`.reading.confirm_unchanged`; :class:`NotAvailable` naming the partition, nothing committed).
         """
-        return self.write_counted(df, dag_id, run_id, partition, attempt, inputs, code, cut, clustering)[0]
+        return self.write_counted(df, dag_id, run_id, partition, attempt, inputs, code, cut, clustering, confirm)[0]
 
     def write_counted(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
                       inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
-                      clustering: Clustering | None = None) -> tuple[Manifest, Tally]:
+                      clustering: Clustering | None = None,
+                      confirm: Sequence[reading.JvmRead] = ()) -> tuple[Manifest, Tally]:
         """:meth:`write`, also returning what it uploaded vs found already stored."""
         target = self._begin(dag_id, run_id, partition, attempt)
         driver = self.config.spark_io == "driver"
         if clustering is not None:
             chunked = clustered.write_with_driver if driver else clustered.write_with_executors
             return self._finish(target, lambda: chunked(df, target, cut, clustering), df.schema.json(), inputs,
-                                code, cut)
+                                code, cut, confirm)
         writer = self._writer(df)
-        return self._finish(target, lambda: writer(df, target, cut), df.schema.json(), inputs, code, cut)
+        return self._finish(target, lambda: writer(df, target, cut), df.schema.json(), inputs, code, cut, confirm)
 
     def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
                     spark_schema: str = "") -> Manifest:
@@ -175,13 +178,16 @@ class ResultStore:
 
     def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
                 inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
-                ) -> tuple[Manifest, Tally]:
+                confirm: Sequence[reading.JvmRead] = ()) -> tuple[Manifest, Tally]:
         alive = target.keys.heartbeat(target.partition, target.attempt, target.writer)
         try:
             with lifecycle.Heartbeat(self.objects, alive, self.config.min_grace_seconds):
                 with phase("job"):
                     written = write()
                 add_work(written.work)
+                if confirm:
+                    with phase("confirm"):
+                        reading.confirm_unchanged(self.objects, confirm)
                 keyed = None if cut is None else partitioning(cut.partition_by, cut.max_parallelism, cut.ranges,
                                                               written.objects, written.subpartition_rows)
                 with phase("commit"):
@@ -189,7 +195,7 @@ class ResultStore:
                         target.keys.dag_id, target.keys.run_id, target.partition, target.attempt, target.writer,
                         schema, written.rows, written.objects, protocol.now_iso(), inputs=inputs, code=code,
                         partitioning=keyed), self.config.min_grace_seconds)
-        except (AlreadyCommitted, Superseded, IncompleteCommit):  # not committed (a retried PUT of ours is)
+        except (AlreadyCommitted, Superseded, IncompleteCommit, NotAvailable):  # not committed (a retried PUT is)
             self._discard(target)
             raise
         with phase("discard"):
@@ -219,14 +225,16 @@ class ResultStore:
         return self.read_version(spark, self.manifest(dag_id, run_id, partition))
 
     def read_version(self, spark: SparkSession, manifest: Manifest,
-                     objects: tuple[ObjectEntry, ...] | None = None) -> DataFrame:
+                     objects: tuple[ObjectEntry, ...] | None = None,
+                     checked: list[reading.JvmRead] | None = None) -> DataFrame:
         """The committed version ``manifest`` (as returned by :meth:`manifest`) as a DataFrame; ``objects``: only
-        these of its objects (a subpartition selection, :meth:`Manifest.select`)."""
+        these of its objects (a subpartition selection, :meth:`Manifest.select`); ``checked`` collects the reads
+        given to Spark's own reader (confirm them with ``write(..., confirm=...)``)."""
         dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
         target = parquet.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
         return reading.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
-                                      objects, s3a.Mode(self.config.jvm_io))
+                                      objects, s3a.Mode(self.config.jvm_io), checked)
 
     def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
         """The current committed version as an Arrow table (no Spark)."""
@@ -237,6 +245,11 @@ class ResultStore:
         keys = self.run_keys(manifest.dag_id, manifest.run_id)
         return reading.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
                                    self.config.upload_threads)
+
+    def confirm_unchanged(self, reads: Iterable[reading.JvmRead]) -> None:
+        """:func:`.reading.confirm_unchanged`: the objects Spark's own reader read are still the checked ones;
+        :class:`NotAvailable` naming the partition of one that is not (moved aside)."""
+        reading.confirm_unchanged(self.objects, reads)
 
     def recheck_named(self, manifests: Iterable[Manifest], text: str) -> None:
         """:func:`.reading.recheck_named`: the shared objects of ``manifests`` that an error ``text`` names, hashed;

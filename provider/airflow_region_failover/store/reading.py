@@ -141,10 +141,12 @@ class _TaskReader:
 
 
 def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
-                   objects: tuple[ObjectEntry, ...] | None = None, jvm: s3a.Mode = s3a.Mode.OFF) -> DataFrame:
+                   objects: tuple[ObjectEntry, ...] | None = None, jvm: s3a.Mode = s3a.Mode.OFF,
+                   checked: list[JvmRead] | None = None) -> DataFrame:
     """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
     only these of its objects (a subpartition selection), default all; ``jvm``: whether Spark's own reader may
-    read them (module rule)."""
+    read them (module rule); a read given to Spark's own reader is added to ``checked``, so that the writer of
+    what it computes confirms the objects unchanged before it commits (:func:`confirm_unchanged`)."""
     from pyspark.sql.types import StructType
 
     schema = StructType.fromJson(_schema_json(manifest))
@@ -162,6 +164,8 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
             urls = [s3a.url(target.layout.bucket, key) for key in keys]
             frame = nullability.restore(spark.read.options(**options).schema(schema).parquet(*urls), schema)
             if frame is not None:
+                if checked is not None:
+                    checked.append(JvmRead(manifest, chosen))
                 return frame
     count = len(chosen)
     reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify, manifest.partition)
@@ -187,6 +191,33 @@ def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[O
 
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(keys)))) as pool:
         return all(list(pool.map(stored, zip(keys, chosen, strict=True))))
+
+
+@dataclass(frozen=True)
+class JvmRead:
+    """Objects of ``manifest`` given to Spark's own reader after their stored SHA-256 was checked."""
+
+    manifest: Manifest
+    objects: tuple[ObjectEntry, ...]
+
+
+def confirm_unchanged(objects: Objects, reads: Iterable[JvmRead]) -> None:
+    """Before a result computed from ``reads`` is committed (module rule): Spark read them *after* their stored
+    SHA-256 was checked, when the job ran; every object must still have its recorded size and that SHA-256, or,
+    where S3 now keeps none (replaced by a plain PUT), hash to it. Else the object is moved aside and an
+    :func:`unreadable` error names the partition: the computed result is not committed."""
+    for read in reads:
+        keys = objects.layout.run(read.manifest.dag_id, read.manifest.run_id)
+        for entry in read.objects:
+            key = keys.object_key(entry.key, entry.shared)
+            verdict = check_stored(objects, key, entry)
+            if verdict.problem:
+                if verdict.found is not None:
+                    quarantine(objects, objects.layout, entry, verdict.found.etag, verdict.problem)
+                raise unreadable(read.manifest.partition, f"object {key} listed in its manifest {verdict.problem} "
+                                 "(found after Spark read it)")
+            if verdict.found is not None and verdict.found.sha256 is None:
+                fetch(objects, keys, entry, True, read.manifest.partition)
 
 
 _CAS_OBJECT = re.compile(r"cas/v1/[0-9a-f]{2}/([0-9a-f]{64})\.parquet")

@@ -54,3 +54,26 @@ def test_an_object_changed_after_the_check_is_named_when_sparks_reader_fails_on_
     with pytest.raises(NotAvailable, match=r"orders->join#3 is unreadable: object .* does not match the SHA-256"):
         store.recheck_named([manifest], spark_error)
     assert store.objects.head_size(key) is None, "moved aside: the producer's restart writes it again"
+
+
+def test_an_object_replaced_while_spark_read_it_is_found_before_the_commit(store: ResultStore) -> None:
+    """Spark's own reader reads when the job runs, after the stored SHA-256 was checked: a byte flipped in between
+    may decode without error (a Spark-written file did, and a consumer committed sums of other rows — the heal
+    e2e). Before the commit, every object a JVM read took must still carry its SHA-256, or hash to it."""
+    from airflow_region_failover.store.reading import JvmRead
+
+    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
+    [entry] = manifest.objects
+    key = store.layout.cas_object(entry.sha256)
+    read = JvmRead(manifest, manifest.objects)
+    store.confirm_unchanged([read])  # unchanged: nothing raised
+    body = store.objects.get(key)
+    assert body is not None
+    other = bytes(b ^ 0x01 for b in body)
+    store.objects.client.put_object(Bucket="bkt", Key=key, Body=other, ChecksumAlgorithm="SHA256")
+    with pytest.raises(NotAvailable, match=r"orders->join#3 is unreadable: .* \(found after Spark read it\)"):
+        store.confirm_unchanged([read])
+    assert store.objects.head_size(key) is None, "moved aside: the producer's restart writes it again"
+    store.objects.client.put_object(Bucket="bkt", Key=key, Body=other)  # no SHA-256 kept: hashing tells
+    with pytest.raises(NotAvailable, match=r"orders->join#3 is unreadable: .* does not match the SHA-256"):
+        store.confirm_unchanged([read])

@@ -112,13 +112,13 @@ class FakeStore:
         self.lookups += 1
         return FakeManifest(self.current_attempt, partition=partition)
 
-    def read_version(self, spark: Any, manifest: FakeManifest, objects: Any = None) -> str:
+    def read_version(self, spark: Any, manifest: FakeManifest, objects: Any = None, checked: Any = None) -> str:
         self.reads.append(manifest.partition)
         return "frame"
 
     def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
               inputs: tuple[Any, ...] = (), code: str = "", cut: Any = None,
-              clustering: Any = None) -> FakeManifest:
+              clustering: Any = None, confirm: Any = ()) -> FakeManifest:
         self.inputs = inputs
         return FakeManifest(attempt, 42)
 

@@ -178,19 +178,30 @@ def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[O
     (``False``: one has none, so only hashing its bytes can verify it); an :func:`unreadable` error naming the
     partition and the object when one is missing, of another size, or has another SHA-256 (a shared one is moved
     aside first, :func:`.content.quarantine`)."""
-    keys = manifest_keys(objects.layout.run(manifest.dag_id, manifest.run_id), chosen)
+    return _check_stored_all(objects, manifest, chosen, threads)
 
-    def stored(pair: tuple[str, ObjectEntry]) -> bool:
-        key, entry = pair
+
+def _check_stored_all(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...], threads: int = 16,
+                      after_read: bool = False) -> bool:
+    """:func:`stored_checksums_match`, ``threads`` objects at a time; ``after_read`` (:func:`confirm_unchanged`):
+    an object S3 now keeps no SHA-256 for is hashed instead, and a problem is said to be found after Spark read."""
+    keys = objects.layout.run(manifest.dag_id, manifest.run_id)
+    found_when = " (found after Spark read it)" if after_read else ""
+
+    def stored(entry: ObjectEntry) -> bool:
+        key = keys.object_key(entry.key, entry.shared)
         verdict = check_stored(objects, key, entry)
         if verdict.problem:
             if verdict.found is not None:
                 quarantine(objects, objects.layout, entry, verdict.found.etag, verdict.problem)
-            raise unreadable(manifest.partition, f"object {key} listed in its manifest {verdict.problem}")
-        return verdict.found is not None and verdict.found.sha256 is not None
+            raise unreadable(manifest.partition, f"object {key} listed in its manifest {verdict.problem}{found_when}")
+        kept = verdict.found is not None and verdict.found.sha256 is not None
+        if after_read and not kept:
+            fetch(objects, keys, entry, True, manifest.partition)
+        return kept
 
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(keys)))) as pool:
-        return all(list(pool.map(stored, zip(keys, chosen, strict=True))))
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen)))) as pool:
+        return all(list(pool.map(stored, chosen)))
 
 
 @dataclass(frozen=True)
@@ -207,17 +218,7 @@ def confirm_unchanged(objects: Objects, reads: Iterable[JvmRead]) -> None:
     where S3 now keeps none (replaced by a plain PUT), hash to it. Else the object is moved aside and an
     :func:`unreadable` error names the partition: the computed result is not committed."""
     for read in reads:
-        keys = objects.layout.run(read.manifest.dag_id, read.manifest.run_id)
-        for entry in read.objects:
-            key = keys.object_key(entry.key, entry.shared)
-            verdict = check_stored(objects, key, entry)
-            if verdict.problem:
-                if verdict.found is not None:
-                    quarantine(objects, objects.layout, entry, verdict.found.etag, verdict.problem)
-                raise unreadable(read.manifest.partition, f"object {key} listed in its manifest {verdict.problem} "
-                                 "(found after Spark read it)")
-            if verdict.found is not None and verdict.found.sha256 is None:
-                fetch(objects, keys, entry, True, read.manifest.partition)
+        _check_stored_all(objects, read.manifest, read.objects, after_read=True)
 
 
 _CAS_OBJECT = re.compile(r"cas/v1/[0-9a-f]{2}/([0-9a-f]{64})\.parquet")

@@ -253,6 +253,14 @@ def _med(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def _cell(runs: list[dict[str, Any]] | None, key: str) -> str:
+    return f"{_med(runs, key):.1f}" if runs else "-"
+
+
+def _ratio(ours: list[dict[str, Any]] | None, other: list[dict[str, Any]] | None) -> str:
+    return f"{_med(ours, 'wall_s') / _med(other, 'wall_s'):.2f}x" if ours and other else "-"
+
+
 def table(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list[dict[str, Any]]],
           configs: tuple[str, ...]) -> str:
     """Markdown table: per size and config, medians and the ours / config ratios."""
@@ -264,15 +272,13 @@ def table(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list
         label = size["label"]
         for config in configs:
             ok, bad = results.get((label, config, False)), results.get((label, config, True))
-            if not ok or not bad:
+            if not ok and not bad:
                 continue
-            cells = [_med(ok, "wall_s"), _med(ok, "task_s"), _med(bad, "wall_s"), _med(bad, "task_s")]
-            ratios = ["-", "-"]
             ours_ok, ours_bad = results.get((label, "ours", False)), results.get((label, "ours", True))
-            if config != "ours" and ours_ok and ours_bad:
-                ratios = [f"{_med(ours_ok, 'wall_s') / cells[0]:.2f}x", f"{_med(ours_bad, 'wall_s') / cells[2]:.2f}x"]
+            cells = [_cell(ok, "wall_s"), _cell(ok, "task_s"), _cell(bad, "wall_s"), _cell(bad, "task_s")]
+            ratios = [_ratio(ours_ok, ok), _ratio(ours_bad, bad)] if config != "ours" else ["-", "-"]
             rows.append(f"| {label} | {size.get('gb', float('nan')):.3f} | {size['orders']:,} | {names[config]} | "
-                        + " | ".join(f"{c:.1f}" for c in cells) + " | " + " | ".join(ratios) + " |")
+                        + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(rows)
 
 
@@ -305,6 +311,7 @@ def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], 
 def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[bytes]],
             sizes: list[dict[str, Any]], configs: tuple[str, ...]) -> int:
     """Run every (size, config, failure) combination on the started stack, print the table."""
+    failures = [{"no": False, "yes": True}[f] for f in args.failures.split(",")]
     salts = Salts(same=args.same_salt)
     results: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
     with stack.airflow.client() as api:
@@ -316,7 +323,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
                     api.wait_for_dag(dag_ids[config], timeout=300)
             print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
             for _ in range(args.repeat):
-                for fail in (False, True):
+                for fail in failures:
                     for config in configs:
                         salt = salts.next()
                         if config == "app":
@@ -335,8 +342,8 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
                 size["gb"] = _med(ours_ok, "committed_bytes") / 1e9
                 print(f"{label}: {_med(ours_ok, 'committed_bytes') / orders:.1f} bytes committed per order "
                       f"(sizing used {args.bytes_per_order})", flush=True)
-            check = {c: report_rows(stack.store, results[(label, c, True)][-1]["dag_id"],
-                                    results[(label, c, True)][-1]["run_id"]) for c in configs}
+            last = {c: results[(label, c, failures[-1])][-1] for c in configs}
+            check = {c: report_rows(stack.store, run["dag_id"], run["run_id"]) for c, run in last.items()}
             same = all(rows == next(iter(check.values())) for rows in check.values())
             print(f"reports of {', '.join(configs)} at {label} agree: {'yes' if same else 'NO'}", flush=True)
     print(table(sizes, results, configs))
@@ -355,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
                              "tiny,1,5)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="subset of ours,app,plain")
     parser.add_argument("--repeat", type=int, default=1, help="runs per (size, config, failure) (default 1)")
+    parser.add_argument("--failures", default="no,yes", choices=["no,yes", "no", "yes"],
+                        help="runs without a failure, with one late failure, or both (default)")
     parser.add_argument("--same-salt", action="store_true",
                         help="give every run the same salt (the scheduled-run case: a run finds the outputs of the "
                              "runs before it in the content-addressed store); default: a new salt per run")

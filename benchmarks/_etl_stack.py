@@ -208,6 +208,7 @@ class EtlStack:
                  shared_workers: bool = True) -> None:
         from airflow_region_failover.standalone.seaweedfs import SeaweedFS
         from airflow_region_failover.standalone.spark_connect import SparkConnectServer
+        from airflow_region_failover.store.s3a import with_jars
 
         self.work = Path(tempfile.mkdtemp(prefix="bench-etl-"))
         self.dags = self.work / "dags"
@@ -217,8 +218,9 @@ class EtlStack:
         self.airflow_env = dict(airflow_env or {})
         self.parallelism = parallelism
         self.s3 = SeaweedFS(bucket="region-failover", data_dir=self.work / "s3")
-        self.spark = SparkConnectServer(self.work / "sc", cores=2, driver_memory=driver_memory, conf=self.spark_conf,
-                                        shared_workers=shared_workers)
+        # the s3a jars, as `region-failover standalone` gives them: the store reads with Spark's own reader
+        self.spark = SparkConnectServer(self.work / "sc", cores=2, driver_memory=driver_memory,
+                                        conf=with_jars(self.spark_conf), shared_workers=shared_workers)
         self.airflow: Any = None
         self.endpoint: Any = None
         self.spark_url = ""

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from airflow_region_failover.store.s3a import with_jars
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAINED, UNCHAINED = "tpch_etl", "tpch_etl_unchained"
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-chaining-"))
     dags = merged_dags_folder(work / "dags", ROOT / "dags" / "tpch_etl.py", unchained_variant(work))
-    s3, spark = SeaweedFS(bucket="region-failover", data_dir=work / "s3"), SparkConnectServer(work / "sc", cores=2)
+    s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
+    spark = SparkConnectServer(work / "sc", cores=2, conf=with_jars({}))  # the s3a jars, as `standalone` does
     stack = None
     try:
         endpoint, spark_url = s3.start(), spark.start()

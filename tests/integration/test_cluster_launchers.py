@@ -146,6 +146,23 @@ def run_on_executors(url: str, partitions: int = 8) -> list[dict[str, Any]]:
         session.stop()
 
 
+SESSIONS = 4
+
+
+def daemons_per_executor(cluster: SparkCluster) -> list[int]:
+    """Per executor JVM of ``cluster`` (``CoarseGrainedExecutorBackend``): its ``pyspark.daemon`` children. Spark
+    keeps one daemon per distinct Python worker environment; the stock Connect server puts each session's id into
+    it (``SPARK_JOB_ARTIFACT_UUID``), so it would show one per session here."""
+    def cmd(proc: psutil.Process) -> str:
+        try:
+            return " ".join(proc.cmdline())
+        except psutil.Error:  # exited meanwhile
+            return ""
+
+    executors = [p for p in process_tree(*cluster.pids.values()) if "CoarseGrainedExecutorBackend" in cmd(p)]
+    return sorted(sum("pyspark.daemon" in cmd(c) for c in e.children()) for e in executors)
+
+
 def summarize(rows: list[dict[str, Any]], cluster: SparkCluster) -> dict[str, Any]:
     """What the rows say about the executors' environment and about which workers ran the tasks (an executor's
     working directory is ``<worker work dir>/<app id>/<executor id>``)."""
@@ -202,6 +219,10 @@ def check_spark_cluster(cluster: SparkCluster, s3: Any = None) -> None:
         }, rows
         if s3 is not None:
             store_round_trip_on_executors(url, s3)
+            for _ in range(SESSIONS):
+                run_on_executors(url)
+            assert daemons_per_executor(cluster) == [1] * cluster.workers, (
+                f"{SESSIONS + 2} sessions (step tasks) share one Python daemon per executor")
         procs = process_tree(*cluster.pids.values())
         assert len(procs) >= 2 + cluster.workers * 3, "master, workers, Connect, executors, Python daemons"
     finally:

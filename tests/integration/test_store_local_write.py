@@ -121,3 +121,14 @@ def test_an_empty_result_commits_no_object(spark: Any, s3_server: S3Endpoint) ->
         assert manifest.objects == () and manifest.row_count == 0
         back = store.read_version(spark, manifest)
         assert back.schema == empty.schema and back.count() == 0
+
+
+def test_a_local_master_is_probed_without_a_spark_job(spark: Any) -> None:
+    """A probe job queues behind every other session's tasks (11-15 s on the ETL's critical path at 1 GB); with a
+    local master the driver finding this process's file is the probe (module rule of store/local_write.py)."""
+    if not hasattr(spark, "sparkContext") or "connect" in type(spark).__module__:
+        pytest.skip("the jobs are counted by the embedded session's SparkContext")
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    assert local_write._decide(spark), "the embedded local[2] JVM writes where this process reads"
+    assert set(tracker.getJobIdsForGroup(None)) == before, "deciding ran a Spark job"

@@ -11,8 +11,14 @@ Rules:
 * **Asked once per session** (:func:`jvm_writer`): ``[region_failover] store_jvm_io`` ``off`` keeps the Python
   workers' path (:mod:`.parquet`); otherwise the session must run its executors on this host (a ``local`` or
   ``local-cluster`` master, or a standalone master on loopback, where no worker of another host can register) and
-  a probe must succeed: ``spark.range(1).write.parquet("file://<fresh temp dir>")`` leaves a 1-row part file the
-  driver can read. The answer is logged once per session, with why when it is no.
+  a probe must succeed. With a ``local`` master the executors are the driver's JVM, so the probe asks that JVM
+  only, without a Spark job (a job queues behind every other session's tasks: 11-15 s on the critical path of
+  the ETL at 1 GB, ``benchmarks/README.md``): this process creates a file named by a fresh token in a fresh 0700
+  directory, and the driver must find it (``spark.read.schema(...).parquet(...)`` analysed: the driver lists the
+  path, reads nothing). A JVM that can list this process's 0700 directory runs as its user (or root), so it can
+  write there too. Any other master (executors in JVMs of their own):
+  ``spark.range(1).write.parquet("file://<fresh temp dir>")`` must leave a 1-row part file this process can read.
+  The answer is logged once per session, with why when it is no.
 * **The write** (:func:`write_local`): into a fresh directory under the system temp dir (mode 0700, removed after
   the write, also on errors), Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the
   Python reader and pyarrow expect; Spark's default INT96 is set back afterwards), at most
@@ -39,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -165,8 +172,12 @@ def jvm_writer(spark: SparkSession, mode: s3a.Mode) -> bool:
 
 def _decide(spark: SparkSession) -> bool:
     master = _master(spark)
-    problem = (f"its master {master} may run executors on other hosts" if not same_host(master)
-               else _probe(spark))
+    if not same_host(master):
+        problem: str | None = f"its master {master} may run executors on other hosts"
+    elif master is not None and master.startswith("local") and not master.startswith("local-cluster"):
+        problem = _probe_driver(spark)
+    else:
+        problem = _probe(spark)
     if problem is None:
         log.info("result store: this Spark session writes results with Spark's own Parquet writer to the driver's "
                  "disk, each file then stored content-addressed from the driver")
@@ -182,6 +193,19 @@ def _master(spark: SparkSession) -> str | None:
     except Exception:  # a Connect server that does not expose it: the probe decides
         return None
     return None if value is None else str(value)
+
+
+def _probe_driver(spark: SparkSession) -> str | None:
+    """``None`` if the session's driver JVM finds a file this process just created, else why not (one line;
+    module rule)."""
+    with _scratch("probe") as root:
+        path = root / f"probe-{secrets.token_hex(8)}.parquet"
+        path.write_bytes(b"")
+        try:
+            _ = spark.read.schema("probe long").parquet(path.as_uri()).schema  # Connect analyses lazily: lists it
+        except Exception as exc:
+            return s3a.first_line(exc)
+    return None
 
 
 def _probe(spark: SparkSession) -> str | None:

@@ -92,12 +92,14 @@ def test_executors_on_other_hosts_are_ruled_out_by_the_master() -> None:
 
 
 class FakeSession:
-    """``spark.conf.get("spark.master")`` and ``spark.range(1).write.parquet(url)``: writes a 1-row part file
-    (``writes``), a file elsewhere (``elsewhere``), or raises ``error``."""
+    """``spark.conf.get("spark.master")``; ``spark.range(1).write.parquet(url)`` (a master other than ``local``):
+    writes a 1-row part file (``writes``), a file elsewhere (``elsewhere``), or raises ``error``;
+    ``spark.read.schema(s).parquet(url).schema`` (a ``local`` master): finds the file where it is (``elsewhere``:
+    as a driver on another filesystem would not) or raises ``error``. ``asked``: probes; ``jobs``: Spark jobs."""
 
     def __init__(self, master: str = "local[2]", *, error: str = "", elsewhere: bool = False) -> None:
-        self.master, self.error, self.elsewhere, self.asked = master, error, elsewhere, 0
-        self.conf, self.write = self, self
+        self.master, self.error, self.elsewhere, self.asked, self.jobs = master, error, elsewhere, 0, 0
+        self.conf, self.write, self.read = self, Writer(self), Reader(self)
 
     def get(self, key: str, default: Any = None) -> Any:
         assert key == "spark.master"
@@ -107,13 +109,39 @@ class FakeSession:
         assert n == 1
         return self
 
-    def parquet(self, url: str) -> None:
+    def fail(self) -> None:
         self.asked += 1
         if self.error:
-            raise RuntimeError(self.error + "\n\tat org.apache.spark.sql.execution.datasources.FileFormatWriter")
+            raise RuntimeError(self.error + "\n\tat org.apache.spark.sql.execution.datasources.DataSource")
+
+
+class Writer:
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+    def parquet(self, url: str) -> None:
+        self.session.jobs += 1
+        self.session.fail()
         out = Path(url.removeprefix("file://"))
-        touch((out.parent / "elsewhere" if self.elsewhere else out) / part(0, 0))
-        self.wrote = out
+        touch((out.parent / "elsewhere" if self.session.elsewhere else out) / part(0, 0))
+        self.session.wrote = out
+
+
+class Reader:
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+    def schema(self, schema: str) -> Reader:
+        assert schema == "probe long"
+        return self
+
+    def parquet(self, url: str) -> Reader:
+        self.session.fail()
+        path = Path(url.removeprefix("file://"))
+        self.session.wrote = path
+        if self.session.elsewhere or not path.exists():
+            raise RuntimeError(f"[PATH_NOT_FOUND] Path does not exist: {url}.")
+        return self
 
 
 def test_a_session_is_asked_once_and_off_asks_nothing(caplog: pytest.LogCaptureFixture) -> None:
@@ -125,9 +153,9 @@ def test_a_session_is_asked_once_and_off_asks_nothing(caplog: pytest.LogCaptureF
     assert not lw.jvm_writer(off, s3a.Mode.OFF) and off.asked == 0
     remote = FakeSession("yarn")
     assert not any(lw.jvm_writer(remote, s3a.Mode.AUTO) for _ in range(2)) and remote.asked == 0
-    failing = FakeSession(error="[PATH_NOT_FOUND] denied")
+    failing = FakeSession("spark://127.0.0.1:7077", error="[PATH_NOT_FOUND] denied")
     assert not lw.jvm_writer(failing, s3a.Mode.AUTO) and failing.asked == 1
-    apart = FakeSession(elsewhere=True)
+    apart = FakeSession("spark://127.0.0.1:7077", elsewhere=True)
     assert not lw.jvm_writer(apart, s3a.Mode.AUTO) and not apart.wrote.parent.exists()
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 4
@@ -135,6 +163,22 @@ def test_a_session_is_asked_once_and_off_asks_nothing(caplog: pytest.LogCaptureF
     assert lines[1].endswith("not Spark's own Parquet writer: its master yarn may run executors on other hosts")
     assert lines[2].endswith("not Spark's own Parquet writer: [PATH_NOT_FOUND] denied")
     assert "is not on the driver's filesystem" in lines[3]
+
+
+def test_a_local_master_is_asked_without_a_spark_job(caplog: pytest.LogCaptureFixture) -> None:
+    """A job queues behind every other session's tasks (11-15 s on the ETL's critical path at 1 GB); with a local
+    master the executors are the driver's JVM, so the driver finding this process's file is the whole probe."""
+    caplog.set_level(logging.INFO, logger=lw.__name__)
+    local = FakeSession("local[2]")
+    assert lw.jvm_writer(local, s3a.Mode.AUTO) and (local.asked, local.jobs) == (1, 0)
+    assert not local.wrote.parent.exists(), "the probe's directory is removed"
+    apart = FakeSession("local[*]", elsewhere=True)
+    assert not lw.jvm_writer(apart, s3a.Mode.AUTO) and apart.jobs == 0
+    for master in ("local-cluster[2, 1, 1024]", "spark://127.0.0.1:7077", None):
+        other = FakeSession(master)
+        assert lw.jvm_writer(other, s3a.Mode.AUTO) and (other.asked, other.jobs) == (1, 1), master
+    lines = [r.getMessage() for r in caplog.records]
+    assert "[PATH_NOT_FOUND] Path does not exist" in lines[1], lines
 
 
 def test_files_are_stored_content_addressed_in_order_with_their_footer_rows(store: ResultStore,

@@ -10,7 +10,9 @@ Rules:
   the clock's start *Airflow's task start*; each ``job`` span (the Spark job of a write) is cut into *Parquet
   encoding*, *hashing* and *upload* — the writers' executor seconds of each kind divided by how many ran at once
   (``writers``, at most the executor cores) — and the rest of the job, *reading inputs and computing* (the stages
-  before the writers and the writers' wait for their rows); ``begin``, ``commit``, ``discard``, ``publish``,
+  before the writers and the writers' wait for their rows). A write through Spark's own Parquet writer
+  (``spark_writer`` in the work, ``store/local_write.py``) is one Spark job that reads, computes and encodes,
+  inseparably: the job less the driver's hashing and upload is *Spark's writer job*; ``begin``, ``commit``, ``discard``, ``publish``,
   ``ledger`` are *commit and bookkeeping*; everything else of the clock (store checks, XCom, manifests, the Spark
   session, the plan, a write's schema) is *task set-up*; the clock's end to Airflow's end of the task is *task end*.
   A task without a timeline is one *task (unmeasured)*.
@@ -33,10 +35,11 @@ SCHEDULING, QUEUED, STARTUP, SETUP = ("Airflow scheduling (upstream done -> queu
 AIRFLOW_START = "Airflow's task start (DAG parsed -> execute)"
 READ_COMPUTE, ENCODE, HASH, UPLOAD = ("Spark job: reading inputs and computing", "Spark job: Parquet encoding",
                                       "Spark job: hashing", "Spark job: upload")
+SPARK_WRITER = "Spark job: reading, computing and encoding (Spark's own writer)"
 COMMIT, END, UNMEASURED, RUN_END = ("commit and bookkeeping", "task end (return value, exit, Airflow's finish)",
                                     "task (unmeasured)", "run end (last task -> run success)")
-CATEGORIES = (SCHEDULING, QUEUED, STARTUP, AIRFLOW_START, SETUP, READ_COMPUTE, ENCODE, HASH, UPLOAD, COMMIT, END,
-              UNMEASURED, RUN_END)
+CATEGORIES = (SCHEDULING, QUEUED, STARTUP, AIRFLOW_START, SETUP, READ_COMPUTE, ENCODE, SPARK_WRITER, HASH, UPLOAD,
+              COMMIT, END, UNMEASURED, RUN_END)
 WORK_CATEGORY = {"encode": ENCODE, "hash": HASH, "upload": UPLOAD}
 CORES = 2
 """Executor cores of the benchmarks' Spark (``local[2]``): at most this many writers run at once."""
@@ -74,6 +77,11 @@ def _add(out: dict[str, float], category: str, seconds: float) -> None:
 def job_parts(timeline: Timeline, cores: int) -> dict[str, float]:
     """The Spark jobs' wall time cut as the module rule says (the writers' parts never more than the jobs)."""
     job = timeline.total("job")
+    if timeline.work.get("spark_writer"):  # the driver's hashing and upload are wall seconds already
+        driver = {HASH: timeline.work.get("hash", 0.0), UPLOAD: timeline.work.get("upload", 0.0)}
+        scale = min(1.0, job / sum(driver.values())) if sum(driver.values()) else 1.0
+        driver = {k: v * scale for k, v in driver.items()}
+        return {SPARK_WRITER: job - sum(driver.values()), **driver}
     at_once = max(1.0, min(float(cores), timeline.work.get("writers", 1.0)))
     parts = {WORK_CATEGORY[k]: timeline.work.get(k, 0.0) / at_once for k in ("encode", "hash", "upload")}
     scale = min(1.0, job / sum(parts.values())) if sum(parts.values()) else 1.0

@@ -22,6 +22,7 @@ from benchmarks._breakdown import (
     RUN_END,
     SCHEDULING,
     SETUP,
+    SPARK_WRITER,
     STARTUP,
     UPLOAD,
     TaskTry,
@@ -90,3 +91,12 @@ def test_a_step_task_overhead_is_its_start_to_its_first_job_and_its_last_write_t
     join = tasks()["join"]
     assert overhead(join) == pytest.approx((115.0 + 1.0 - 114.5) + (126.5 - (115.0 + 0.9 + 10.4)))
     assert overhead(tasks()["gen.1"]) is None
+
+
+def test_a_write_by_sparks_own_writer_is_one_job_less_the_drivers_hash_and_upload() -> None:
+    spark = {"x": TaskTry("x", 0.0, 0.0, 20.0, (), line(1.0, 12.0, {"encode": 11.0, "hash": 0.5, "upload": 1.5,
+                                                                    "writers": 1, "spark_writer": 1}))}
+    got = run_breakdown(spark, 0.0, 20.0)
+    assert got[SPARK_WRITER] == pytest.approx(10.0) and got[HASH] == pytest.approx(0.5)
+    assert got[UPLOAD] == pytest.approx(1.5) and got.get(ENCODE, 0.0) == 0.0 and got.get(READ_COMPUTE, 0.0) == 0.0
+    assert sum(got.values()) == pytest.approx(20.0)

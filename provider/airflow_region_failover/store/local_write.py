@@ -37,7 +37,8 @@ Rules:
   so the same rows in the same Spark partitions give the same bytes and a re-write uploads nothing.
 * **Timing** (:class:`~.parquet.Written` ``work``): ``encode`` is the Spark write job (computing the rows and
   encoding them: one job, inseparable from the driver); ``hash`` and ``upload`` are the driver's per-file seconds
-  over the width of its upload pool; ``writers`` is 1 (the job's parts are wall time already).
+  over the width of its upload pool; ``writers`` is 1 (the job's parts are wall time already); ``spark_writer``
+  (1 per write) says the write was Spark's own (``benchmarks/_breakdown.py`` cuts it apart).
 """
 
 from __future__ import annotations
@@ -282,7 +283,7 @@ def _stored(target: Target, files: list[LocalFile], spark_s: float) -> Written:
     with ThreadPoolExecutor(max_workers=width) as pool:
         pieces = [p for p in pool.map(store, files) if p is not None]
     written = _written(pieces)
-    work = {"wait": 0.0, "encode": spark_s, "writers": 1.0,
+    work = {"wait": 0.0, "encode": spark_s, "writers": 1.0, "spark_writer": 1.0,
             "hash": sum(p.stored.hash_s for p in pieces) / width,
             "upload": sum(p.stored.upload_s for p in pieces) / width}
     log.info("%s: Spark's writer %.2f s, %d files; %s", target.partition, spark_s, len(pieces),

@@ -13,8 +13,9 @@ Rules:
   before the writers and the writers' wait for their rows). A write through Spark's own Parquet writer
   (``spark_writer`` in the work, ``store/local_write.py``) is one Spark job that reads, computes and encodes,
   inseparably: the job less the driver's hashing and upload is *Spark's writer job*; ``begin``, ``commit``,
-  ``discard``, ``publish``, ``ledger`` are *commit and bookkeeping*; everything else of the clock (store checks, XCom, manifests, the Spark
-  session, the plan, a write's schema) is *task set-up*; the clock's end to Airflow's end of the task is *task end*.
+  ``discard``, ``publish``, ``ledger`` are *commit and bookkeeping*; everything else of the clock (store checks,
+  XCom, manifests, the Spark session, the plan, a write's schema) is *task set-up*; the clock's end to Airflow's
+  end of the task is *task end*.
   A task without a timeline is one *task (unmeasured)*.
 * **(a)**, the one application, is cut the same way: its process start to the clock's start, ``session`` and
   ``define`` (set-up), its one write's job, commit.

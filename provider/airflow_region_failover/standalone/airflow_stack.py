@@ -219,6 +219,8 @@ class AirflowStack:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "60",
             "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "5",
+            # the supervisor notices its task process's exit at most this late (docs/operator/failover-loop.md)
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
             "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",

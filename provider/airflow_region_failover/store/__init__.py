@@ -9,7 +9,7 @@ Modules, each answering one question:
 * how a body is stored once under the name of its hash, and whether what is stored there is that body (a wrong
   object is moved aside) — :mod:`.content`; which shared objects are still referenced — :mod:`.registry`;
 * how a DataFrame becomes Parquet objects — :mod:`.local_write` (Spark's own writer to the driver's disk, where
-  the session's executors share it), :mod:`.parquet` and :mod:`.encoding` (Python workers: bounded bodies, keyed
+  the session's executors share it, in directories of :mod:`.scratch`), :mod:`.parquet` and :mod:`.encoding` (Python workers: bounded bodies, keyed
   batches split by subpartition), :mod:`.clustered` and :mod:`.chunking` (sorted, content-defined chunks); how a
   committed version is read back — :mod:`.reading` (Spark's own reader through ``s3a://``, :mod:`.s3a`, or the
   Python workers), with its schema's nullability — :mod:`.nullability`;

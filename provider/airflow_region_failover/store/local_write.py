@@ -19,9 +19,10 @@ Rules:
   write there too. Any other master (executors in JVMs of their own):
   ``spark.range(1).write.parquet("file://<fresh temp dir>")`` must leave a 1-row part file this process can read.
   The answer is logged once per session, with why when it is no.
-* **The write** (:func:`write_local`): into a fresh directory under the system temp dir (mode 0700, removed after
-  the write, also on errors), Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the
-  Python reader and pyarrow expect; Spark's default INT96 is set back afterwards), at most
+* **The write** (:func:`write_local`): into a fresh directory under the system temp dir (:mod:`.scratch`: mode
+  0700, removed after the write, also on errors; those of killed processes by the next write on the host),
+  Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the Python reader and pyarrow
+  expect; Spark's default INT96 is set back afterwards), at most
   :func:`records_per_file` rows per file; a keyed write (a :class:`~.parquet.Cut`) is ``partitionBy`` the
   subpartition tag, so every file holds one subpartition (named by its directory) and lacks the tag column. Each
   non-empty part file is then stored exactly as the Python path stores an object (:meth:`.parquet.Target.put`:
@@ -47,8 +48,6 @@ import contextlib
 import logging
 import re
 import secrets
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +59,7 @@ from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.store import s3a
 from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
 from airflow_region_failover.store.parquet import Cut, Piece, Target, Written, _written
+from airflow_region_failover.store.scratch import scratch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -199,7 +199,7 @@ def _master(spark: SparkSession) -> str | None:
 def _probe_driver(spark: SparkSession) -> str | None:
     """``None`` if the session's driver JVM finds a file this process just created, else why not (one line;
     module rule)."""
-    with _scratch("probe") as root:
+    with scratch("probe") as root:
         path = root / f"probe-{secrets.token_hex(8)}.parquet"
         path.write_bytes(b"")
         try:
@@ -213,7 +213,7 @@ def _probe(spark: SparkSession) -> str | None:
     """``None`` if the session's JVM writes a 1-row Parquet file the driver reads, else why not (one line)."""
     import pyarrow.parquet as pq
 
-    with _scratch("probe") as root:
+    with scratch("probe") as root:
         out = root / "probe"
         try:
             spark.range(1).write.parquet(out.as_uri())
@@ -223,16 +223,6 @@ def _probe(spark: SparkSession) -> str | None:
         if sum(pq.read_metadata(f.path).num_rows for f in files) != 1:
             return f"the file Spark's JVM wrote to {out} is not on the driver's filesystem"
     return None
-
-
-@contextlib.contextmanager
-def _scratch(kind: str) -> Iterator[Path]:
-    """A fresh directory under the system temp dir (0700), removed afterwards whatever happens."""
-    root = Path(tempfile.mkdtemp(prefix=f"region-failover-{kind}-"))
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -253,7 +243,7 @@ def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Writte
     """Spark's writer to a local directory, then every part file stored content-addressed (module rule)."""
     frame = df if cut is None else cut.tag(df)
     records = records_per_file(df.schema.jsonValue(), target.max_object_bytes)
-    with _scratch("write") as root:
+    with scratch("write") as root:
         out = root / "out"
         started = time.perf_counter()
         writer = frame.write.option("maxRecordsPerFile", str(records))

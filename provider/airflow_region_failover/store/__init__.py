@@ -9,10 +9,10 @@ Modules, each answering one question:
 * how a body is stored once under the name of its hash, and whether what is stored there is that body (a wrong
   object is moved aside) — :mod:`.content`; which shared objects are still referenced — :mod:`.registry`;
 * how a DataFrame becomes Parquet objects — :mod:`.local_write` (Spark's own writer to the driver's disk, where
-  the session's executors share it, in directories of :mod:`.scratch`), :mod:`.parquet` and :mod:`.encoding` (Python workers: bounded bodies, keyed
-  batches split by subpartition), :mod:`.clustered` and :mod:`.chunking` (sorted, content-defined chunks); how a
-  committed version is read back — :mod:`.reading` (Spark's own reader through ``s3a://``, :mod:`.s3a`, or the
-  Python workers), with its schema's nullability — :mod:`.nullability`;
+  the session's executors share it, in directories of :mod:`.scratch`), :mod:`.parquet` and :mod:`.encoding`
+  (Python workers: bounded bodies, keyed batches split by subpartition), :mod:`.clustered` and :mod:`.chunking`
+  (sorted, content-defined chunks); how a committed version is read back — :mod:`.reading` (Spark's own reader
+  through ``s3a://``, :mod:`.s3a`, or the Python workers), with its schema's nullability — :mod:`.nullability`;
 * what a checkpoint of a checkpointed step records — :mod:`.checkpoints`;
 * can a partition be read again — :mod:`.availability`; when is it deleted — :mod:`.lifecycle`;
 * how S3 is reached — :mod:`.config`; guarded S3 calls — :mod:`.objects`, and the streaming multipart upload on

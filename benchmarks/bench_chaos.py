@@ -146,6 +146,7 @@ def plot(path: Path, size: str, intervals: list[float], base: dict[str, float],
     import matplotlib.pyplot as plt
 
     names = {"ours": "ours (region failover)", "app": "(a) one Spark application, rerun whole"}
+    intervals = sorted(intervals)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for config, color in (("ours", "tab:blue"), ("app", "tab:orange")):
         if config not in base:
@@ -167,6 +168,14 @@ def plot(path: Path, size: str, intervals: list[float], base: dict[str, float],
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
+
+
+def replot(figures_json: Path, path: Path) -> int:
+    """The plot of each size in ``figures_json`` (what ``--json`` wrote) drawn again to ``path``."""
+    for figure in json.loads(figures_json.read_text()):
+        runs = {(key.split("@")[0], float(key.split("@")[1])): run for key, run in figure["runs"].items()}
+        plot(path, figure["size"]["label"], sorted({t for _, t in runs}), figure["base"], runs)
+    return 0
 
 
 def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[dict[str, Any]],
@@ -222,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default="ours,app", help="subset of ours,app")
     parser.add_argument("--plot", type=Path, default=PLOT, help=f"PNG to write (default {PLOT.name})")
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument("--replot", type=Path, help="draw the plot again from a --json file of an earlier run")
     add_stack_arguments(parser)
     args = parser.parse_args(argv)
+    if args.replot:
+        return replot(args.replot, args.plot)
     intervals = [float(t) for t in args.intervals.split(",")]
     configs = [c for c in ("ours", "app") if c in args.configs.split(",")]
     stack, procs = stack_from(args), []

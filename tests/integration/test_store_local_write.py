@@ -8,6 +8,7 @@ an empty result commits no object; no temporary directory is left behind."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
 import tempfile
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore, local_write, s3a
+from airflow_region_failover.store import ResultStore, local_write, s3a, scratch
 from airflow_region_failover.store.parquet import Cut
 from tests.support.spark import spark_session, typed_rows
 from tests.support.store import on_server
@@ -55,9 +56,10 @@ def writers(store: ResultStore, manifest: Any) -> set[str]:
 
 
 def scratch_dirs() -> set[str]:
-    """The write's and the probe's temporary directories (local_write._scratch) now under the system temp dir."""
-    temp = Path(tempfile.gettempdir())
-    return {p.name for kind in ("write", "probe") for p in temp.glob(f"region-failover-{kind}-*")}
+    """This process's write and probe directories (store/scratch.py) now under the system temp dir (another
+    process's writes on this host are not this test's)."""
+    temp, me = Path(tempfile.gettempdir()), f"{scratch._host()}-{os.getpid()}-"
+    return {p.name for kind in ("write", "probe") for p in temp.glob(f"region-failover-{kind}-{me}*")}
 
 
 def test_rows_round_trip_identical_to_the_python_workers_path(spark: Any, s3_server: S3Endpoint) -> None:

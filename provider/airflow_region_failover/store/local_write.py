@@ -202,11 +202,7 @@ def _probe_driver(spark: SparkSession) -> str | None:
     with scratch("probe") as root:
         path = root / f"probe-{secrets.token_hex(8)}.parquet"
         path.write_bytes(b"")
-        try:
-            _ = spark.read.schema("probe long").parquet(path.as_uri()).schema  # Connect analyses lazily: lists it
-        except Exception as exc:
-            return s3a.first_line(exc)
-    return None
+        return s3a.jvm_lists(spark, path.as_uri())
 
 
 def _probe(spark: SparkSession) -> str | None:

@@ -133,17 +133,18 @@ def jvm_reader(spark: SparkSession, layout: Layout, access: S3Access, mode: Mode
     key = (layout.bucket, layout.prefix, 0 if options is None else hash(tuple(sorted(options.items()))))
 
     def ask() -> bool:
-        problem = TEMPORARY if options is None else _probe(spark, url(layout.bucket, sample), options)
+        problem = TEMPORARY if options is None else jvm_lists(spark, url(layout.bucket, sample), options)
         _announce(layout, access, problem is None, problem or "")
         return problem is None
 
     return options if session_answer(spark, key, ask) else None
 
 
-def _probe(spark: SparkSession, sample: str, options: dict[str, str]) -> str | None:
-    """``None`` if the session's JVM lists ``sample`` through ``s3a://``, else why not (one line)."""
+def jvm_lists(spark: SparkSession, sample: str, options: dict[str, str] | None = None) -> str | None:
+    """``None`` if the session's JVM (its driver) lists the file ``sample`` (any URL its filesystems know, with
+    the read ``options``), else why not (one line). Nothing is read and no Spark job runs."""
     try:
-        frame = spark.read.options(**options).schema("probe long").parquet(sample)
+        frame = spark.read.options(**(options or {})).schema("probe long").parquet(sample)
         _ = frame.schema  # Spark Connect analyses lazily: this lists the file through the server's JVM
     except Exception as exc:
         return first_line(exc)

@@ -131,6 +131,10 @@ class Reader:
     def __init__(self, session: FakeSession) -> None:
         self.session = session
 
+    def options(self, **options: str) -> Reader:
+        assert options == {}, "a local file needs no read options"
+        return self
+
     def schema(self, schema: str) -> Reader:
         assert schema == "probe long"
         return self

@@ -91,3 +91,22 @@ def test_a_keyed_consumer_scans_exactly_its_subpartitions_objects(spark: Any, s3
         assert all(o.subpartition == j for o in selection.objects) and part.count() == sub.rows
         seen += sub.rows
     assert seen == 30_000
+
+
+def test_a_read_of_many_objects_lists_them_without_a_spark_job(spark: Any, s3_server: S3Endpoint) -> None:
+    """Spark lists more than 32 paths with a Spark job, which queues behind every other session's tasks (+11.7 s
+    on the ETL's critical path at 5 GB); the store's read lists its objects on the driver (store/reading.py)."""
+    if not hasattr(spark, "sparkContext") or "connect" in type(spark).__module__:
+        pytest.skip("the jobs are counted by the embedded session's SparkContext")
+    from pyspark.sql import functions as F
+
+    store = make_store(s3_server, max_object_bytes=1024 * 1024)  # 10 binary columns: ~1,000 rows per object
+    wide = spark.range(60_000).select("id", *[F.lit(b"x").alias(f"b{i}") for i in range(10)])
+    manifest = store.write(wide, "etl", "many", P, 1)
+    assert len(manifest.objects) > int(spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold"))
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    back = store.read(spark, "etl", "many", P)
+    assert set(tracker.getJobIdsForGroup(None)) == before, "listing the objects ran a Spark job"
+    assert sorted(back.inputFiles()) == object_urls(store, manifest) and back.count() == 60_000
+    assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == "32", "the setting is restored"

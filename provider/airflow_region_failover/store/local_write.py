@@ -54,12 +54,10 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import secrets
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,20 +234,6 @@ def _probe(spark: SparkSession) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """``key`` set to ``value`` in ``spark`` for the block, set back (or unset) afterwards."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
-
-
 def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
     """Spark's writer to a local directory, then every part file stored content-addressed (module rule)."""
     frame = df if cut is None else cut.tag(df)
@@ -262,9 +246,7 @@ def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Writte
         if cut is not None:
             writer = writer.partitionBy(SUBPARTITION_COLUMN)
             settings += [*UNSORTED, (CONCURRENT_WRITERS, str(min(cut.parallelism, MAX_OPEN_WRITERS)))]
-        with contextlib.ExitStack() as stack:
-            for key, value in settings:
-                stack.enter_context(_session_conf(df.sparkSession, key, value))
+        with s3a.session_settings(df.sparkSession, settings):
             writer.parquet(out.as_uri())
         spark_s = time.perf_counter() - started
         return _stored(target, local_files(out, keyed=cut is not None), spark_s)

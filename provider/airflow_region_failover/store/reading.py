@@ -3,14 +3,15 @@
 Rules: where the Spark session's JVM reaches the store through ``s3a://`` (:func:`.s3a.jvm_reader`: hadoop-aws on
 its classpath, the store's endpoint and long-lived keys, ``[region_failover] store_jvm_io`` not ``off``), a read in
 ``executors`` mode is **Spark's own Parquet reader over exactly the manifest's objects**
-(``spark.read.schema(s).parquet(*urls)``) — Spark's JVM path is several times faster than decoding in Python
-workers (``benchmarks/bench_store_paths.py``) — and the integrity check moves to S3's own checksum: every object is
-HEADed first and must have its recorded size and, kept by S3 with it, the full-object SHA-256 its key and manifest
-name (the writers upload every object with that checksum, which the server verifies, :mod:`.content`); a missing,
-resized or different object makes the partition unreadable (below), naming it and the object, before Spark reads
-anything. The frame gets back the nullability its schema records (:mod:`.nullability`). An object S3 keeps no
-full-object SHA-256 for (uploaded before this rule, or multipart), or a schema whose nullability cannot be restored,
-sends the read to the Python path, which hashes what it reads.
+(``spark.read.schema(s).parquet(*urls)``, listed from the driver: :func:`.s3a.listed_on_driver`) — Spark's JVM
+path is several times faster than decoding in Python workers (``benchmarks/bench_store_paths.py``) — and the
+integrity check moves to S3's own checksum: every object is HEADed first and must have its recorded size and, kept
+by S3 with it, the full-object SHA-256 its key and manifest name (the writers upload every object with that
+checksum, which the server verifies, :mod:`.content`); a missing, resized or different object makes the partition
+unreadable (below), naming it and the object, before Spark reads anything. The frame gets back the nullability its
+schema records (:mod:`.nullability`). An object S3 keeps no full-object SHA-256 for (uploaded before this rule, or
+multipart), or a schema whose nullability cannot be restored, sends the read to the Python path, which hashes what
+it reads.
 
 Python path (no S3A, ``driver`` mode, reads without Spark): ``executors`` mode maps one Spark partition per object
 (``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object; ``driver`` mode GETs the
@@ -162,7 +163,10 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
         options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
         if options is not None:
             urls = [s3a.url(target.layout.bucket, key) for key in keys]
-            frame = nullability.restore(spark.read.options(**options).schema(schema).parquet(*urls), schema)
+            with s3a.listed_on_driver(spark, len(urls)):
+                read = spark.read.options(**options).schema(schema).parquet(*urls)
+                _ = read.schema  # Spark Connect resolves (lists) lazily: now, inside the block
+                frame = nullability.restore(read, schema)
             if frame is not None:
                 if checked is not None:
                     checked.append(JvmRead(manifest, chosen))

@@ -14,17 +14,25 @@ Rules:
   (:data:`Mode.AUTO`) unless the deployment says the cluster reaches the bucket with its own S3A configuration
   (:data:`Mode.CLUSTER`: nothing is passed). Secrets never appear in a log line; Spark redacts option names with
   ``secret``/``access.key``/``token`` from its UI.
+* **Objects listed on the driver.** Spark lists more than ``spark.sql.sources.parallelPartitionDiscovery.threshold``
+  (32) paths with a Spark job, which queues behind every other session's running tasks (+11.7 s on the critical
+  path of the ETL at 5 GB, ``benchmarks/README.md``); the store has just HEADed each object it reads, so a read of
+  up to :data:`DRIVER_LISTING_MAX` objects raises the threshold while Spark resolves it
+  (:func:`listed_on_driver`): one HEAD per object from the driver, no job. Spark Connect resolves a frame again
+  when it runs it unless the session still holds the resolved plan (its plan cache); a read resolved again
+  outside the block lists with Spark's own threshold: slower, never other rows.
 * **Probed once per session.** Whether the JVM has S3A and can list one of the store's objects is asked once per
   Spark session and store access (:func:`jvm_reader`); the answer is logged once, naming the fix when it is no.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.store.config import S3Access, portable
@@ -38,6 +46,10 @@ log = logging.getLogger(__name__)
 PACKAGES = "org.apache.hadoop:hadoop-aws:3.5.0"
 """The one ``spark.jars.packages`` line a Spark (4.x, bundling Hadoop 3.5.0) needs for ``s3a://``: hadoop-aws at
 the Hadoop version pyspark bundles, which brings the AWS SDK v2 bundle it was built with (``docs/versions.md``)."""
+LISTING = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+"""Above this many paths Spark lists a read's files with a Spark job (module rule)."""
+DRIVER_LISTING_MAX = 1024
+"""The most objects a read lists from the driver, one HEAD each (module rule); more are listed by Spark's job."""
 SIMPLE = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 TEMPORARY = ("its credentials are temporary (a session token), which S3A's cached client would outlive; set "
              "[region_failover] store_jvm_io = cluster if the cluster reaches the bucket with its own S3A "
@@ -149,6 +161,33 @@ def jvm_lists(spark: SparkSession, sample: str, options: dict[str, str] | None =
     except Exception as exc:
         return first_line(exc)
     return None
+
+
+@contextlib.contextmanager
+def session_settings(spark: SparkSession, settings: list[tuple[str, str]]) -> Iterator[None]:
+    """Each ``(key, value)`` set in ``spark``'s session for the block, each set back (or unset) afterwards, also
+    when the block fails."""
+    with contextlib.ExitStack() as stack:
+        for key, value in settings:
+            before = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+            stack.callback(_set_back, spark, key, before)
+        yield
+
+
+def _set_back(spark: SparkSession, key: str, before: str | None) -> None:
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)
+
+
+def listed_on_driver(spark: SparkSession, paths: int) -> contextlib.AbstractContextManager[None]:
+    """The block in which Spark resolves a read of ``paths`` objects lists them from the driver, not with a Spark
+    job, when there are at most :data:`DRIVER_LISTING_MAX` (module rule)."""
+    if paths > DRIVER_LISTING_MAX:
+        return contextlib.nullcontext()
+    return session_settings(spark, [(LISTING, str(paths))])
 
 
 def first_line(exc: BaseException) -> str:

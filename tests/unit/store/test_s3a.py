@@ -93,3 +93,41 @@ def test_only_the_s3a_jars_of_the_environment_are_put_on_a_classpath(tmp_path: A
     assert [p.rsplit("/", 1)[1] for p in found] == ["analyticsaccelerator-s3-1.3.1.jar", "bundle-2.35.4.jar",
                                                    "hadoop-aws-3.5.0.jar"]
     assert s3a.with_jars({"spark.jars.packages": s3a.PACKAGES}) == {"spark.jars.packages": s3a.PACKAGES}
+
+
+class Conf:
+    """A session's ``spark.conf``: ``values`` set, ``defaults`` Spark's own (what ``get`` returns when unset)."""
+
+    def __init__(self, **values: str) -> None:
+        self.values, self.defaults = dict(values), {s3a.LISTING: "32"}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, self.defaults.get(key, default))
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class Session:
+    def __init__(self, **values: str) -> None:
+        self.conf = Conf(**values)
+
+
+def test_settings_hold_for_the_block_and_are_set_back_also_on_errors() -> None:
+    spark = Session(**{"a": "1"})
+    with pytest.raises(RuntimeError, match="boom"), s3a.session_settings(spark, [("a", "2"), ("b", "3")]):
+        assert spark.conf.values == {"a": "2", "b": "3"}
+        raise RuntimeError("boom")
+    assert spark.conf.values == {"a": "1"}, "a set back, b unset"
+
+
+def test_a_read_of_up_to_1024_objects_is_listed_from_the_driver() -> None:
+    spark = Session()
+    with s3a.listed_on_driver(spark, 200):
+        assert spark.conf.get(s3a.LISTING) == "200"
+    assert spark.conf.values == {s3a.LISTING: "32"}, "Spark's default, read before the block, set back"
+    with s3a.listed_on_driver(spark, s3a.DRIVER_LISTING_MAX + 1):
+        assert spark.conf.get(s3a.LISTING) == "32", "more objects: Spark's own listing job"

@@ -1,0 +1,117 @@
+"""What the Spark JVM's threads were doing in ours and in (a): Java Flight Recorder's CPU samples of one
+``bench_breakdown.py`` run pair, split by the two runs' time windows and cut by the innermost frame that names a
+kind of work (Parquet encoding, decoding, shuffle, sort, join, generated stage code, ...).
+
+``JAVA_TOOL_OPTIONS="-XX:StartFlightRecording=filename=DIR/,settings=profile,dumponexit=true" \\
+python benchmarks/bench_breakdown.py --sizes 1 --json run.json``, then
+``python benchmarks/profile_jvm.py DIR/<recording>.jfr run.json``
+
+The environment variable reaches the stack's Spark Connect server (the only JVM of the stack: ours' step tasks and
+(a) are its clients), which dumps the recording when it stops. A sample (``jdk.ExecutionSample``, every 10-20 ms
+per running Java thread) is filed under the first category, innermost frame first, whose pattern matches a frame;
+each run's share of samples is scaled to that run's Spark JVM CPU seconds (process accounting, from the JSON).
+JFR samples Java code only: garbage collection and JIT compilation are spread over the categories in proportion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+CATEGORIES = (
+    ("Parquet encoding", r"org\.apache\.parquet\.(column\.(impl|values)\.|hadoop\.(ColumnChunkPageWriteStore|"
+                         r"InternalParquetRecordWriter|ParquetRecordWriter|CodecFactory\$HeapBytesCompressor))|"
+                         r"ParquetWriteSupport|ParquetOutputWriter|FileFormatDataWriter"),
+    ("Parquet decoding", r"Vectorized(ParquetRecordReader|ColumnReader|RleValuesReader|PlainValuesReader|"
+                         r"DeltaBinaryPacked)|org\.apache\.parquet\.(hadoop\.ParquetFileReader|bytes|column\.values)|"
+                         r"CodecFactory\$HeapBytesDecompressor|ParquetFileFormat|ParquetColumnVector|"
+                         r"(OnHeap|Writable)ColumnVector|FileScanRDD"),
+    ("compression codecs (snappy, lz4, zstd)", r"org\.xerial\.snappy|io\.airlift\.compress|net\.jpountz|"
+                                               r"com\.github\.luben\.zstd|org\.apache\.hadoop\.io\.compress"),
+    ("shuffle write", r"UnsafeShuffleWriter|SortShuffleWriter|ShuffleExternalSorter|BypassMergeSortShuffleWriter|"
+                      r"DiskBlockObjectWriter|ShuffleWriteProcessor"),
+    ("shuffle read", r"ShuffleBlockFetcherIterator|BlockStoreShuffleReader|UnsafeRowSerializer|ShuffledRowRDD"),
+    ("sorting", r"UnsafeExternalSorter|UnsafeInMemorySorter|RadixSort|UnsafeExternalRowSorter|UnsafeSorterSpill|"
+                r"TimSort|SortExec"),
+    ("joins", r"SortMergeJoin|HashJoin|HashedRelation"),
+    ("aggregation", r"HashAggregate|UnsafeFixedWidthAggregationMap|BytesToBytesMap|ObjectAggregation"),
+    ("s3a and HTTP", r"org\.apache\.hadoop\.fs\.s3a|software\.amazon|org\.apache\.http"),
+    ("Spark Connect, gRPC, Arrow", r"org\.apache\.spark\.sql\.connect|io\.grpc|io\.netty|org\.apache\.arrow|"
+                                   r"ArrowConverters"),
+    ("analysis and planning", r"org\.apache\.spark\.sql\.catalyst\.(analysis|optimizer|rules|trees)|"
+                              r"QueryExecution|SparkPlanner|AdaptiveSparkPlan|InMemoryFileIndex|HadoopFSUtils"),
+    ("generated stage code (computing rows)", r"GeneratedClass|GeneratedIteratorForCodegenStage|BufferedRowIterator"),
+    ("expressions, hashing", r"XXH64|Murmur3|catalyst\.expressions"),
+    ("other Spark (scheduler, RPC, memory)", r"org\.apache\.spark"),
+)
+OTHER = "other (JDK, Scala)"
+PATTERNS = tuple((name, re.compile(pattern)) for name, pattern in CATEGORIES)
+
+
+def category(frames: list[str]) -> str:
+    """The first category, innermost frame first, whose pattern matches a frame (module rule)."""
+    for frame in frames:
+        for name, pattern in PATTERNS:
+            if pattern.search(frame):
+                return name
+    return OTHER
+
+
+def samples(recording: str) -> list[tuple[float, str]]:
+    """(epoch seconds, category) of every CPU sample in the recording."""
+    printed = subprocess.run(["jfr", "print", "--json", "--stack-depth", "48", "--events", "jdk.ExecutionSample",
+                              recording], capture_output=True, text=True, check=True).stdout
+    out = []
+    for event in json.loads(printed)["recording"]["events"]:
+        values = event["values"]
+        at = datetime.datetime.fromisoformat(values["startTime"].replace("Z", "+00:00")).timestamp()
+        frames = [f'{f["method"]["type"]["name"]}.{f["method"]["name"]}'
+                  for f in (values.get("stackTrace") or {}).get("frames", [])]
+        out.append((at, category(frames)))
+    return out
+
+
+def windows(pair: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
+    """Per run of the pair: (start, end, Spark JVM CPU s)."""
+    ours, app = pair["ours"][0], pair["app"][0]
+    return {"ours": (ours["run_started"], ours["run_ended"], ours["cpu"]["Spark JVM"]),
+            "(a)": (app["timeline"]["process_started"], app["ended"], app["cpu"]["Spark JVM"])}
+
+
+def table(found: list[tuple[float, str]], runs: dict[str, tuple[float, float, float]]) -> list[str]:
+    """The markdown table: per category, each run's CPU seconds (its share of samples x its JVM CPU s)."""
+    counts = {run: collections.Counter(c for at, c in found if lo <= at <= hi) for run, (lo, hi, _) in runs.items()}
+    totals = {run: max(1, sum(c.values())) for run, c in counts.items()}
+    seconds = {run: {c: n / totals[run] * runs[run][2] for c, n in counts[run].items()} for run in runs}
+    names = sorted({c for run in counts for c in counts[run]},
+                   key=lambda c: -(seconds["ours"].get(c, 0.0) - seconds["(a)"].get(c, 0.0)))
+    lines = ["| what the Spark JVM's threads were doing | ours CPU s | (a) CPU s | ours - (a) |",
+             "|---|---:|---:|---:|"]
+    for name in names:
+        mine, theirs = seconds["ours"].get(name, 0.0), seconds["(a)"].get(name, 0.0)
+        lines.append(f"| {name} | {mine:.1f} | {theirs:.1f} | {mine - theirs:+.1f} |")
+    lines.append(f"| **Spark JVM CPU s** (process accounting) | **{runs['ours'][2]:.1f}** | **{runs['(a)'][2]:.1f}** "
+                 f"| **{runs['ours'][2] - runs['(a)'][2]:+.1f}** |")
+    lines.append(f"\nsamples: ours {sum(counts['ours'].values())}, (a) {sum(counts['(a)'].values())}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recording", help="the .jfr file the Spark Connect server dumped")
+    parser.add_argument("runs", help="bench_breakdown.py's --json file (its first run pair is used)")
+    args = parser.parse_args(argv)
+    with open(args.runs) as handle:
+        pair = json.load(handle)[0]
+    print("\n".join(table(samples(args.recording), windows(pair))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The Spark JVM's CPU samples cut by kind of work (``benchmarks/profile_jvm.py``), on made-up samples."""
+
+from __future__ import annotations
+
+from benchmarks.profile_jvm import OTHER, category, table
+
+ENCODE = ["org.apache.parquet.column.impl.ColumnWriterV1.write",
+          "org.apache.spark.sql.execution.datasources.parquet.ParquetOutputWriter.write",
+          "org.apache.spark.sql.execution.datasources.FileFormatWriter$.executeTask"]
+SORT = ["org.apache.spark.util.collection.unsafe.sort.RadixSort.sortKeyPrefixArray",
+        "org.apache.spark.sql.execution.UnsafeExternalRowSorter.sort",
+        "org.apache.spark.sql.execution.datasources.FileFormatWriter$.executeTask"]
+
+
+def test_a_sample_is_filed_under_its_innermost_named_work() -> None:
+    assert category(ENCODE) == "Parquet encoding"
+    assert category(SORT) == "sorting", "the sort's own frame, not the writer that called it"
+    assert category(["org.apache.spark.scheduler.TaskSetManager.resourceOffer"]).startswith("other Spark")
+    assert category(["java.util.HashMap.get"]) == OTHER and category([]) == OTHER
+
+
+def test_each_runs_share_of_samples_is_scaled_to_its_jvm_cpu_seconds() -> None:
+    found = [(1.0, "Parquet encoding"), (2.0, "sorting"), (3.0, "sorting"), (4.0, "sorting"),
+             (11.0, "sorting"), (12.0, "shuffle write"), (99.0, "Parquet encoding")]  # the last: in no run
+    lines = table(found, {"ours": (0.0, 5.0, 40.0), "(a)": (10.0, 15.0, 10.0)})
+    assert "| Parquet encoding | 10.0 | 0.0 | +10.0 |" in lines
+    assert "| sorting | 30.0 | 5.0 | +25.0 |" in lines and "| shuffle write | 0.0 | 5.0 | -5.0 |" in lines
+    assert lines[2].startswith("| sorting"), "largest difference first"
+    assert "| **Spark JVM CPU s** (process accounting) | **40.0** | **10.0** | **+30.0** |" in lines

@@ -153,13 +153,19 @@ def _standalone(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
+    """Entry point; returns the exit code (2 for bad input, with one line on stderr; 1 when the reader of stdout
+    closed it early, e.g. ``| head``, quietly: Python's advice for SIGPIPE)."""
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()
     except RegionFailoverError as exc:
         print(f"region-failover: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the interpreter flushes stdout again at exit: point it at /dev/null so that flush cannot fail too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return code
 
 

@@ -234,6 +234,13 @@ def _probe(spark: SparkSession) -> str | None:
     return None
 
 
+def keyed_settings(subpartitions: int) -> list[tuple[str, str]]:
+    """The session settings of a keyed write of ``subpartitions`` (module rule). Spark falls back to sorting the
+    rows left as soon as its open writers *reach* ``spark.sql.maxConcurrentOutputFileWriters``
+    (``DynamicPartitionDataConcurrentWriter``), so the setting is one more than the writers a task may open."""
+    return [*UNSORTED, (CONCURRENT_WRITERS, str(min(subpartitions, MAX_OPEN_WRITERS) + 1))]
+
+
 def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
     """Spark's writer to a local directory, then every part file stored content-addressed (module rule)."""
     frame = df if cut is None else cut.tag(df)
@@ -245,7 +252,7 @@ def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Writte
         settings = [TIMESTAMPS]
         if cut is not None:
             writer = writer.partitionBy(SUBPARTITION_COLUMN)
-            settings += [*UNSORTED, (CONCURRENT_WRITERS, str(min(cut.parallelism, MAX_OPEN_WRITERS)))]
+            settings += keyed_settings(cut.parallelism)
         with s3a.session_settings(df.sparkSession, settings):
             writer.parquet(out.as_uri())
         spark_s = time.perf_counter() - started

@@ -204,3 +204,13 @@ def test_files_are_stored_content_addressed_in_order_with_their_footer_rows(stor
     assert pq.read_table(pa.BufferReader(body["Body"].read()))["id"].to_pylist() == [200, 201, 202]
     again = lw._stored(store.target("etl", "r2", PartitionId("r", 0), 1), lw.local_files(tmp_path, keyed=True), 1.0)
     assert again.objects == written.objects and again.tally.new_bytes == 0
+
+
+def test_a_keyed_write_lets_every_subpartition_have_its_writer_before_spark_would_sort() -> None:
+    """Spark sorts the rows left once its open writers reach ``maxConcurrentOutputFileWriters``: with the setting
+    equal to the subpartitions, the last subpartition's first row made the write sort (JFR: the ETL's keyed
+    writes spent their time in ``UnsafeExternalRowSorter`` under ``DynamicPartitionDataConcurrentWriter``)."""
+    for subpartitions, setting in ((1, "2"), (2, "3"), (16, "17"), (17, "17"), (1000, "17")):
+        assert dict(lw.keyed_settings(subpartitions)) == {
+            "spark.sql.optimizer.plannedWrite.enabled": "false",
+            "spark.sql.maxConcurrentOutputFileWriters": setting}, subpartitions

@@ -4,13 +4,15 @@ kind of work (Parquet encoding, decoding, shuffle, sort, join, generated stage c
 
 ``JAVA_TOOL_OPTIONS="-XX:StartFlightRecording=filename=DIR/,settings=profile,dumponexit=true" \\
 python benchmarks/bench_breakdown.py --sizes 1 --json run.json``, then
-``python benchmarks/profile_jvm.py DIR/<recording>.jfr run.json``
+``python benchmarks/profile_jvm.py DIR/<recording>.jfr run.json [--inside "Parquet encoding"]``
 
 The environment variable reaches the stack's Spark Connect server (the only JVM of the stack: ours' step tasks and
 (a) are its clients), which dumps the recording when it stops. A sample (``jdk.ExecutionSample``, every 10-20 ms
 per running Java thread) is filed under the first category, innermost frame first, whose pattern matches a frame;
 each run's share of samples is scaled to that run's Spark JVM CPU seconds (process accounting, from the JSON).
-JFR samples Java code only: garbage collection and JIT compilation are spread over the categories in proportion.
+JFR samples Java code only: garbage collection, JIT compilation and native code (JNI codecs) are spread over the
+categories in proportion. ``--inside CATEGORY``: also the methods ours' samples of that category were in (the
+innermost frame outside the JDK and Scala's runtime), most frequent first.
 """
 
 from __future__ import annotations
@@ -63,17 +65,23 @@ def category(frames: list[str]) -> str:
     return OTHER
 
 
-def samples(recording: str) -> list[tuple[float, str]]:
-    """(epoch seconds, category) of every CPU sample in the recording."""
+def innermost(frames: list[str]) -> str:
+    """The innermost frame outside the JDK and Scala's runtime (the first frame when all are)."""
+    return next((f for f in frames if not f.startswith(("java.", "jdk.", "sun.", "scala."))), frames[0] if frames
+                else "?")
+
+
+def samples(recording: str) -> list[tuple[float, str, str]]:
+    """(epoch seconds, category, innermost frame) of every CPU sample in the recording."""
     printed = subprocess.run(["jfr", "print", "--json", "--stack-depth", "48", "--events", "jdk.ExecutionSample",
                               recording], capture_output=True, text=True, check=True).stdout
     out = []
     for event in json.loads(printed)["recording"]["events"]:
         values = event["values"]
         at = datetime.datetime.fromisoformat(values["startTime"].replace("Z", "+00:00")).timestamp()
-        frames = [f'{f["method"]["type"]["name"]}.{f["method"]["name"]}'
+        frames = [f'{f["method"]["type"]["name"]}.{f["method"]["name"]}'.replace("/", ".")  # JFR: a/b/C
                   for f in (values.get("stackTrace") or {}).get("frames", [])]
-        out.append((at, category(frames)))
+        out.append((at, category(frames), innermost(frames)))
     return out
 
 
@@ -84,9 +92,10 @@ def windows(pair: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
             "(a)": (app["timeline"]["process_started"], app["ended"], app["cpu"]["Spark JVM"])}
 
 
-def table(found: list[tuple[float, str]], runs: dict[str, tuple[float, float, float]]) -> list[str]:
+def table(found: list[tuple[float, str, str]], runs: dict[str, tuple[float, float, float]]) -> list[str]:
     """The markdown table: per category, each run's CPU seconds (its share of samples x its JVM CPU s)."""
-    counts = {run: collections.Counter(c for at, c in found if lo <= at <= hi) for run, (lo, hi, _) in runs.items()}
+    counts = {run: collections.Counter(c for at, c, _ in found if lo <= at <= hi)
+              for run, (lo, hi, _) in runs.items()}
     totals = {run: max(1, sum(c.values())) for run, c in counts.items()}
     seconds = {run: {c: n / totals[run] * runs[run][2] for c, n in counts[run].items()} for run in runs}
     names = sorted({c for run in counts for c in counts[run]},
@@ -102,14 +111,26 @@ def table(found: list[tuple[float, str]], runs: dict[str, tuple[float, float, fl
     return lines
 
 
+def inside(found: list[tuple[float, str, str]], runs: dict[str, tuple[float, float, float]], name: str,
+           most: int = 15) -> list[str]:
+    """The methods ours' samples of category ``name`` were in, with their share of that category."""
+    lo, hi, _ = runs["ours"]
+    methods = collections.Counter(m for at, c, m in found if c == name and lo <= at <= hi)
+    total = max(1, sum(methods.values()))
+    return [f"\n{name}, ours: {sum(methods.values())} samples", "| method | share |", "|---|---:|"] + [
+        f"| `{method}` | {count / total:.1%} |" for method, count in methods.most_common(most)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recording", help="the .jfr file the Spark Connect server dumped")
     parser.add_argument("runs", help="bench_breakdown.py's --json file (its first run pair is used)")
+    parser.add_argument("--inside", help="also the methods ours' samples of this category were in")
     args = parser.parse_args(argv)
     with open(args.runs) as handle:
-        pair = json.load(handle)[0]
-    print("\n".join(table(samples(args.recording), windows(pair))))
+        runs = windows(json.load(handle)[0])
+    found = samples(args.recording)
+    print("\n".join(table(found, runs) + (inside(found, runs, args.inside) if args.inside else [])))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.profile_jvm import OTHER, category, table
+from benchmarks.profile_jvm import OTHER, category, innermost, inside, table
 
 ENCODE = ["org.apache.parquet.column.impl.ColumnWriterV1.write",
           "org.apache.spark.sql.execution.datasources.parquet.ParquetOutputWriter.write",
@@ -20,10 +20,18 @@ def test_a_sample_is_filed_under_its_innermost_named_work() -> None:
 
 
 def test_each_runs_share_of_samples_is_scaled_to_its_jvm_cpu_seconds() -> None:
-    found = [(1.0, "Parquet encoding"), (2.0, "sorting"), (3.0, "sorting"), (4.0, "sorting"),
-             (11.0, "sorting"), (12.0, "shuffle write"), (99.0, "Parquet encoding")]  # the last: in no run
-    lines = table(found, {"ours": (0.0, 5.0, 40.0), "(a)": (10.0, 15.0, 10.0)})
+    found = [(1.0, "Parquet encoding", "m"), (2.0, "sorting", "a"), (3.0, "sorting", "b"), (4.0, "sorting", "a"),
+             (11.0, "sorting", "a"), (12.0, "shuffle write", "w"), (99.0, "Parquet encoding", "m")]  # last: no run
+    runs = {"ours": (0.0, 5.0, 40.0), "(a)": (10.0, 15.0, 10.0)}
+    lines = table(found, runs)
     assert "| Parquet encoding | 10.0 | 0.0 | +10.0 |" in lines
     assert "| sorting | 30.0 | 5.0 | +25.0 |" in lines and "| shuffle write | 0.0 | 5.0 | -5.0 |" in lines
     assert lines[2].startswith("| sorting"), "largest difference first"
     assert "| **Spark JVM CPU s** (process accounting) | **40.0** | **10.0** | **+30.0** |" in lines
+    assert inside(found, runs, "sorting")[3:] == ["| `a` | 66.7% |", "| `b` | 33.3% |"], "ours' samples only"
+
+
+def test_the_method_of_a_sample_is_its_innermost_frame_outside_the_jdk() -> None:
+    assert innermost(["java.lang.Integer.equals", "shaded.parquet.Long2IntMap.get", "x.Y.z"]) == (
+        "shaded.parquet.Long2IntMap.get")
+    assert innermost(["java.lang.Thread.run"]) == "java.lang.Thread.run" and innermost([]) == "?"

@@ -24,7 +24,9 @@ Rules:
   Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the Python reader and pyarrow
   expect; Spark's default INT96 is set back afterwards), at most
   :func:`records_per_file` rows per file; a keyed write (a :class:`~.parquet.Cut`) is ``partitionBy`` the
-  subpartition tag, so every file holds one subpartition (named by its directory) and lacks the tag column.
+  subpartition tag, so every file holds one subpartition (named by its directory) and lacks the tag column. Each
+  non-empty part file is then stored exactly as the Python path stores an object (:meth:`.parquet.Target.put`:
+  SHA-256 key, announced, create-only PUT carrying the checksum, checked reuse, quarantine), rows from its footer.
 * **A keyed write does not sort** (:data:`UNSORTED`): ``partitionBy`` plans a sort of every row by the tag so that
   each task has one file open at a time; the sort made the write 1.6x the same write unpartitioned (20 M rows,
   2 cores, ``benchmarks/README.md``). The write turns Spark's planned write off for its duration and lets each
@@ -34,9 +36,6 @@ Rules:
   they would exceed it; a row group shrunk below a file's size splits that file's rows differently, so a
   restart's bytes (not its rows) may differ — it re-uploads instead of reusing, never reads wrong rows. At the
   default 1 GB heap and 16 writers per task that takes more than 3 concurrent keyed-writing tasks in one JVM.
-  Each
-  non-empty part file is then stored exactly as the Python path stores an object (:meth:`.parquet.Target.put`:
-  SHA-256 key, announced, create-only PUT carrying the checksum, checked reuse, quarantine), rows from its footer.
 * **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
   the Python path's order (:attr:`.parquet.Piece.order`).
 * **Object size**: Spark cuts files by rows only, so the bound is a row count fixed by the schema alone —

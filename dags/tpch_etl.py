@@ -3,8 +3,9 @@
 generate customer/orders/lineitem (deterministic, seeded) -> clean (POINTWISE, PIPELINED: each cleaner shares its
 generator's region and is chained to it: one task ``gen_orders.clean_orders.<i>`` runs both) -> join (BLOCKING,
 committed to S3: orders and line items keyed by order key, so join subtask j reads only its key groups of every
-partition; customers broadcast) -> aggregate revenue per market segment and year (BLOCKING, keyed by segment) ->
-report (the ranked table, committed as the report step's sink result).
+partition; customers broadcast; line items persist only the two columns the join reads) -> aggregate revenue per
+market segment and year (BLOCKING, keyed by segment) -> report (the ranked table, committed as the report step's
+sink result).
 
 DAG param ``fail_once`` (default false): when true, subtask ``aggregate#0`` raises on its first try — an injected
 failure in a late step for the run-time failover demo. Region failover then restarts only aggregate#0's region
@@ -200,7 +201,10 @@ with DAG(
     job.edge("gen_lineitem", "clean_lineitem", exchange="PIPELINED", distribution="POINTWISE")
     job.edge("gen_customer", "join", exchange="BLOCKING", distribution="BROADCAST")
     job.edge("clean_orders", "join", exchange="BLOCKING", partition_by=["o_orderkey"])
-    job.edge("clean_lineitem", "join", exchange="BLOCKING", partition_by=["l_orderkey"])
-    job.edge("join", "aggregate", exchange="BLOCKING", partition_by=["c_mktsegment"])
+    # persist only the columns the consumer reads (one Spark application's optimizer would prune the others)
+    job.edge("clean_lineitem", "join", exchange="BLOCKING", partition_by=["l_orderkey"],
+             columns=["l_orderkey", "revenue"])
+    job.edge("join", "aggregate", exchange="BLOCKING", partition_by=["c_mktsegment"],
+             columns=["o_orderkey", "o_orderdate", "c_custkey", "c_mktsegment", "revenue"])
     job.edge("aggregate", "report", exchange="BLOCKING", distribution="BROADCAST")
     job.render()

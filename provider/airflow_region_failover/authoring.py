@@ -170,6 +170,7 @@ class RegionJob:
         partition_by: list[str] | tuple[str, ...] = (),
         max_parallelism: int = 0,
         cluster_by: list[str] | tuple[str, ...] = (),
+        columns: list[str] | tuple[str, ...] = (),
     ) -> RegionJob:
         """Declare that ``target`` consumes ``source``'s result (checked by :meth:`render`).
 
@@ -178,10 +179,13 @@ class RegionJob:
         distribution defaults to ``BROADCAST`` (every consumer subtask reads every producer partition);
         ``POINTWISE`` pairs consumer and producer subtasks by index. ``cluster_by=["col", ...]`` (BLOCKING only)
         stores the result sorted by those columns in content-defined files: rows unchanged since an earlier run
-        land in byte-identical files (more, smaller objects; see docs/user/writing-jobs.md).
+        land in byte-identical files (more, smaller objects; see docs/user/writing-jobs.md). ``columns=["col", ...]``
+        (BLOCKING only) persists only those columns of what the producer returns — the columns its consumers read
+        (they must include ``partition_by`` and ``cluster_by``); the others are never encoded, uploaded or read.
         """
         self._builder.edge(source, target, exchange=exchange, distribution=distribution, result=result,
-                           partition_by=partition_by, max_parallelism=max_parallelism, cluster_by=cluster_by)
+                           partition_by=partition_by, max_parallelism=max_parallelism, cluster_by=cluster_by,
+                           columns=columns)
         return self
 
     @classmethod
@@ -208,7 +212,7 @@ class RegionJob:
         for edge in graph.edges:
             job.edge(edge.source, edge.target, exchange=edge.exchange, distribution=edge.distribution,
                      result=edge.result, partition_by=edge.partition_by, max_parallelism=edge.max_parallelism,
-                     cluster_by=edge.cluster_by)
+                     cluster_by=edge.cluster_by, columns=edge.columns)
         return job
 
     def graph(self) -> JobGraph:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_region_failover.graph.model import Distribution, Edge, Exchange, JobGraph, Step
 
 
@@ -36,17 +38,22 @@ class JobGraphBuilder:
         partition_by: tuple[str, ...] | list[str] = (),
         max_parallelism: int = 0,
         cluster_by: tuple[str, ...] | list[str] = (),
+        columns: tuple[str, ...] | list[str] = (),
     ) -> JobGraphBuilder:
         """Declare that ``target`` consumes ``source``'s result ``result`` (default ``"<source>-><target>"``);
-        ``distribution`` defaults to ``ALL_TO_ALL`` with ``partition_by`` and to ``BROADCAST`` without."""
+        ``distribution`` defaults to ``ALL_TO_ALL`` with ``partition_by`` and to ``BROADCAST`` without;
+        ``columns`` are those the persisted result keeps (BLOCKING only)."""
         if distribution is None:
             distribution = Distribution.ALL_TO_ALL if partition_by else Distribution.BROADCAST
-        columns = tuple(partition_by) if isinstance(partition_by, (list, tuple)) else partition_by
         self._edges.append(Edge(source, target, exchange, distribution, result or "",  # type: ignore[arg-type]
-                                columns, max_parallelism,
-                                tuple(cluster_by) if isinstance(cluster_by, (list, tuple)) else cluster_by))
+                                _tuple(partition_by), max_parallelism, _tuple(cluster_by), _tuple(columns)))
         return self
 
     def build(self) -> JobGraph:
         """Validate and return the graph; :class:`~.errors.GraphError` names the first offender."""
         return JobGraph.of(self._steps, self._edges)
+
+
+def _tuple(columns: object) -> Any:
+    """A list of column names as a tuple; anything else as given, for validation to name."""
+    return tuple(columns) if isinstance(columns, (list, tuple)) else columns

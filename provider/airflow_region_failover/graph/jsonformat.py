@@ -6,12 +6,13 @@
                 "distribution": "POINTWISE", "result": "rows"},
                {"from": "clean", "to": "join", "exchange": "BLOCKING",
                 "distribution": "ALL_TO_ALL", "partition_by": ["o_orderkey"], "max_parallelism": 128,
-                "cluster_by": ["o_orderdate"]}, ...]}
+                "cluster_by": ["o_orderdate"], "columns": ["o_orderkey", "o_orderdate", "o_total"]}, ...]}
 
 ``parallelism`` (default 1), ``deterministic`` (default false), ``result`` (default ``"<from>-><to>"``),
 ``partition_by`` and ``max_parallelism`` (keyed ``ALL_TO_ALL`` edges only; default 128) are optional;
-``cluster_by`` (BLOCKING edges: sorted, content-defined files) is optional and written only when set, so
-documents without it are unchanged (still version 2); ``distribution`` defaults to ``ALL_TO_ALL`` on an edge with
+``cluster_by`` (BLOCKING edges: sorted, content-defined files) and ``columns`` (BLOCKING edges: the columns the
+persisted result keeps) are optional and written only when set, so documents without them are unchanged (still
+version 2); ``distribution`` defaults to ``ALL_TO_ALL`` on an edge with
 ``partition_by`` and to ``BROADCAST`` otherwise.
 Version 1 (no keys) is still read: its ``ALL_TO_ALL`` (also its default) meant every consumer reads every
 partition whole, and is read as ``BROADCAST`` with a deprecation warning; in version 2 ``ALL_TO_ALL`` without
@@ -33,7 +34,7 @@ READ_VERSIONS = (1, 2)
 _STEP_KEYS = {"id", "parallelism", "deterministic"}
 _EDGE_KEYS = {1: {"from", "to", "exchange", "distribution", "result"},
               2: {"from", "to", "exchange", "distribution", "result", "partition_by", "max_parallelism",
-                  "cluster_by"}}
+                  "cluster_by", "columns"}}
 
 
 def loads(text: str) -> JobGraph:
@@ -83,6 +84,8 @@ def _edge_dict(edge: Edge) -> dict[str, Any]:
         body["max_parallelism"] = edge.max_parallelism
     if edge.cluster_by:
         body["cluster_by"] = list(edge.cluster_by)
+    if edge.columns:
+        body["columns"] = list(edge.columns)
     return body
 
 
@@ -117,6 +120,9 @@ def _edge(raw: object, i: int, version: int) -> Edge:
     cluster_by = doc.get("cluster_by", [])
     if not isinstance(cluster_by, list):
         raise GraphError(f"{where}: cluster_by {cluster_by!r} must be a JSON list of column names")
+    columns = doc.get("columns", [])
+    if not isinstance(columns, list):
+        raise GraphError(f"{where}: columns {columns!r} must be a JSON list of column names")
     default = "ALL_TO_ALL" if version == 1 or partition_by else "BROADCAST"
     distribution = Distribution.parse(doc.get("distribution", default), where=where)
     if version >= 2 and distribution is Distribution.ALL_TO_ALL and not partition_by:
@@ -124,7 +130,7 @@ def _edge(raw: object, i: int, version: int) -> Edge:
                          "exchange: each consumer reads only its keys); for every consumer reading every "
                          "partition whole say \"BROADCAST\"")
     return Edge(doc["from"], doc["to"], Exchange.parse(doc["exchange"], where=where), distribution, result,
-                tuple(partition_by), doc.get("max_parallelism", 0), tuple(cluster_by))
+                tuple(partition_by), doc.get("max_parallelism", 0), tuple(cluster_by), tuple(columns))
 
 
 def _mapping(raw: object, where: str, allowed: set[str]) -> Mapping[str, Any]:

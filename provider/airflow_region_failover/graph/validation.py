@@ -11,7 +11,9 @@ without ``partition_by`` is the deprecated spelling of ``BROADCAST`` (accepted w
 :class:`DistributionDeprecation` warning); the keyed consumers of one result agree on its key, key groups and
 parallelism (one result is cut into subpartitions one way). ``cluster_by`` (non-empty, unique column names)
 only on BLOCKING edges; the edges of one result that declare it agree on it (an edge without it inherits it:
-one result is stored one way). Steps come back in a deterministic topological
+one result is stored one way). ``columns`` (non-empty, unique column names: the columns the persisted result
+keeps) the same, and they include every ``partition_by`` and ``cluster_by`` column of the result's edges (the
+producer cuts and sorts what it keeps). Steps come back in a deterministic topological
 order (ties broken by declaration order), edges with their result names resolved.
 """
 
@@ -41,6 +43,7 @@ def validate(steps: tuple[Step, ...], edges: tuple[Edge, ...]) -> tuple[tuple[St
     _check_results(resolved)
     _check_keyed_results(resolved, steps, declared)
     _check_clustered_results(resolved)
+    _check_kept_columns(resolved)
     order = _topological_order(steps, resolved, declared)
     return tuple(steps[declared[s]] for s in order), resolved
 
@@ -77,11 +80,12 @@ def _check_edge(edge: Edge, declared: dict[str, int], steps: tuple[Step, ...]) -
     except GraphError as exc:
         raise GraphError(f"{where}: {exc}") from None
     edge = replace(edge, exchange=exchange, distribution=distribution, result=result)
-    return _check_cluster(_check_key(edge, where, steps[declared[edge.target]].parallelism), where)
+    return _check_kept(_check_cluster(_check_key(edge, where, steps[declared[edge.target]].parallelism), where),
+                       where)
 
 
 def _column_list(columns: object, option: str, where: str) -> tuple[str, ...]:
-    """A list of distinct, non-empty column names (``partition_by``, ``cluster_by``) as a tuple."""
+    """A list of distinct, non-empty column names (``partition_by``, ``cluster_by``, ``columns``) as a tuple."""
     if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
         raise GraphError(f"{where}: {option}={columns!r} must be a list of column names, e.g. ['customer_id']")
     if any(not isinstance(c, str) or not c.strip() for c in columns) or len(set(columns)) != len(columns):
@@ -110,6 +114,39 @@ def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
                 f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} is already clustered by "
                 f"{list(seen.cluster_by)} on {seen}, here by {list(edge.cluster_by)}; one result is stored one "
                 "way, so declare the same cluster_by (or none) on this edge")
+
+
+def _check_kept(edge: Edge, where: str) -> Edge:
+    """The ``columns`` rules of one edge (module docstring); the edge with them as a tuple."""
+    columns = _column_list(edge.columns, "columns", where)
+    if columns and edge.exchange is not Exchange.BLOCKING:
+        raise GraphError(f"{where}: columns applies to BLOCKING (persisted) results, not {edge.exchange.value}; "
+                         "use exchange='BLOCKING' or drop columns")
+    return replace(edge, columns=columns)
+
+
+def _check_kept_columns(edges: tuple[Edge, ...]) -> None:
+    """The edges of one result that declare ``columns`` declare the same ones, which include every key and
+    cluster column of the result's edges."""
+    kept: dict[str, Edge] = {}
+    for edge in edges:
+        if not edge.columns:
+            continue
+        seen = kept.setdefault(edge.result, edge)
+        if seen.columns != edge.columns:
+            raise GraphError(
+                f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} keeps columns "
+                f"{list(seen.columns)} on {seen}, here {list(edge.columns)}; one result is stored one way, so "
+                "declare the same columns (every consumer's) on each of its edges, or none")
+    for edge in edges:
+        holder = kept.get(edge.result)
+        missing = [] if holder is None else [c for c in (*edge.partition_by, *edge.cluster_by)
+                                             if c not in holder.columns]
+        if holder is not None and missing:
+            raise GraphError(
+                f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} keeps only columns "
+                f"{list(holder.columns)} ({holder}), without {missing[0]!r}, which this edge partitions or "
+                f"clusters by; add {missing[0]!r} to columns")
 
 
 def _check_key(edge: Edge, where: str, consumers: int) -> Edge:

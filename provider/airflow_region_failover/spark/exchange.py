@@ -13,7 +13,10 @@ Rules:
 * a step function returns a DataFrame (every output result gets it), a mapping result name -> DataFrame (a
   default-named result ``"<from>-><to>"`` may also be keyed by the consumer step ``<to>``), or ``None`` when it
   produces nothing. A step without results that returns a DataFrame has it committed as its *sink* result,
-  named like the step.
+  named like the step;
+* a result whose edges declare ``columns`` keeps only those columns of what its producer returned, in that
+  order (:func:`kept_frame`): every output is projected before anything writes it, and a declared column the
+  step did not return is a :class:`StepOutputError` naming it.
 """
 
 from __future__ import annotations
@@ -96,6 +99,31 @@ def clustering_of(graph: JobGraph, result_id: str) -> Clustering | None:
     return None
 
 
+def kept_columns(graph: JobGraph, result_id: str) -> tuple[str, ...]:
+    """The columns ``result_id`` keeps: the ``columns`` of its consumer edges (which agree,
+    :mod:`..graph.validation`), or ``()`` (every column) when none declares them."""
+    for edge in _consumers(graph, result_id):
+        if edge.columns:
+            return edge.columns
+    return ()
+
+
+def kept_frame(graph: JobGraph, step_id: str, result_id: str, frame: DataFrame) -> DataFrame:
+    """``frame`` projected to the columns ``result_id`` keeps (module rule)."""
+    from pyspark.sql import functions as F
+
+    columns = kept_columns(graph, result_id)
+    if not columns:
+        return frame
+    returned = frame.columns
+    missing = [c for c in columns if c not in returned]
+    if missing:
+        raise StepOutputError(f"step {step_id!r}: result {result_id!r} keeps columns {list(columns)}, but the step "
+                              f"returned no column {missing[0]!r} (columns: {', '.join(returned)}); fix columns=[...] "
+                              "on the result's edges or the step's output")
+    return frame.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns])
+
+
 def sink_result(graph: JobGraph, step_id: str) -> Result | None:
     """The implicit BLOCKING result of a step without declared results (``None`` if it declares some)."""
     if graph.outputs(step_id):
@@ -111,7 +139,13 @@ def output_results(graph: JobGraph, step_id: str) -> tuple[Result, ...]:
 
 
 def match_outputs(graph: JobGraph, step_id: str, returned: object) -> dict[str, DataFrame]:
-    """Map what the step function returned onto its results (see the module rule); error names step/result."""
+    """Map what the step function returned onto its results, each projected to the columns it keeps (see the
+    module rule); error names step/result."""
+    return {result: kept_frame(graph, step_id, result, frame)
+            for result, frame in _returned_outputs(graph, step_id, returned).items()}
+
+
+def _returned_outputs(graph: JobGraph, step_id: str, returned: object) -> dict[str, DataFrame]:
     from pyspark.sql import DataFrame
 
     declared = graph.outputs(step_id)

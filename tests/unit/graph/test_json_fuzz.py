@@ -39,7 +39,8 @@ EDGE = st.fixed_dictionaries(
     {"from": field(IDS), "to": field(IDS), "exchange": field(st.sampled_from(["BLOCKING", "pipelined", "X"]))},
     optional={"distribution": field(st.sampled_from(["ALL_TO_ALL", "BROADCAST", "POINTWISE", "all-to-all"])),
               "result": field(st.sampled_from(["r", "s", "a->b", "x/../y"])), "partition_by": field(COLUMNS),
-              "max_parallelism": field(st.integers(min_value=0, max_value=200)), "cluster_by": field(COLUMNS)})
+              "max_parallelism": field(st.integers(min_value=0, max_value=200)), "cluster_by": field(COLUMNS),
+              "columns": field(COLUMNS)})
 DOCUMENT = st.fixed_dictionaries(
     {"version": field(st.sampled_from([1, 2]))},
     optional={"steps": field(st.lists(field(STEP), max_size=4)), "edges": field(st.lists(field(EDGE), max_size=4))})

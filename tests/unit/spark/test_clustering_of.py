@@ -1,9 +1,10 @@
-"""Which results are clustered: the cluster_by of a result's consumer edges (pure: no Spark session)."""
+"""Which results are clustered and which columns they keep: the cluster_by and columns of a result's consumer edges
+(pure: no Spark session)."""
 
 from __future__ import annotations
 
 from airflow_region_failover.graph.builder import JobGraphBuilder
-from airflow_region_failover.spark.exchange import clustering_of, cut_of
+from airflow_region_failover.spark.exchange import clustering_of, cut_of, kept_columns
 from airflow_region_failover.store.clustered import Clustering
 
 
@@ -24,3 +25,13 @@ def test_an_edge_without_cluster_by_inherits_it_from_its_sibling() -> None:
              .edge("p", "d", exchange="BLOCKING", result="events", cluster_by=["day"]).build())
     clustering = clustering_of(graph, "events")
     assert clustering is not None and clustering.cluster_by == ("day",) and "edge p -> d" in clustering.where
+
+
+def test_the_graph_names_the_columns_a_result_keeps_and_a_sibling_inherits_them() -> None:
+    #   p =BLOCKING "events"=> c
+    #     =BLOCKING "events" columns [day, amount]=> d
+    graph = (JobGraphBuilder().step("p").step("c").step("d")
+             .edge("p", "c", exchange="BLOCKING", result="events")
+             .edge("p", "d", exchange="BLOCKING", result="events", columns=["day", "amount"]).build())
+    assert kept_columns(graph, "events") == ("day", "amount")
+    assert kept_columns(graph, "p") == ()  # a sink result keeps everything

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 
 from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
@@ -102,18 +103,25 @@ def _check_cluster(edge: Edge, where: str) -> Edge:
     return replace(edge, cluster_by=columns)
 
 
-def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
-    """The edges of one result that declare ``cluster_by`` declare the same columns."""
+def _agreeing(edges: tuple[Edge, ...], option: str, says: Callable[[Edge, Edge], str]) -> dict[str, Edge]:
+    """The first edge of each result that declares ``option``; another edge of that result declaring something
+    else is a :class:`GraphError` worded by ``says(edge, first)`` (one result is stored one way)."""
     first: dict[str, Edge] = {}
     for edge in edges:
-        if not edge.cluster_by:
+        if not getattr(edge, option):
             continue
         seen = first.setdefault(edge.result, edge)
-        if seen.cluster_by != edge.cluster_by:
-            raise GraphError(
-                f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} is already clustered by "
-                f"{list(seen.cluster_by)} on {seen}, here by {list(edge.cluster_by)}; one result is stored one "
-                "way, so declare the same cluster_by (or none) on this edge")
+        if getattr(seen, option) != getattr(edge, option):
+            raise GraphError(says(edge, seen))
+    return first
+
+
+def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
+    """The edges of one result that declare ``cluster_by`` declare the same columns."""
+    _agreeing(edges, "cluster_by", lambda edge, seen: (
+        f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} is already clustered by "
+        f"{list(seen.cluster_by)} on {seen}, here by {list(edge.cluster_by)}; one result is stored one "
+        "way, so declare the same cluster_by (or none) on this edge"))
 
 
 def _check_kept(edge: Edge, where: str) -> Edge:
@@ -128,16 +136,10 @@ def _check_kept(edge: Edge, where: str) -> Edge:
 def _check_kept_columns(edges: tuple[Edge, ...]) -> None:
     """The edges of one result that declare ``columns`` declare the same ones, which include every key and
     cluster column of the result's edges."""
-    kept: dict[str, Edge] = {}
-    for edge in edges:
-        if not edge.columns:
-            continue
-        seen = kept.setdefault(edge.result, edge)
-        if seen.columns != edge.columns:
-            raise GraphError(
-                f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} keeps columns "
-                f"{list(seen.columns)} on {seen}, here {list(edge.columns)}; one result is stored one way, so "
-                "declare the same columns (every consumer's) on each of its edges, or none")
+    kept = _agreeing(edges, "columns", lambda edge, seen: (
+        f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} keeps columns "
+        f"{list(seen.columns)} on {seen}, here {list(edge.columns)}; one result is stored one way, so "
+        "declare the same columns (every consumer's) on each of its edges, or none"))
     for edge in edges:
         holder = kept.get(edge.result)
         missing = [] if holder is None else [c for c in (*edge.partition_by, *edge.cluster_by)

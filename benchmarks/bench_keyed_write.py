@@ -40,7 +40,9 @@ P = 4
 
 def variants(line_kept: tuple[str, ...]) -> dict[str, tuple[bool, tuple[str, ...] | None, dict[str, str]]]:
     """Name -> (keyed, kept columns or None for all, writer options)."""
-    v2 = {"parquet.writer.version": "v2"}
+    from airflow_region_failover.store.local_write import WRITER_VERSION
+
+    v2 = dict([WRITER_VERSION])
     return {"unkeyed": (False, None, {}), "keyed": (True, None, {}),
             "keyed, no dictionary": (True, None, {"parquet.enable.dictionary": "false"}),
             "keyed, kept columns": (True, line_kept, {}), "keyed, kept columns, format 2": (True, line_kept, v2)}

@@ -24,6 +24,7 @@ from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
 from tests.support.spark import embedded_session
+from tests.support.store import on_server
 
 pytestmark = pytest.mark.integration
 
@@ -44,8 +45,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture
 def store(s3_server: S3Endpoint) -> ResultStore:
-    return ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
-                                     s3_server.bucket, prefix=f"kept-{secrets.token_hex(4)}")
+    return on_server(s3_server, f"kept-{secrets.token_hex(4)}")
 
 
 def produce(spark: Any, store: ResultStore, columns: tuple[str, ...], run_id: str) -> Any:

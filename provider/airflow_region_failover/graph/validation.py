@@ -23,6 +23,7 @@ import heapq
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from airflow_region_failover.graph.elements import Distribution, Edge, Exchange, Step
 from airflow_region_failover.graph.errors import GraphError
@@ -81,8 +82,8 @@ def _check_edge(edge: Edge, declared: dict[str, int], steps: tuple[Step, ...]) -
     except GraphError as exc:
         raise GraphError(f"{where}: {exc}") from None
     edge = replace(edge, exchange=exchange, distribution=distribution, result=result)
-    return _check_kept(_check_cluster(_check_key(edge, where, steps[declared[edge.target]].parallelism), where),
-                       where)
+    edge = _check_key(edge, where, steps[declared[edge.target]].parallelism)
+    return _check_persisted_columns(_check_persisted_columns(edge, "cluster_by", where), "columns", where)
 
 
 def _column_list(columns: object, option: str, where: str) -> tuple[str, ...]:
@@ -94,13 +95,15 @@ def _column_list(columns: object, option: str, where: str) -> tuple[str, ...]:
     return tuple(columns)
 
 
-def _check_cluster(edge: Edge, where: str) -> Edge:
-    """The ``cluster_by`` rules of the module docstring; the edge with it as a tuple."""
-    columns = _column_list(edge.cluster_by, "cluster_by", where)
+def _check_persisted_columns(edge: Edge, option: str, where: str) -> Edge:
+    """The per-edge rules of ``cluster_by`` and ``columns`` (module docstring): a column list on a BLOCKING edge
+    only; the edge with it as a tuple."""
+    columns = _column_list(getattr(edge, option), option, where)
     if columns and edge.exchange is not Exchange.BLOCKING:
-        raise GraphError(f"{where}: cluster_by applies to BLOCKING (persisted) results, not "
-                         f"{edge.exchange.value}; use exchange='BLOCKING' or drop cluster_by")
-    return replace(edge, cluster_by=columns)
+        raise GraphError(f"{where}: {option} applies to BLOCKING (persisted) results, not "
+                         f"{edge.exchange.value}; use exchange='BLOCKING' or drop {option}")
+    changes: dict[str, Any] = {option: columns}
+    return replace(edge, **changes)
 
 
 def _agreeing(edges: tuple[Edge, ...], option: str, says: Callable[[Edge, Edge], str]) -> dict[str, Edge]:
@@ -122,15 +125,6 @@ def _check_clustered_results(edges: tuple[Edge, ...]) -> None:
         f"edge {edge.source!r} -> {edge.target!r}: result {edge.result!r} is already clustered by "
         f"{list(seen.cluster_by)} on {seen}, here by {list(edge.cluster_by)}; one result is stored one "
         "way, so declare the same cluster_by (or none) on this edge"))
-
-
-def _check_kept(edge: Edge, where: str) -> Edge:
-    """The ``columns`` rules of one edge (module docstring); the edge with them as a tuple."""
-    columns = _column_list(edge.columns, "columns", where)
-    if columns and edge.exchange is not Exchange.BLOCKING:
-        raise GraphError(f"{where}: columns applies to BLOCKING (persisted) results, not {edge.exchange.value}; "
-                         "use exchange='BLOCKING' or drop columns")
-    return replace(edge, columns=columns)
 
 
 def _check_kept_columns(edges: tuple[Edge, ...]) -> None:

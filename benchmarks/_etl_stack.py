@@ -131,6 +131,18 @@ def kind_of(cmdline: list[str], root_kind: str) -> str:
     return "Python workers" if "pyspark.daemon" in text or "pyspark.worker" in text else root_kind
 
 
+ROLES = (("supervisor", "task supervisor"), ("task runner", "task runner"), ("LocalExecutor", "executor worker"),
+         ("dag-processor", "DAG processor"), ("dag_processor", "DAG processor"), ("api-server", "API server"),
+         ("api_server", "API server"), ("triggerer", "triggerer"), ("scheduler", "scheduler"))
+"""Words of an Airflow process's title -> its role, first match wins (the task processes retitle themselves)."""
+
+
+def role_of(cmdline: list[str]) -> str:
+    """The role of an Airflow process by its title (:data:`ROLES`); else its first two words."""
+    text = " ".join(cmdline)
+    return next((role for word, role in ROLES if word in text), " ".join(text.split()[:2])[:40] or "?")
+
+
 @dataclass
 class CpuSampler:
     """CPU seconds by kind of the processes under ``roots`` (module rule); a context manager."""
@@ -138,6 +150,7 @@ class CpuSampler:
     roots: dict[int, str] = field(default_factory=dict)  # pid -> the kind of the processes under it
     interval: float = 0.5
     _seen: dict[tuple[int, float], tuple[str, float]] = field(default_factory=dict)
+    _roles: dict[tuple[int, float], str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -180,10 +193,22 @@ class CpuSampler:
                         key = (proc.pid, proc.create_time())
                         times = proc.cpu_times()
                         kind = self._seen[key][0] if key in self._seen else kind_of(proc.cmdline(), root_kind)
+                        role = role_of(proc.cmdline()) if kind == "Airflow" else kind
                 except psutil.Error:
                     continue
                 with self._lock:
                     self._seen[key] = (kind, times.user + times.system)
+                    self._roles[key] = role  # the last title seen: a forked task process retitles itself
+
+    def roles(self) -> dict[str, float]:
+        """Airflow's CPU seconds so far by the role of its processes (:func:`role_of`)."""
+        with self._lock:
+            seen = [(self._roles.get(key, kind), seconds) for key, (kind, seconds) in self._seen.items()
+                    if kind == "Airflow"]
+        out: dict[str, float] = {}
+        for role, seconds in seen:
+            out[role] = out.get(role, 0.0) + seconds
+        return out
 
     def totals(self) -> dict[str, float]:
         """CPU seconds by kind so far."""
@@ -198,6 +223,11 @@ class CpuSampler:
 def since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """CPU seconds by kind between two :meth:`CpuSampler.totals`."""
     return {kind: round(after.get(kind, 0.0) - before.get(kind, 0.0), 1) for kind in KINDS}
+
+
+def since_roles(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Airflow's CPU seconds by role between two :meth:`CpuSampler.roles`."""
+    return {role: round(after[role] - before.get(role, 0.0), 1) for role in after}
 
 
 class EtlStack:

@@ -42,6 +42,7 @@ from _etl_stack import (
     parse_sizes,
     run_on,
     since,
+    since_roles,
     size_of,
     stack_from,
     write_json,
@@ -131,9 +132,10 @@ def task_table(tasks: dict[str, TaskTry], run_started: float) -> str:
 
 def run_ours(stack: Any, api: Any, dag_id: str, salt: int, timeout: float) -> dict[str, Any]:
     """One ours run without failure: wall, CPU by kind, its tasks and the bytes it committed and read."""
-    before = stack.cpu.totals()
+    before, roles = stack.cpu.totals(), stack.cpu.roles()
     run = run_airflow(api, dag_id, False, timeout, salt)
     run["cpu"] = since(before, stack.cpu.totals())
+    run["airflow_roles"] = since_roles(roles, stack.cpu.roles())
     info = api.dag_run(dag_id, run["run_id"])
     run["run_started"], run["run_ended"] = _ts(info["start_date"]), _ts(info["end_date"])
     run["tasks"] = tasks_of(api, dag_id, run["run_id"])
@@ -145,10 +147,11 @@ def run_ours(stack: Any, api: Any, dag_id: str, salt: int, timeout: float) -> di
 
 def run_app_measured(stack: Any, size: dict[str, Any], salt: int, procs: list[Any]) -> dict[str, Any]:
     """One (a) run without failure: wall, CPU by kind (its client process counted as ``app``), breakdown."""
-    before = stack.cpu.totals()
+    before, roles = stack.cpu.totals(), stack.cpu.roles()
     run = run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
                   salt, watch=lambda pid: stack.cpu.watch(pid, "app"))
     run["cpu"] = since(before, stack.cpu.totals())
+    run["airflow_roles"] = since_roles(roles, stack.cpu.roles())
     line = Timeline.from_json(run["timeline"])
     run["breakdown"] = app_breakdown(line, run["ended"])
     return run
@@ -173,6 +176,12 @@ def report_size(size: dict[str, Any], ours: list[dict[str, Any]], apps: list[dic
             cpu = run["cpu"]
             print(f"| {name} | {run['wall_s']:.1f} | " + " | ".join(f"{cpu[k]:.1f}" for k in KINDS)
                   + f" | {sum(cpu.values()):.1f} |")
+    print("\n### Airflow's CPU seconds by process role\n")
+    names = sorted({r for run in (*ours, *apps) for r in run["airflow_roles"]})
+    print("| run | " + " | ".join(names) + " |\n|---" + "|---:" * len(names) + "|")
+    for name, runs in (("ours", ours), ("(a)", apps)):
+        for run in runs:
+            print(f"| {name} | " + " | ".join(f"{run['airflow_roles'].get(r, 0.0):.1f}" for r in names) + " |")
     overheads = [o for run in ours for t in run["tasks"].values() if (o := overhead(t)) is not None]
     if overheads:
         print(f"\nstep task overhead (start -> first Spark job + last write -> end): median "

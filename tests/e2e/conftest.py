@@ -97,17 +97,29 @@ class E2E:
     def final_state(self, dag_id: str, run_id: str, timeout: float = 900.0, grace: float = 15.0) -> str:
         """Wait for a terminal state that stays: a run can show ``failed`` for a moment before the restart's
         clear puts it back to ``running`` (the scheduler marks it failed when every task is done). A failed run
-        whose decision log still has an open decision is not final: the decision's clear is still to come."""
+        whose decision log still has an open decision is not final: the decision's clear is still to come. Another
+        state is final once it stays ``grace`` seconds (polled: a run put back to ``running`` is waited for again at
+        once)."""
         deadline = time.monotonic() + timeout
         while True:
             state = self.api.wait_for_run(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
             if state == "success":
                 return state
-            time.sleep(grace)
+            stays = self._stays(dag_id, run_id, state, grace)
             if time.monotonic() > deadline:
                 return state
-            if self.api.dag_run(dag_id, run_id)["state"] == state and not self._restart_due(dag_id, run_id):
+            if stays and not self._restart_due(dag_id, run_id):
                 return state
+
+    def _stays(self, dag_id: str, run_id: str, state: str, seconds: float) -> bool:
+        """Whether the run still has ``state`` after ``seconds`` (asked every half second: ``False`` at the first
+        change)."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            time.sleep(0.5)
+            if self.api.dag_run(dag_id, run_id)["state"] != state:
+                return False
+        return True
 
     def _restart_due(self, dag_id: str, run_id: str) -> bool:
         """Whether the run has a decision not applied yet (``False`` for a stack without decision logs)."""

@@ -18,10 +18,12 @@ READER = r"""
 import datetime, decimal, json, sys
 from pyspark.sql import SparkSession
 cfg = json.loads(sys.stdin.readline())
-builder = (SparkSession.builder.master("local[1]").appName("delta-reader")
+builder = (SparkSession.builder.master("local[2]").appName("delta-reader")
            .config("spark.jars", cfg["jars"])
            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-           .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+           .config("spark.sql.shuffle.partitions", "2")
+           # Delta rebuilds each version's snapshot with a Spark job of 50 partitions unless told: 2 for these tables
+           .config("spark.databricks.delta.snapshotPartitions", "2").config("spark.sql.session.timeZone", "UTC")
            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
 for key, value in cfg["s3a"].items():

@@ -10,6 +10,7 @@ kills it if it does not exit within a grace period. The class is a context manag
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -144,12 +146,20 @@ class SeaweedFS:
         return endpoint
 
     def outage(self, seconds: float) -> None:
-        """Take the server away for ``seconds`` (SIGKILL, as a crash or a network partition), then bring it back
-        on the same ports, credentials and data: what clients see as a transient S3 outage."""
+        """Take the server away for ``seconds``, then bring it back (:meth:`down`)."""
+        with self.down():
+            time.sleep(seconds)
+
+    @contextlib.contextmanager
+    def down(self) -> Iterator[None]:
+        """The server away for the block (SIGKILL, as a crash or a network partition), then back on the same
+        ports, credentials and data: what clients see as a transient S3 outage."""
         endpoint = self.endpoint
         self.kill()
-        time.sleep(seconds)
-        self._launch(endpoint)
+        try:
+            yield
+        finally:
+            self._launch(endpoint)
 
     def _write_identity(self, access_key: str, secret_key: str) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

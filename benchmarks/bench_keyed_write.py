@@ -13,7 +13,10 @@ most ``--records`` rows), then read back with Spark's reader and a hash-sum of e
 * ``keyed, no dictionary``: the same with ``parquet.enable.dictionary=false``;
 * ``keyed, kept columns``: only the columns the ETL's consumer reads (``columns=[...]``: line items' ``l_orderkey``
   and ``revenue``), format 1;
-* ``keyed, kept columns, format 2``: the same in format-2 pages (``WRITER_VERSION``: the store from ``030b5c1``).
+* ``keyed, kept columns, format 2``: the same in format-2 pages (``WRITER_VERSION``: the store from ``030b5c1``);
+* ``unkeyed, kept columns, format 2``: those columns and pages without the cut (what the keyed write costs beyond);
+* ``sorted, kept columns, format 2``: the keyed write as Spark plans it by default (a sort by the subpartition,
+  one open writer per task: the store before ``bf86e4c``).
 
 Printed per variant and round: the write's wall and JVM CPU seconds (``/proc`` of the driver JVM), the bytes
 written, the read-back's JVM CPU seconds; then the median of every figure over the rounds after the first (the
@@ -38,14 +41,21 @@ DAGS = _repo_path.ROOT / "dags"
 P = 4
 
 
-def variants(line_kept: tuple[str, ...]) -> dict[str, tuple[bool, tuple[str, ...] | None, dict[str, str]]]:
-    """Name -> (keyed, kept columns or None for all, writer options)."""
+Spec = tuple[str, tuple[str, ...] | None, dict[str, str]]
+"""How a variant writes: ``unkeyed``, ``keyed`` (the store's concurrent writers) or ``sorted`` (Spark's planned
+write: a sort by the subpartition, one writer at a time); the kept columns (None: all); writer options."""
+
+
+def variants(line_kept: tuple[str, ...]) -> dict[str, Spec]:
+    """Name -> :data:`Spec`."""
     from airflow_region_failover.store.local_write import WRITER_VERSION
 
     v2 = dict([WRITER_VERSION])
-    return {"unkeyed": (False, None, {}), "keyed": (True, None, {}),
-            "keyed, no dictionary": (True, None, {"parquet.enable.dictionary": "false"}),
-            "keyed, kept columns": (True, line_kept, {}), "keyed, kept columns, format 2": (True, line_kept, v2)}
+    return {"unkeyed": ("unkeyed", None, {}), "keyed": ("keyed", None, {}),
+            "keyed, no dictionary": ("keyed", None, {"parquet.enable.dictionary": "false"}),
+            "keyed, kept columns": ("keyed", line_kept, {}), "keyed, kept columns, format 2": ("keyed", line_kept, v2),
+            "unkeyed, kept columns, format 2": ("unkeyed", line_kept, v2),
+            "sorted, kept columns, format 2": ("sorted", line_kept, v2)}
 
 
 def jvm_cpu(pid: int) -> float:
@@ -54,21 +64,20 @@ def jvm_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def write_once(spark: Any, df: Any, key: str, spec: tuple[bool, tuple[str, ...] | None, dict[str, str]],
-               out: Path, records: int) -> dict[str, float]:
+def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: int) -> dict[str, float]:
     """One write of ``df`` as ``spec`` says into ``out``, and its read-back: the figures of one round."""
     from airflow_region_failover.store.local_write import TIMESTAMPS, keyed_settings
     from airflow_region_failover.store.parquet import Cut
     from airflow_region_failover.store.s3a import session_settings
 
-    keyed, kept, options = spec
+    how, kept, options = spec
     frame = df.select(*kept) if kept else df
-    frame = Cut((key,), 128, P).tag(frame) if keyed else frame
+    frame = frame if how == "unkeyed" else Cut((key,), 128, P).tag(frame)
     writer = frame.write.option("maxRecordsPerFile", str(records))
     for name, value in options.items():
         writer = writer.option(name, value)
-    settings = [TIMESTAMPS, *(keyed_settings(P) if keyed else [])]
-    if keyed:
+    settings = [TIMESTAMPS, *(keyed_settings(P) if how == "keyed" else [])]
+    if how != "unkeyed":
         writer = writer.partitionBy(frame.columns[-1])
     shutil.rmtree(out, ignore_errors=True)
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()

@@ -131,10 +131,12 @@ def kind_of(cmdline: list[str], root_kind: str) -> str:
     return "Python workers" if "pyspark.daemon" in text or "pyspark.worker" in text else root_kind
 
 
-ROLES = (("supervisor", "task supervisor"), ("task runner", "task runner"), ("LocalExecutor", "executor worker"),
+ROLES = (("LocalExecutor", "executor worker"), ("supervisor", "task supervisor"), ("airflow worker --", "task process"),
          ("dag-processor", "DAG processor"), ("dag_processor", "DAG processor"), ("api-server", "API server"),
          ("api_server", "API server"), ("triggerer", "triggerer"), ("scheduler", "scheduler"))
-"""Words of an Airflow process's title -> its role, first match wins (the task processes retitle themselves)."""
+"""Words of an Airflow process's title -> its role, first match wins. Airflow retitles its processes: a
+LocalExecutor worker (which supervises its tasks) ``airflow worker -- LocalExecutor: ...``, a Celery task's
+supervisor ``airflow task supervisor: ...``, the task process it forks ``airflow worker -- <task instance id>``."""
 
 
 def role_of(cmdline: list[str]) -> str:

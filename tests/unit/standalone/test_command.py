@@ -148,3 +148,17 @@ def test_every_secret_is_0600_from_its_first_byte(tmp_path: Path, monkeypatch: p
 def test_the_home_is_its_owners_only(started: dict[str, Any]) -> None:
     start(started)
     assert stat.S_IMODE(started["home"].stat().st_mode) == 0o700
+
+
+def test_a_second_start_on_the_same_home_keeps_the_admin_password(tmp_path: Path) -> None:
+    """The log-in survives a restart: the password is made once, kept 0600 in the home, and read back by the next
+    ``Standalone`` on that home (the e2e of the second start is an ``extended`` scenario)."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    first = command.Standalone(tmp_path, home, 0)._password()
+    again = command.Standalone(tmp_path, home, 0)._password()
+    assert first and again == first == (home / "admin-password").read_text().strip()
+    assert stat.S_IMODE((home / "admin-password").stat().st_mode) == 0o600
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    assert command.Standalone(tmp_path, other, 0)._password() != first

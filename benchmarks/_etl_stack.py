@@ -145,14 +145,17 @@ def role_of(cmdline: list[str]) -> str:
     return next((role for word, role in ROLES if word in text), " ".join(text.split()[:2])[:40] or "?")
 
 
+Mark = tuple[dict[str, float], dict[str, float]]
+"""CPU seconds by kind and Airflow's by role (:meth:`CpuSampler.mark`)."""
+
+
 @dataclass
 class CpuSampler:
     """CPU seconds by kind of the processes under ``roots`` (module rule); a context manager."""
 
     roots: dict[int, str] = field(default_factory=dict)  # pid -> the kind of the processes under it
     interval: float = 0.5
-    _seen: dict[tuple[int, float], tuple[str, float]] = field(default_factory=dict)
-    _roles: dict[tuple[int, float], str] = field(default_factory=dict)
+    _seen: dict[tuple[int, float], tuple[str, str, float]] = field(default_factory=dict)  # kind, role, CPU s
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -193,43 +196,44 @@ class CpuSampler:
                 try:
                     with proc.oneshot():
                         key = (proc.pid, proc.create_time())
-                        times = proc.cpu_times()
-                        kind = self._seen[key][0] if key in self._seen else kind_of(proc.cmdline(), root_kind)
-                        role = role_of(proc.cmdline()) if kind == "Airflow" else kind
+                        times, cmdline = proc.cpu_times(), proc.cmdline()
+                        kind = self._seen[key][0] if key in self._seen else kind_of(cmdline, root_kind)
+                        role = role_of(cmdline) if kind == "Airflow" else kind  # the title now: tasks retitle
                 except psutil.Error:
                     continue
                 with self._lock:
-                    self._seen[key] = (kind, times.user + times.system)
-                    self._roles[key] = role  # the last title seen: a forked task process retitles itself
+                    self._seen[key] = (kind, role, times.user + times.system)
+
+    def _summed(self, name: Callable[[str, str], str | None]) -> dict[str, float]:
+        """CPU seconds so far summed by ``name(kind, role)`` of each process (``None``: not counted)."""
+        with self._lock:
+            seen = list(self._seen.values())
+        out: dict[str, float] = {}
+        for kind, role, seconds in seen:
+            if (key := name(kind, role)) is not None:
+                out[key] = out.get(key, 0.0) + seconds
+        return out
 
     def roles(self) -> dict[str, float]:
         """Airflow's CPU seconds so far by the role of its processes (:func:`role_of`)."""
-        with self._lock:
-            seen = [(self._roles.get(key, kind), seconds) for key, (kind, seconds) in self._seen.items()
-                    if kind == "Airflow"]
-        out: dict[str, float] = {}
-        for role, seconds in seen:
-            out[role] = out.get(role, 0.0) + seconds
-        return out
+        return self._summed(lambda kind, role: role if kind == "Airflow" else None)
 
     def totals(self) -> dict[str, float]:
-        """CPU seconds by kind so far."""
-        with self._lock:
-            seen = list(self._seen.values())
-        out = dict.fromkeys(KINDS, 0.0)
-        for kind, seconds in seen:
-            out[kind] += seconds
-        return out
+        """CPU seconds by kind so far (every kind of :data:`KINDS`)."""
+        return {**dict.fromkeys(KINDS, 0.0), **self._summed(lambda kind, role: kind)}
+
+    def mark(self) -> Mark:
+        """CPU seconds so far by kind and Airflow's by role: what :meth:`since` subtracts."""
+        return self.totals(), self.roles()
+
+    def since(self, mark: Mark) -> Mark:
+        """CPU seconds by kind (every kind of :data:`KINDS`) and Airflow's by role since ``mark``."""
+        (kinds, roles), (kinds_now, roles_now) = mark, self.mark()
+        return _minus(kinds_now, kinds), _minus(roles_now, roles)
 
 
-def since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """CPU seconds by kind between two :meth:`CpuSampler.totals`."""
-    return {kind: round(after.get(kind, 0.0) - before.get(kind, 0.0), 1) for kind in KINDS}
-
-
-def since_roles(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Airflow's CPU seconds by role between two :meth:`CpuSampler.roles`."""
-    return {role: round(after[role] - before.get(role, 0.0), 1) for role in after}
+def _minus(now: dict[str, float], then: dict[str, float]) -> dict[str, float]:
+    return {name: round(seconds - then.get(name, 0.0), 1) for name, seconds in now.items()}
 
 
 class EtlStack:

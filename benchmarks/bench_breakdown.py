@@ -41,8 +41,6 @@ from _etl_stack import (
     add_stack_arguments,
     parse_sizes,
     run_on,
-    since,
-    since_roles,
     size_of,
     stack_from,
     write_json,
@@ -132,10 +130,9 @@ def task_table(tasks: dict[str, TaskTry], run_started: float) -> str:
 
 def run_ours(stack: Any, api: Any, dag_id: str, salt: int, timeout: float) -> dict[str, Any]:
     """One ours run without failure: wall, CPU by kind, its tasks and the bytes it committed and read."""
-    before, roles = stack.cpu.totals(), stack.cpu.roles()
+    mark = stack.cpu.mark()
     run = run_airflow(api, dag_id, False, timeout, salt)
-    run["cpu"] = since(before, stack.cpu.totals())
-    run["airflow_roles"] = since_roles(roles, stack.cpu.roles())
+    run["cpu"], run["airflow_roles"] = stack.cpu.since(mark)
     info = api.dag_run(dag_id, run["run_id"])
     run["run_started"], run["run_ended"] = _ts(info["start_date"]), _ts(info["end_date"])
     run["tasks"] = tasks_of(api, dag_id, run["run_id"])
@@ -147,11 +144,10 @@ def run_ours(stack: Any, api: Any, dag_id: str, salt: int, timeout: float) -> di
 
 def run_app_measured(stack: Any, size: dict[str, Any], salt: int, procs: list[Any]) -> dict[str, Any]:
     """One (a) run without failure: wall, CPU by kind (its client process counted as ``app``), breakdown."""
-    before, roles = stack.cpu.totals(), stack.cpu.roles()
+    mark = stack.cpu.mark()
     run = run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
                   salt, watch=lambda pid: stack.cpu.watch(pid, "app"))
-    run["cpu"] = since(before, stack.cpu.totals())
-    run["airflow_roles"] = since_roles(roles, stack.cpu.roles())
+    run["cpu"], run["airflow_roles"] = stack.cpu.since(mark)
     line = Timeline.from_json(run["timeline"])
     run["breakdown"] = app_breakdown(line, run["ended"])
     return run

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.standalone.airflow_stack import AirflowStack
+from tests.e2e.scenarios import state_stays
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 E2E_DAGS = Path(__file__).parent / "dags"
@@ -105,21 +106,11 @@ class E2E:
             state = self.api.wait_for_run(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
             if state == "success":
                 return state
-            stays = self._stays(dag_id, run_id, state, grace)
+            stays = state_stays(self.api, dag_id, run_id, state, grace)
             if time.monotonic() > deadline:
                 return state
             if stays and not self._restart_due(dag_id, run_id):
                 return state
-
-    def _stays(self, dag_id: str, run_id: str, state: str, seconds: float) -> bool:
-        """Whether the run still has ``state`` after ``seconds`` (asked every half second: ``False`` at the first
-        change)."""
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
-            time.sleep(0.5)
-            if self.api.dag_run(dag_id, run_id)["state"] != state:
-                return False
-        return True
 
     def _restart_due(self, dag_id: str, run_id: str) -> bool:
         """Whether the run has a decision not applied yet (``False`` for a stack without decision logs)."""

@@ -1,5 +1,5 @@
 """What the end-to-end scenarios share: the e2e DAG's expected output, and how a test reads tries, committed
-attempts, decisions and restart reasons of a run (on either stack).
+attempts, decisions and restart reasons of a run, and whether its state stays (on either stack).
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_*: a -PIPELINED POINTWISE-> b -BLOCKING ALL_TO_ALL-> c
     a#1 -> b#1 ==+==> c#1 ==> d#1                  -BLOCKING POINTWISE-> d; plus an unconnected side#0
@@ -10,6 +10,7 @@ a -> b is chained: tasks ``a.b.0`` and ``a.b.1`` run a#i and b#i (a failure of e
 from __future__ import annotations
 
 import runpy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,14 @@ def _runs(e2e: Any, dag_id: str, run_type: str) -> list[dict[str, Any]]:
     """The DAG's runs of one type (``scheduled``, ``backfill``, ``manual``), oldest logical date first."""
     runs = e2e.api.get(f"/dags/{dag_id}/dagRuns", run_type=[run_type], order_by="logical_date")["dag_runs"]
     return list(runs)
+
+
+def state_stays(api: Any, dag_id: str, run_id: str, state: str, seconds: float) -> bool:
+    """Whether the run still has ``state`` after ``seconds`` (asked every half second: ``False`` at the first change,
+    such as a failed run put back to ``running`` by the restart's clear)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        time.sleep(0.5)
+        if api.dag_run(dag_id, run_id)["state"] != state:
+            return False
+    return True

@@ -25,6 +25,7 @@ import pytest
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials
 from airflow_region_failover.standalone.processes import MARKER, marked
+from tests.e2e.scenarios import state_stays
 from tests.support.readme import readme_dag
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -76,10 +77,7 @@ def _final_state(api: AirflowRestClient, run_id: str, timeout: float = 600.0) ->
         state = api.wait_for_run(DAG_ID, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
         if state == "success" or time.monotonic() > deadline:
             return state
-        stays_until = time.monotonic() + 15
-        while time.monotonic() < stays_until and api.dag_run(DAG_ID, run_id)["state"] == state:
-            time.sleep(0.5)
-        if time.monotonic() >= stays_until:
+        if state_stays(api, DAG_ID, run_id, state, 15.0):
             return state
 
 

@@ -5,7 +5,9 @@ the server is ready once it listens on every one of them itself (another process
 :func:`~.processes.ours_listening`) and S3 answers;
 credentials are random per server and written to an S3 identity file (0600) inside the data directory; the bucket
 is created before :meth:`SeaweedFS.start` returns; :meth:`SeaweedFS.stop` terminates the whole process group and
-kills it if it does not exit within a grace period. The class is a context manager.
+kills it if it does not exit within a grace period. The class is a context manager. Everything weed writes stays in
+its data directory (its log, its local sockets). It refuses to start on a disk where it could not take ``min_room``
+more bytes before weed makes its volumes read-only (:func:`room_before_read_only`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ _PORT_FLAGS = (
 )
 _UNUSED_PORTS = ("admin.port",)
 
+# weed's volume server marks every volume read-only while the disk under its -dir has less free space than
+# -minFreeSpace ("Low disk space will mark all volumes as ReadOnly", weed volume -h): 1 % of the disk by default,
+# which `weed mini` has no flag to change. Every S3 write then fails with InternalError ("No writable volumes and no
+# free volumes left"). weed counts free space as unprivileged users see it (statvfs f_bavail), as shutil does.
+READ_ONLY_BELOW_FRACTION = 0.01
+MIN_ROOM = 512 * 2**20
+
 
 @dataclass(frozen=True)
 class S3Endpoint:
@@ -92,6 +101,29 @@ def weed_binary() -> str:
     return found
 
 
+def room_before_read_only(path: str | os.PathLike[str]) -> int:
+    """Bytes that can still be written on the disk holding ``path`` before weed makes every volume on it read-only
+    (negative once past that mark)."""
+    usage = shutil.disk_usage(path)
+    return usage.free - int(usage.total * READ_ONLY_BELOW_FRACTION)
+
+
+class DiskTooFull(OSError):
+    """The disk under the data directory has too little room before weed's read-only mark."""
+
+
+def require_room(path: Path, need: int) -> None:
+    """Raise :class:`DiskTooFull`, naming the disk, the room and the fix, when fewer than ``need`` bytes can be
+    written under ``path`` before weed's read-only mark."""
+    room, total = room_before_read_only(path), shutil.disk_usage(path).total
+    if room < need:
+        raise DiskTooFull(
+            f"SeaweedFS needs {need / 2**30:.1f} GiB free on the disk of {path} beyond the "
+            f"{READ_ONLY_BELOW_FRACTION:.0%} of it ({total * READ_ONLY_BELOW_FRACTION / 2**30:.1f} GiB) below which "
+            f"weed makes every volume read-only and each S3 write fails; it has {room / 2**30:.1f} GiB. Free space "
+            f"on that disk, or put the data directory (TMPDIR for tests and the demo) on a disk with more room.")
+
+
 class SeaweedFS:
     """One ``weed mini`` server on loopback with a private data directory and one bucket."""
 
@@ -101,8 +133,10 @@ class SeaweedFS:
         data_dir: str | os.PathLike[str] | None = None,
         *,
         startup_timeout: float = 30.0,
+        min_room: int = MIN_ROOM,
     ) -> None:
         self.bucket = bucket
+        self.min_room = min_room
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="seaweedfs-"))
         self.startup_timeout = startup_timeout
@@ -123,7 +157,10 @@ class SeaweedFS:
         return self._process.pid if self._process else None
 
     def start(self, attempts: int = 3) -> S3Endpoint:
-        """Start the server, wait until S3 answers and create the bucket. Retries with new ports on a clash."""
+        """Start the server, wait until S3 answers and create the bucket. Retries with new ports on a clash.
+        Raises :class:`DiskTooFull` first when its disk has less than ``min_room`` before weed's read-only mark."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        require_room(self.data_dir, self.min_room)
         return start_with_retries(self._start_once, self.stop, "SeaweedFS", attempts)
 
     def _start_once(self) -> S3Endpoint:
@@ -172,8 +209,12 @@ class SeaweedFS:
         data = self.data_dir / "data"
         data.mkdir(exist_ok=True)
         ports = [f"-{flag}={port}" for flag, port in self._ports.items()]
-        return [weed_binary(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                *ports, "-s3.port.iceberg=0", "-s3.port.lance=0", "-admin.ui=false", "-webdav=false",
+        sockets = [f"-{name}.localSocket={self.data_dir / (name + '.sock')}" for name in ("s3", "filer")]
+        if any(len(flag) - flag.index("=") > 100 for flag in sockets):  # a Unix socket path holds 107 bytes
+            sockets = []  # weed's default, /tmp/seaweedfs-<name>-<port>.sock
+        # -logtostderr: glog writes to our weed.log only, not also files of its own under /tmp
+        return [weed_binary(), "-logtostderr", "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                *ports, *sockets, "-s3.port.iceberg=0", "-s3.port.lance=0", "-admin.ui=false", "-webdav=false",
                 f"-s3.config={config}"]
 
     def _wait_ready(self, endpoint: S3Endpoint) -> None:

@@ -14,6 +14,9 @@ subtasks. For each consumer parallelism P:
   P <= ``--broadcast-max`` only (it reads P times the data); above, its read amplification is P by construction;
 * **spark**: the same rows, ``repartition(P, "k")`` and the same aggregation in one Spark application (Spark's
   own shuffle, to local disk);
+* **keyed through partitionBy**: the producers' keyed write again, with the session's keyed writer passed over
+  (:func:`~airflow_region_failover.store.keyed_writer.passed_over`): what the produce side cost before it; the
+  objects must be the same;
 * **floor** (issue 22): Spark's own shuffle of the same rows plus a raw upload and a raw download of the keyed
   exchange's committed bytes to the same server (boto3, one PUT/GET per object on 2 threads, from and to memory),
   all measured in the same run: what a durable exchange cannot avoid. ``keyed_over_floor`` = keyed / floor
@@ -45,7 +48,7 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore
+from airflow_region_failover.store import Manifest, ResultStore, keyed_writer
 from airflow_region_failover.store.parquet import Cut
 
 MB = 1024 * 1024
@@ -168,6 +171,15 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
     out["produce_keyed_s"], manifests = timed(lambda: produce(store, spark, total, run, Cut(("k",), 128,
                                                                                             parallelism)))
     committed = sum(m.total_bytes for m in manifests)
+    # the same keyed write through Spark's partitionBy (the store before the keyed writer), into a prefix of its own:
+    # the objects are the same, so in this one they would all be reused
+    other = ResultStore(replace(store.config, prefix=f"{store.config.prefix}-partition-by"),
+                        client=store.objects.client)
+    with keyed_writer.passed_over(spark):
+        out["produce_partition_by_s"], again = timed(lambda: produce(
+            other, spark, total, run, Cut(("k",), 128, parallelism)))
+    if [m.objects for m in again] != [m.objects for m in manifests]:
+        raise AssertionError("the keyed writer and partitionBy committed different objects")
     io = StoreIO(store)
     out["consume_keyed_s"], keyed_groups = timed(lambda: consume_keyed(io, spark, run, parallelism))
     out.update(committed_mb=committed / MB, keyed_read_mb=io.reads.bytes / MB,
@@ -197,8 +209,8 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
 def table(results: list[dict[str, Any]]) -> str:
     head = ("| P | committed MB | keyed: read MB | keyed: amplification | whole: amplification | keyed s "
             "(produce + consume) | whole s | Spark shuffle s | floor s (shuffle + raw up + raw down) | keyed / Spark "
-            "| keyed / floor | whole / keyed |")
-    lines = [head, "|" + "---|" * 12]
+            "| keyed / floor | whole / keyed | produce through partitionBy s |")
+    lines = [head, "|" + "---|" * 13]
     for r in results:
         whole_amp = f"{r['whole_amplification']:.2f}" if "whole_s" in r else f"{r['P']} (by construction)"
         whole_s = f"{r['whole_s']:.1f}" if "whole_s" in r else "not run"
@@ -207,7 +219,8 @@ def table(results: list[dict[str, Any]]) -> str:
                      f"{r['keyed_amplification']:.2f} | {whole_amp} | {r['keyed_s']:.1f} "
                      f"({r['produce_keyed_s']:.1f} + {r['consume_keyed_s']:.1f}) | {whole_s} | {r['spark_s']:.1f} | "
                      f"{r['floor_s']:.1f} ({r['spark_s']:.1f} + {r['raw_up_s']:.1f} + {r['raw_down_s']:.1f}) | "
-                     f"{r['keyed_over_spark']:.2f} | {r['keyed_over_floor']:.2f} | {ratio} |")
+                     f"{r['keyed_over_spark']:.2f} | {r['keyed_over_floor']:.2f} | {ratio} | "
+                     f"{r['produce_partition_by_s']:.1f} |")
     return "\n".join(lines)
 
 

@@ -55,7 +55,8 @@ def variants(line_kept: tuple[str, ...]) -> dict[str, Spec]:
             "keyed, no dictionary": ("keyed", None, {"parquet.enable.dictionary": "false"}),
             "keyed, kept columns": ("keyed", line_kept, {}), "keyed, kept columns, format 2": ("keyed", line_kept, v2),
             "unkeyed, kept columns, format 2": ("unkeyed", line_kept, v2),
-            "sorted, kept columns, format 2": ("sorted", line_kept, v2)}
+            "sorted, kept columns, format 2": ("sorted", line_kept, v2),
+            "keyed writer, kept columns, format 2": ("writer", line_kept, v2)}
 
 
 def jvm_cpu(pid: int) -> float:
@@ -66,6 +67,7 @@ def jvm_cpu(pid: int) -> float:
 
 def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: int) -> dict[str, float]:
     """One write of ``df`` as ``spec`` says into ``out``, and its read-back: the figures of one round."""
+    from airflow_region_failover.store import keyed_writer
     from airflow_region_failover.store.local_write import TIMESTAMPS, keyed_settings
     from airflow_region_failover.store.parquet import Cut
     from airflow_region_failover.store.s3a import session_settings
@@ -74,16 +76,22 @@ def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: in
     frame = df.select(*kept) if kept else df
     frame = frame if how == "unkeyed" else Cut((key,), 128, P).tag(frame)
     writer = frame.write.option("maxRecordsPerFile", str(records))
+    if how == "writer":
+        writer = frame.write.format(keyed_writer.FORMAT).options(**options).option("maxRecordsPerFile", str(records)) \
+            .option("subpartitions", str(P)).option("tag", frame.columns[-1]).option("token", "bench")
     for name, value in options.items():
         writer = writer.option(name, value)
     settings = [TIMESTAMPS, *(keyed_settings(P) if how == "keyed" else [])]
-    if how != "unkeyed":
+    if how in ("keyed", "sorted"):
         writer = writer.partitionBy(frame.columns[-1])
     shutil.rmtree(out, ignore_errors=True)
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     cpu, started = jvm_cpu(pid), time.perf_counter()
     with session_settings(spark, settings):
-        writer.parquet(out.as_uri())
+        if how == "writer":
+            writer.save(out.as_uri())
+        else:
+            writer.parquet(out.as_uri())
     wall, write_cpu = time.perf_counter() - started, jvm_cpu(pid) - cpu
     size = sum(p.stat().st_size for p in out.rglob("*.parquet"))
     cpu = jvm_cpu(pid)
@@ -97,13 +105,17 @@ def main() -> int:
     parser.add_argument("--orders", type=int, default=4_000_000, help="orders generated (7 line items each)")
     parser.add_argument("--repeat", type=int, default=2, help="rounds (the first warms the JIT)")
     parser.add_argument("--records", type=int, default=1_000_000, help="rows per file at most")
+    parser.add_argument("--only", default="", help="the variants to run, ';'-separated (default: all)")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     sys.path.insert(0, str(DAGS))
     import tpch_etl as etl
     from pyspark.sql import SparkSession
 
+    from airflow_region_failover.store.s3a import environment_jars
+
     spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
+             .config("spark.jars", environment_jars())
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
     try:
         tables = {"line items": (etl.clean_lineitems(etl.lineitems(spark, 0, args.orders, 7)), "l_orderkey",
@@ -117,6 +129,8 @@ def main() -> int:
             for round_ in range(args.repeat):
                 for name, (df, key, kept) in tables.items():
                     for label, spec in variants(kept or tuple(df.columns)).items():
+                        if args.only and label not in args.only.split(";"):
+                            continue
                         got = write_once(spark, df, key, spec, Path(scratch) / "out", args.records)
                         figures.setdefault((name, label), []).append(got)
                         print(f"round {round_ + 1} | {name} | {label} | write {got['write_s']:.2f} s, "

@@ -34,6 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_region_failover.store import keyed_writer
+
 REPO = Path(__file__).resolve().parents[1]
 MAVEN = "https://repo1.maven.org/maven2"
 DEST = REPO / ".venv" / "jars"
@@ -206,12 +208,17 @@ def install_reader(env: Path = READER_ENV) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m devtools.jars [--dest DIR] [--no-reader]``: fetch and check every pinned jar, build the reader."""
+    """``python -m devtools.jars [--dest DIR] [--no-reader]``: fetch and check every pinned jar, build the store's
+    keyed writer and the reader."""
     parser = argparse.ArgumentParser(prog="python -m devtools.jars", description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=DEST, help="where the jars go (default .venv/jars)")
     parser.add_argument("--no-reader", action="store_true", help="do not build .venv/delta-spark")
     args = parser.parse_args(argv)
     install(JARS, args.dest)
+    try:  # the store's keyed writer (store/keyed_writer.py), compiled against this pyspark: ~5 s once
+        keyed_writer.build(args.dest)
+    except FileNotFoundError as exc:  # no JDK: keyed writes use Spark's partitionBy (same bytes, slower)
+        print(f"jars: {exc}", file=sys.stderr, flush=True)
     if not args.no_reader:
         install_reader()
     return 0

@@ -24,11 +24,14 @@ Rules:
   Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the Python reader and pyarrow
   expect; Spark's default INT96 is set back afterwards), in Parquet's format-2 pages (:data:`WRITER_VERSION`), at
   most
-  :func:`records_per_file` rows per file; a keyed write (a :class:`~.parquet.Cut`) is ``partitionBy`` the
-  subpartition tag, so every file holds one subpartition (named by its directory) and lacks the tag column. Each
+  :func:`records_per_file` rows per file; a keyed write (a :class:`~.parquet.Cut`) puts every row into a file of
+  its subpartition (named by its directory), without the tag column: by the session's keyed writer
+  (:mod:`.keyed_writer`, up to :data:`MAX_OPEN_WRITERS` subpartitions), else ``partitionBy`` the tag — the same
+  bytes either way. Each
   non-empty part file is then stored exactly as the Python path stores an object (:meth:`.parquet.Target.put`:
   SHA-256 key, announced, create-only PUT carrying the checksum, checked reuse, quarantine), rows from its footer.
-* **A keyed write does not sort** (:data:`UNSORTED`): ``partitionBy`` plans a sort of every row by the tag so that
+* **A keyed write does not sort**: the keyed writer keeps a writer per subpartition open; through Spark's
+  ``partitionBy`` (:data:`UNSORTED`), which plans a sort of every row by the tag so that
   each task has one file open at a time; the sort made the write 1.6x the same write unpartitioned (20 M rows,
   2 cores, ``benchmarks/README.md``). The write turns Spark's planned write off for its duration and lets each
   task keep one writer per subpartition open, up to :data:`MAX_OPEN_WRITERS`; past that Spark sorts the rows
@@ -70,7 +73,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import StoreError
-from airflow_region_failover.store import s3a
+from airflow_region_failover.store import keyed_writer, s3a
 from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
 from airflow_region_failover.store.parquet import Cut, Piece, Target, Written, _written
 from airflow_region_failover.store.scratch import scratch
@@ -256,15 +259,26 @@ def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Writte
     with scratch("write") as root:
         out = root / "out"
         started = time.perf_counter()
-        writer = frame.write.option("maxRecordsPerFile", str(records)).option(*WRITER_VERSION)
-        settings = [TIMESTAMPS]
-        if cut is not None:
-            writer = writer.partitionBy(SUBPARTITION_COLUMN)
-            settings += keyed_settings(cut.parallelism)
-        with s3a.session_settings(df.sparkSession, settings):
-            writer.parquet(out.as_uri())
+        _write(frame, out.as_uri(), records, cut)
         spark_s = time.perf_counter() - started
         return _stored(target, local_files(out, keyed=cut is not None), spark_s)
+
+
+def _write(frame: DataFrame, uri: str, records: int, cut: Cut | None) -> None:
+    """``frame`` written with Spark's Parquet writer to ``uri`` (module rule): a keyed write of at most
+    :data:`MAX_OPEN_WRITERS` subpartitions by :mod:`.keyed_writer` when the session has it, else ``partitionBy``."""
+    spark = frame.sparkSession
+    if cut is not None and cut.parallelism <= MAX_OPEN_WRITERS:
+        with s3a.session_settings(spark, [TIMESTAMPS]):
+            if keyed_writer.write(frame, uri, records, cut.parallelism, secrets.token_hex(8), dict([WRITER_VERSION])):
+                return
+    writer = frame.write.option("maxRecordsPerFile", str(records)).option(*WRITER_VERSION)
+    settings = [TIMESTAMPS]
+    if cut is not None:
+        writer = writer.partitionBy(SUBPARTITION_COLUMN)
+        settings += keyed_settings(cut.parallelism)
+    with s3a.session_settings(spark, settings):
+        writer.parquet(uri)
 
 
 def _stored(target: Target, files: list[LocalFile], spark_s: float) -> Written:

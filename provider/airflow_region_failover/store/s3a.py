@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.store.config import S3Access, portable
+from airflow_region_failover.store.keyed_writer import JAR_PREFIX
 from airflow_region_failover.store.keys import Layout
 
 if TYPE_CHECKING:
@@ -69,13 +70,14 @@ class Mode(str, enum.Enum):
     """No: the store's Python path (Spark's Python workers, or the driver) reads every object."""
 
 
-JARS = ("hadoop-aws-", "bundle-", "analyticsaccelerator-s3-")
+JARS = ("hadoop-aws-", "bundle-", "analyticsaccelerator-s3-", JAR_PREFIX)
 """The file names (up to the version) of the jars ``s3a://`` needs: hadoop-aws, the AWS SDK v2 bundle and the
-analytics accelerator hadoop-aws declares (``docs/versions.md``)."""
+analytics accelerator hadoop-aws declares (``docs/versions.md``); and the store's keyed writer, built from source
+(:mod:`.keyed_writer`)."""
 
 
 def environment_jars() -> str:
-    """``spark.jars`` for the ``s3a://`` jars (:data:`JARS`) installed into this Python environment's ``jars/``
+    """The ``s3a://`` jars (:data:`JARS`) installed into this Python environment's ``jars/``
     directory (``./dev bootstrap`` puts the pinned ones into ``.venv/jars``), comma-separated; empty when there are
     none (an installed provider: add :data:`PACKAGES` to ``spark.jars.packages`` instead). Other jars there (Delta's,
     built for another Spark) are left out."""
@@ -86,12 +88,20 @@ def environment_jars() -> str:
     return ",".join(str(p) for p in found if p.name.startswith(JARS))
 
 
+CLASSPATH = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+"""Where :func:`with_jars` puts the jars: on the JVMs' class paths, read in place. Through ``spark.jars`` Spark
+copies every jar into each application's ``userFiles`` and each worker's application directory — 658 MB per
+JVM for the AWS SDK bundle alone, left behind by every JVM that is killed."""
+
+
 def with_jars(conf: dict[str, str]) -> dict[str, str]:
-    """``conf`` with :func:`environment_jars` as ``spark.jars`` unless it names jars or packages itself."""
+    """``conf`` with :func:`environment_jars` on the driver's and executors' class paths (:data:`CLASSPATH`: the
+    jars are files of this host, as are the executors of every stack that calls this), unless ``conf`` names
+    jars, packages or class paths itself."""
     jars = environment_jars()
-    if not jars or "spark.jars" in conf or "spark.jars.packages" in conf:
+    if not jars or any(key in conf for key in ("spark.jars", "spark.jars.packages", *CLASSPATH)):
         return conf
-    return {**conf, "spark.jars": jars}
+    return {**conf, **dict.fromkeys(CLASSPATH, jars.replace(",", ":"))}
 
 
 def url(bucket: str, key: str) -> str:

@@ -89,10 +89,15 @@ def test_only_the_s3a_jars_of_the_environment_are_put_on_a_classpath(tmp_path: A
                  "delta-spark_2.13-4.4.0.jar"):
         (jars / name).write_bytes(b"")
     monkeypatch.setattr("sys.prefix", str(tmp_path))
-    found = s3a.with_jars({"spark.ui.enabled": "false"})["spark.jars"].split(",")
+    conf = s3a.with_jars({"spark.ui.enabled": "false"})
+    assert "spark.jars" not in conf, "Spark would copy each jar into every application's directories"
+    found = conf["spark.driver.extraClassPath"].split(":")
     assert [p.rsplit("/", 1)[1] for p in found] == ["analyticsaccelerator-s3-1.3.1.jar", "bundle-2.35.4.jar",
                                                    "hadoop-aws-3.5.0.jar"]
-    assert s3a.with_jars({"spark.jars.packages": s3a.PACKAGES}) == {"spark.jars.packages": s3a.PACKAGES}
+    assert conf["spark.executor.extraClassPath"] == conf["spark.driver.extraClassPath"]
+    for own in ({"spark.jars.packages": s3a.PACKAGES}, {"spark.jars": "x.jar"},
+                {"spark.driver.extraClassPath": "/opt/x.jar"}):
+        assert s3a.with_jars(own) == own
 
 
 class Conf:

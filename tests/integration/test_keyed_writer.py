@@ -1,0 +1,107 @@
+"""The keyed write's own JVM writer (store/keyed_writer.py, store/jvm/KeyedParquet.java), on embedded Spark and on
+the test session's Spark Connect server: it writes, file for file, the bytes Spark's ``partitionBy`` writes of the
+same rows (so switching paths never changes a content address); the store's keyed writes go through it; a session
+without it writes through ``partitionBy`` and remembers that; a failed task leaves no part file."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store import keyed_writer, local_write
+from airflow_region_failover.store.local_write import PART, TIMESTAMPS, WRITER_VERSION, keyed_settings, local_files
+from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.store.s3a import session_settings
+from tests.support.spark import spark_session, typed_rows
+from tests.support.store import on_server
+
+pytestmark = pytest.mark.integration
+
+P = PartitionId("orders->join", 1)
+CUT = Cut(("k",), 128, 4)
+RECORDS = 1_000  # about 3 files per task and subpartition (2,500 rows each)
+
+
+@pytest.fixture(scope="module", params=["embedded", "connect"])
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from spark_session(request, shuffle_partitions=4)
+
+
+def files(root: Path) -> list[tuple[int, int, int, str]]:
+    """(Spark task, subpartition, file counter, SHA-256) of every part file under ``root``, in manifest order."""
+    return [(f.number, f.subpartition, f.sequence, hashlib.sha256(f.path.read_bytes()).hexdigest())
+            for f in local_files(root, keyed=True)]
+
+
+def partition_by(frame: Any, out: Path) -> None:
+    with session_settings(frame.sparkSession, [TIMESTAMPS, *keyed_settings(CUT.parallelism)]):
+        frame.write.option("maxRecordsPerFile", str(RECORDS)).option(*WRITER_VERSION) \
+            .partitionBy(frame.columns[-1]).parquet(out.as_uri())
+
+
+def ours(frame: Any, out: Path) -> bool:
+    with session_settings(frame.sparkSession, [TIMESTAMPS]):
+        return keyed_writer.write(frame, out.as_uri(), RECORDS, CUT.parallelism, secrets.token_hex(8),
+                                  dict([WRITER_VERSION]))
+
+
+def test_it_writes_the_bytes_partition_by_writes(spark: Any, tmp_path: Path) -> None:
+    frame = CUT.tag(typed_rows(spark))
+    assert ours(frame, tmp_path / "ours"), "the session has the keyed writer (./dev bootstrap builds its jar)"
+    partition_by(frame, tmp_path / "spark")
+    mine, theirs = files(tmp_path / "ours"), files(tmp_path / "spark")
+    assert len(mine) > 3 * CUT.parallelism, "several files per task and subpartition"
+    assert mine == theirs
+    named = [p for p in (tmp_path / "ours").rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert named and all(PART.match(p.name) for p in named), named
+
+
+def test_the_stores_keyed_writes_go_through_it(spark: Any, s3_server: S3Endpoint,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    real = keyed_writer.write
+
+    def counted(*args: Any) -> bool:
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(keyed_writer, "write", counted)
+    store = on_server(s3_server, f"kw-{secrets.token_hex(4)}")
+    manifest = store.write(typed_rows(spark), "etl", "keyed", P, 1, cut=CUT)
+    assert calls == [True] and manifest.partitioning is not None
+    assert manifest.row_count == 30_000
+    store.write(typed_rows(spark), "etl", "unkeyed", P, 1)
+    assert calls == [True], "an unkeyed write does not"
+    monkeypatch.setattr(local_write, "MAX_OPEN_WRITERS", CUT.parallelism - 1)
+    store.write(typed_rows(spark), "etl", "many", P, 1, cut=CUT)
+    assert calls == [True], "nor a cut into more subpartitions than a task may keep open"
+
+
+def test_a_session_without_it_writes_through_partition_by_and_remembers(spark: Any, s3_server: S3Endpoint,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = on_server(s3_server, f"kw-{secrets.token_hex(4)}")
+    with_it = store.write(typed_rows(spark), "etl", "with", P, 1, cut=CUT)
+    monkeypatch.setattr(keyed_writer, "FORMAT", "org.regionfailover.spark.NotOnTheClassPath")
+    monkeypatch.setattr(keyed_writer, "_WITHOUT", type(keyed_writer._WITHOUT)())
+    without = store.write(typed_rows(spark), "etl", "without", P, 1, cut=CUT)
+    assert spark in keyed_writer._WITHOUT
+    assert without.objects == with_it.objects, "the same objects, content addresses and all"
+    assert not keyed_writer.write(CUT.tag(typed_rows(spark)), "file:///nowhere", RECORDS, 4, "t", {})
+
+
+def test_a_failed_task_leaves_no_part_file(spark: Any, tmp_path: Path) -> None:
+    frame = typed_rows(spark).selectExpr("*", "CAST(IF(id = 29999, 9, id % 4) AS INT) AS _tag")
+    with pytest.raises(Exception, match=r"_tag 9 is outside 0\.\.3"), session_settings(spark, [TIMESTAMPS]):
+        keyed_writer.write(frame, (tmp_path / "out").as_uri(), RECORDS, 4, "t", {})
+    # the tasks without the bad row published their files (the caller removes the failed write's directory); the
+    # task with it, number 2, none: neither a part file nor a hidden one
+    left = [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert [name for name in left if PART.match(name)], "the other tasks' files"
+    assert not [name for name in left if "-00002-" in name], left

@@ -1,0 +1,44 @@
+"""Building the keyed writer's jar (store/keyed_writer.py): compiled from the provider's Java source against the
+running pyspark, named by the source's hash, the same bytes every build, older builds replaced; without a JDK one
+error naming the fix. (Its writes: tests/integration/test_keyed_writer.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from airflow_region_failover.store import keyed_writer
+
+needs_javac = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK on this machine")
+
+
+def test_the_jar_is_named_by_its_source() -> None:
+    digest = hashlib.sha256(keyed_writer.SOURCE.read_bytes()).hexdigest()[:12]
+    assert keyed_writer.jar_name() == f"region-failover-keyed-parquet-{digest}.jar"
+    assert f"package {keyed_writer.FORMAT.rsplit('.', 1)[0]};" in keyed_writer.SOURCE.read_text()
+
+
+@needs_javac
+def test_a_build_holds_the_writer_and_replaces_older_builds(tmp_path: Path) -> None:
+    old = tmp_path / "region-failover-keyed-parquet-000000000000.jar"
+    old.write_bytes(b"an older build")
+    jar = keyed_writer.build(tmp_path)
+    assert jar.name == keyed_writer.jar_name() and not old.exists()
+    with zipfile.ZipFile(jar) as built:
+        names = built.namelist()
+        assert "org/regionfailover/spark/KeyedParquet.class" in names
+        assert {info.date_time for info in built.infolist()} == {(1980, 1, 1, 0, 0, 0)}, "no build time inside"
+    before = jar.read_bytes()
+    assert keyed_writer.build(tmp_path) == jar and jar.read_bytes() == before, "an existing build is kept"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no partial jar left"
+
+
+def test_without_a_jdk_the_error_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(keyed_writer.shutil, "which", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=r"javac.*JAVA_HOME.*partitionBy"):
+        keyed_writer.javac()

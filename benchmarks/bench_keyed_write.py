@@ -76,9 +76,6 @@ def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: in
     frame = df.select(*kept) if kept else df
     frame = frame if how == "unkeyed" else Cut((key,), 128, P).tag(frame)
     writer = frame.write.option("maxRecordsPerFile", str(records))
-    if how == "writer":
-        writer = frame.write.format(keyed_writer.FORMAT).options(**options).option("maxRecordsPerFile", str(records)) \
-            .option("subpartitions", str(P)).option("tag", frame.columns[-1]).option("token", "bench")
     for name, value in options.items():
         writer = writer.option(name, value)
     settings = [TIMESTAMPS, *(keyed_settings(P) if how == "keyed" else [])]
@@ -88,8 +85,9 @@ def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: in
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     cpu, started = jvm_cpu(pid), time.perf_counter()
     with session_settings(spark, settings):
-        if how == "writer":
-            writer.save(out.as_uri())
+        if how == "writer":  # the store's call (store/local_write.py)
+            if not keyed_writer.write(frame, out.as_uri(), records, P, "bench", options):
+                raise RuntimeError(f"this session has no {keyed_writer.FORMAT}: run ./dev bootstrap")
         else:
             writer.parquet(out.as_uri())
     wall, write_cpu = time.perf_counter() - started, jvm_cpu(pid) - cpu
@@ -112,11 +110,12 @@ def main() -> int:
     import tpch_etl as etl
     from pyspark.sql import SparkSession
 
-    from airflow_region_failover.store.s3a import environment_jars
+    from airflow_region_failover.store.s3a import with_jars
 
-    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
-             .config("spark.jars", environment_jars())
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    builder = SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
+    for name, value in with_jars({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}).items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
     try:
         tables = {"line items": (etl.clean_lineitems(etl.lineitems(spark, 0, args.orders, 7)), "l_orderkey",
                                  ("l_orderkey", "revenue")),

@@ -16,7 +16,9 @@ most ``--records`` rows), then read back with Spark's reader and a hash-sum of e
 * ``keyed, kept columns, format 2``: the same in format-2 pages (``WRITER_VERSION``: the store from ``030b5c1``);
 * ``unkeyed, kept columns, format 2``: those columns and pages without the cut (what the keyed write costs beyond);
 * ``sorted, kept columns, format 2``: the keyed write as Spark plans it by default (a sort by the subpartition,
-  one open writer per task: the store before ``bf86e4c``).
+  one open writer per task: the store before ``bf86e4c``);
+* ``keyed writer, kept columns, format 2``: the store's keyed writer (``store/keyed_writer.py``), and the same
+  with ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what Parquet's dictionary and Snappy cost here).
 
 Printed per variant and round: the write's wall and JVM CPU seconds (``/proc`` of the driver JVM), the bytes
 written, the read-back's JVM CPU seconds; then the median of every figure over the rounds after the first (the
@@ -56,7 +58,11 @@ def variants(line_kept: tuple[str, ...]) -> dict[str, Spec]:
             "keyed, kept columns": ("keyed", line_kept, {}), "keyed, kept columns, format 2": ("keyed", line_kept, v2),
             "unkeyed, kept columns, format 2": ("unkeyed", line_kept, v2),
             "sorted, kept columns, format 2": ("sorted", line_kept, v2),
-            "keyed writer, kept columns, format 2": ("writer", line_kept, v2)}
+            "keyed writer, kept columns, format 2": ("writer", line_kept, v2),
+            "keyed writer, kept columns, format 2, no dictionary":
+                ("writer", line_kept, {**v2, "parquet.enable.dictionary": "false"}),
+            "keyed writer, kept columns, format 2, lz4_raw": ("writer", line_kept, {**v2, "compression": "lz4_raw"}),
+            "keyed writer, kept columns, format 2, uncompressed": ("writer", line_kept, {**v2, "compression": "none"})}
 
 
 def jvm_cpu(pid: int) -> float:

@@ -41,7 +41,8 @@ def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
     functions = run.functions
     with inputs_named(run):
         with phase("define"):
-            inputs = read_inputs(spark, run)
+            with phase("read"):
+                inputs = read_inputs(spark, run)
             for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
                 frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
                 (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member

@@ -36,10 +36,12 @@ Rules:
   2 cores, ``benchmarks/README.md``). The write turns Spark's planned write off for its duration and lets each
   task keep one writer per subpartition open, up to :data:`MAX_OPEN_WRITERS`; past that Spark sorts the rows
   left (correct, slower). Rows reach each writer in the task's order, so a restart writes the same bytes. The
-  cost is memory: open Parquet writers share 95 % of the JVM's heap, and Parquet shrinks every row group when
-  they would exceed it; a row group shrunk below a file's size splits that file's rows differently, so a
-  restart's bytes (not its rows) may differ — it re-uploads instead of reusing, never reads wrong rows. At the
-  default 1 GB heap and 16 writers per task that takes more than 3 concurrent keyed-writing tasks in one JVM.
+  cost is memory: open Parquet writers share 95 % of the JVM's heap, each counted at its 128 MB row group, and
+  Parquet shrinks every row group in proportion when they would exceed it; a row group shrunk below a file's size
+  splits that file's rows differently, so a restart's bytes (not its rows) may differ — it re-uploads instead of
+  reusing, never reads wrong rows. At the default 1 GB heap one task's 16 writers already shrink row groups to
+  ~60 MB: files at the default 64 MiB bound may split with one such task, files a third of it (the demo's line
+  items) with three; a larger heap (``spark.driver.memory`` for embedded Spark) moves both up.
 * **Format-2 pages** (:data:`WRITER_VERSION`): parquet-mr tries a dictionary on every column chunk and, where it
   does not pay (ids, keys, amounts: near-unique values), falls back to PLAIN in format 1 but to
   ``DELTA_BINARY_PACKED`` (integers) or ``DELTA_BYTE_ARRAY`` (strings) in format 2: the ETL's kept line-item

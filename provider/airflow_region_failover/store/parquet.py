@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
-from airflow_region_failover.store.config import S3Access, client_for, portable
+from airflow_region_failover.store.config import MAX_OBJECT_BYTES, S3Access, client_for, portable
 from airflow_region_failover.store.content import Stored, Tally, put_content
 from airflow_region_failover.store.encoding import (
     RESULTS,
@@ -121,7 +121,7 @@ class Target:
     writer: str
     part_size: int
     threads: int
-    max_object_bytes: int = 16 * 1024 * 1024
+    max_object_bytes: int = MAX_OBJECT_BYTES
 
     def objects(self) -> Objects:
         """Guarded object operations through this process's cached client."""

@@ -50,6 +50,7 @@ from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.objects import Objects
 from airflow_region_failover.store.parquet import Target
+from airflow_region_failover.timeline import phase
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -159,13 +160,15 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
                            target.threads)
         return spark.createDataFrame(table, schema=schema)
     keys = manifest_keys(target.keys, chosen)
-    if jvm is not s3a.Mode.OFF and (not verify or stored_checksums_match(target.objects(), manifest, chosen)):
-        options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
+    if jvm is not s3a.Mode.OFF and (not verify or _checked(target, manifest, chosen)):
+        with phase("read_probe"):
+            options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
         if options is not None:
             urls = [s3a.url(target.layout.bucket, key) for key in keys]
-            with s3a.listed_on_driver(spark, len(urls)):
+            with s3a.listed_on_driver(spark, len(urls)), phase("read_resolve"):
                 read = spark.read.options(**options).schema(schema).parquet(*urls)
                 _ = read.schema  # Spark Connect resolves (lists) lazily: now, inside the block
+            with phase("read_restore"):
                 frame = nullability.restore(read, schema)
             if frame is not None:
                 if checked is not None:
@@ -174,6 +177,11 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
     count = len(chosen)
     reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify, manifest.partition)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)
+
+
+def _checked(target: Target, manifest: Manifest, chosen: tuple[ObjectEntry, ...]) -> bool:
+    with phase("read_check"):
+        return stored_checksums_match(target.objects(), manifest, chosen)
 
 
 def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...],

@@ -100,3 +100,11 @@ def test_retention_days_that_are_not_a_number_of_days_name_the_option(monkeypatc
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_DAYS", days)
     with pytest.raises(ValueError, match="store_keep_days"):
         retention_from_airflow()
+
+
+def test_the_object_size_has_one_declared_default() -> None:
+    from airflow_region_failover.store import parquet
+    from airflow_region_failover.store.config import MAX_OBJECT_BYTES
+
+    target = parquet.Target.__dataclass_fields__["max_object_bytes"].default
+    assert StoreConfig("bucket").max_object_bytes == target == MAX_OBJECT_BYTES == 64 * 1024 * 1024

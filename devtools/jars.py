@@ -190,7 +190,8 @@ def reader_python(env: Path = READER_ENV) -> Path:
 
 
 def install_reader(env: Path = READER_ENV) -> Path:
-    """Build ``.venv/delta-spark`` with exactly :data:`READER_PYSPARK` (once: a stamp names the requirements)."""
+    """Build ``.venv/delta-spark`` with exactly :data:`READER_PYSPARK` (once: a stamp names the requirements),
+    leaving nothing in uv's cache (each install with hashes added a new 1.9 GB build of pyspark's sdist there)."""
     requirements = "\n".join(READER_PYSPARK) + "\n"
     stamp = env / f".installed-{hashlib.sha256(requirements.encode()).hexdigest()[:12]}"
     if stamp.exists():
@@ -201,8 +202,9 @@ def install_reader(env: Path = READER_ENV) -> Path:
         listed.write(requirements)
         listed.flush()
         print("jars: installing pyspark 4.2.0 into .venv/delta-spark (Delta's reader)", file=sys.stderr, flush=True)
-        subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), "--require-hashes",
-                        "-r", listed.name], check=True)
+        # --no-cache: uv keeps a new 1.9 GB build of pyspark's sdist in its cache on every install with hashes
+        subprocess.run([uv, "pip", "install", "-q", "--no-cache", "--python", str(env / "bin" / "python"),
+                        "--require-hashes", "-r", listed.name], check=True)
     stamp.touch()
     return env / "bin" / "python"
 

@@ -60,3 +60,21 @@ def test_the_pins_are_the_versions_docs_versions_md_lists() -> None:
     table = (jars.REPO / "docs" / "versions.md").read_text()
     for jar in jars.JARS:
         assert f"`{jar.group}:{jar.artifact}` | {jar.version} | `{jar.sha256}`" in table, jar
+
+
+def test_the_readers_pyspark_is_installed_without_filling_uvs_cache(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv kept a new 1.9 GB build of pyspark's sdist in its cache on every hash-checked install: one per fresh
+    clone's ``./dev bootstrap`` (52 GB of them on the project's VM). The install must not use the cache."""
+    commands: list[list[str]] = []
+
+    def run(command: list[str], check: bool) -> None:
+        commands.append(command)
+        if command[1] == "venv":
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(jars.subprocess, "run", run)
+    jars.install_reader(tmp_path / "reader")
+    (install,) = [c for c in commands if c[1:3] == ["pip", "install"]]
+    assert "--no-cache" in install and "--require-hashes" in install
+    assert any((tmp_path / "reader").glob(".installed-*")), "the stamp that makes the install happen once"

@@ -26,7 +26,8 @@ Printed per P: bytes committed, bytes the consumers fetched (the store's read co
 (fetched / committed; target 1.00 for keyed), producer and consumer wall seconds, the floor and its parts, and the
 wall-time ratios keyed / spark, keyed / floor and whole / keyed. Consumers run one after the other (as Airflow
 tasks on a 2-core machine would). The session has the pinned s3a jars (``--jars``, default ``.venv/jars``), so the
-consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``.
+consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``; the store cuts
+objects of ``--max-object-mb`` (default: the store's default).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store import Manifest, ResultStore, keyed_writer
+from airflow_region_failover.store.config import MAX_OBJECT_BYTES, MiB
 from airflow_region_failover.store.parquet import Cut
 
 MB = 1024 * 1024
@@ -232,13 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every P (the spread is printed)")
     parser.add_argument("--jars", default=None, help="spark.jars for s3a (default: the pinned jars in .venv/jars)")
     parser.add_argument("--jvm-io", default="auto", choices=["auto", "off"], help="the store's [store_jvm_io]")
+    parser.add_argument("--max-object-mb", type=int, default=MAX_OBJECT_BYTES // MiB,
+                        help=f"the store's max_object_bytes in MiB (default {MAX_OBJECT_BYTES // MiB})")
     args = parser.parse_args(argv)
     stop_on_signals()
     total = args.size_mb * MB // ROW_BYTES
     with SeaweedFS(bucket="bench") as server:
         e = server.endpoint
         store = ResultStore.from_endpoint(e.endpoint_url, e.access_key, e.secret_key, e.bucket, prefix="exchange",
-                                          jvm_io=args.jvm_io)
+                                          jvm_io=args.jvm_io, max_object_bytes=args.max_object_mb * MiB)
         spark = spark_session(default_jars() if args.jars is None else args.jars)
         try:
             def warm_up() -> int:  # Python workers, S3A's client and the JVM-read probe, excluded

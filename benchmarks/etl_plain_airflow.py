@@ -12,9 +12,9 @@ would write the pipeline without region failover:
   parallelism 1 per step, no keyed exchange, in one of two ways (``PERSIST``):
 
   - ``"s3a"`` (what a Spark user writes): Spark's own ``df.write.mode("overwrite").parquet("s3a://...")`` with
-    S3A's default committer, and ``spark.read.parquet`` back, under ``<prefix>/plain-s3a/<dag>/<run>/<step>``
-    of the store's bucket (:func:`s3a_url`); the final report goes through ``ResultStore.write`` as (a)'s does, for
-    the benchmark's cross-check of the three reports;
+    S3A's default committer, and ``spark.read.parquet`` back, under ``bench-plain-s3a/<dag>/<run>/<step>``
+    of the store's bucket (:func:`s3a_url`; the benchmark's own bucket, outside the store's layout); the final
+    report goes through ``ResultStore.write`` as (a)'s does, for the benchmark's cross-check of the reports;
   - ``"store"``: the provider's ``ResultStore.write`` / ``ResultStore.read`` (the region-failover steps' own
     writer and reader), under result ``<step>`` partition 0, attempt = try;
 * DAG param ``fail_once``: ``aggregate`` raises on its first try; Airflow retries only that task (its inputs are
@@ -36,7 +36,7 @@ ORDERS = 20_000
 CUSTOMERS = 2_000
 SPARK_CONN_ID = "region_failover_spark"
 PERSIST = "store"
-S3A_DIR = "plain-s3a"
+S3A_DIR = "bench-plain-s3a"
 
 
 def etl_functions(source: str, orders: int, customers: int) -> dict[str, Any]:
@@ -58,11 +58,11 @@ def _store() -> Any:
     return ResultStore.from_airflow()
 
 
-def s3a_url(prefix: str, bucket: str, dag_id: str, run_id: str, step: str) -> str:
-    """Where the ``"s3a"`` variant keeps ``step``'s output: a directory of the store's bucket under its prefix (the
-    run id's ``:`` and ``+`` made path-safe for Hadoop)."""
+def s3a_url(bucket: str, dag_id: str, run_id: str, step: str) -> str:
+    """Where the ``"s3a"`` variant keeps ``step``'s output: a directory of the store's bucket beside the store's
+    prefix (the run id's ``:`` and ``+`` made path-safe for Hadoop)."""
     run = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
-    return f"s3a://{bucket}/{prefix.strip('/')}/{S3A_DIR}/{dag_id}/{run}/{step}"
+    return f"s3a://{bucket}/{S3A_DIR}/{dag_id}/{run}/{step}"
 
 
 def _s3a(step: str, context: Any) -> tuple[str, dict[str, str]]:
@@ -72,7 +72,7 @@ def _s3a(step: str, context: Any) -> tuple[str, dict[str, str]]:
     options = s3a.hadoop_options(store.config.access, s3a.Mode.AUTO)
     if options is None:
         raise RuntimeError("the s3a variant needs long-lived keys on the store's connection")
-    return s3a_url(store.config.prefix, store.config.bucket, ti.dag_id, ti.run_id, step), options
+    return s3a_url(store.config.bucket, ti.dag_id, ti.run_id, step), options
 
 
 def _save(df: Any, step: str, context: Any) -> int:

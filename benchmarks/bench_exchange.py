@@ -1,6 +1,7 @@
 """Keyed exchange vs the old whole-partition exchange vs Spark's own shuffle, side by side in one run (issue 11).
 
-``python benchmarks/bench_exchange.py [--size-mb 1024] [--parallelism 2,8,32] [--broadcast-max 8]``
+``python benchmarks/bench_exchange.py [--size-mb 1024] [--parallelism 2,8,32] [--broadcast-max 8] [--repeat N]
+[--warm-rounds N]``
 
 One SeaweedFS server and one embedded Spark (``local[2]``) serve every measurement. The data: ``--size-mb`` of
 generated rows (``id``, a key ``k`` with 100,003 values, a double, a short string) produced by 2 producer
@@ -27,7 +28,9 @@ Printed per P: bytes committed, bytes the consumers fetched (the store's read co
 wall-time ratios keyed / spark, keyed / floor and whole / keyed. Consumers run one after the other (as Airflow
 tasks on a 2-core machine would). The session has the pinned s3a jars (``--jars``, default ``.venv/jars``), so the
 consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``; the store cuts
-objects of ``--max-object-mb`` (default: the store's default).
+objects of ``--max-object-mb`` (default: the store's default). ``--warm-rounds`` full-size rounds run first and are
+printed but left out of the table: the JVM's steady state, as on the long-lived Spark Connect server the step tasks
+share (a round's first keyed write and read are otherwise also the JVM's first at that size).
 """
 
 from __future__ import annotations
@@ -232,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", default="2,8,32", help="consumer parallelisms, comma-separated")
     parser.add_argument("--broadcast-max", type=int, default=8, help="run the whole-partition variant up to this P")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every P (the spread is printed)")
+    parser.add_argument("--warm-rounds", type=int, default=0,
+                        help="full-size rounds run first, printed and left out of the table (the JVM's steady state "
+                             "on a long-lived server; default 0)")
     parser.add_argument("--jars", default=None, help="spark.jars for s3a (default: the pinned jars in .venv/jars)")
     parser.add_argument("--jvm-io", default="auto", choices=["auto", "off"], help="the store's [store_jvm_io]")
     parser.add_argument("--max-object-mb", type=int, default=MAX_OBJECT_BYTES // MiB,
@@ -253,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             warm, _ = timed(warm_up)
             print(f"{total:,} rows; Spark, its Python workers and S3A warmed in {warm:.1f}s (excluded)", flush=True)
             results = []
-            for round_number in range(1, args.repeat + 1):
+            for round_number in range(1 - args.warm_rounds, args.repeat + 1):
                 for parallelism in (int(p) for p in args.parallelism.split(",") if p):
                     # a fresh prefix per round and P: objects are content-addressed, the same rows again in the
                     # same prefix would upload nothing
@@ -261,8 +267,10 @@ def main(argv: list[str] | None = None) -> int:
                                         client=store.objects.client)
                     result = measure(fresh, spark, total, parallelism, parallelism <= args.broadcast_max,
                                      f"{round_number}")
-                    print({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
-                    results.append(result)
+                    shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+                    print(("warm-up round, left out: " if round_number < 1 else "") + str(shown), flush=True)
+                    if round_number >= 1:
+                        results.append(result)
             print(table(results))
             print(f"load average: {os.getloadavg()}")
         finally:

@@ -20,6 +20,7 @@ __all__ = [
     "ClearOutcomeUnknown",
     "ConditionFailed",
     "ConditionalWritesUnsupported",
+    "DiskTooFull",
     "GraceTooShort",
     "GraphError",
     "IncompleteCommit",
@@ -151,3 +152,9 @@ class RestError(RegionFailoverError, RuntimeError):
 class ClearOutcomeUnknown(RestError):
     """A clear was sent but its answer was lost (time-out, dropped connection): it may or may not have cleared,
     so it is not sent again blindly."""
+
+
+# -- the standalone stack ---------------------------------------------------------------------------------------
+class DiskTooFull(RegionFailoverError, OSError):
+    """The disk under the embedded S3 server's data directory has too little room before SeaweedFS's read-only mark
+    (the message names the disk, the room and the fix); an ``OSError`` too, as a full disk is."""

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from airflow_region_failover.exceptions import DiskTooFull
 from airflow_region_failover.standalone.processes import (
     free_ports,
     ours_listening,
@@ -108,10 +109,6 @@ def room_before_read_only(path: str | os.PathLike[str]) -> int:
     return usage.free - int(usage.total * READ_ONLY_BELOW_FRACTION)
 
 
-class DiskTooFull(OSError):
-    """The disk under the data directory has too little room before weed's read-only mark."""
-
-
 def require_room(path: Path, need: int) -> None:
     """Raise :class:`DiskTooFull`, naming the disk, the room and the fix, when fewer than ``need`` bytes can be
     written under ``path`` before weed's read-only mark."""
@@ -120,8 +117,8 @@ def require_room(path: Path, need: int) -> None:
         raise DiskTooFull(
             f"SeaweedFS needs {need / 2**30:.1f} GiB free on the disk of {path} beyond the "
             f"{READ_ONLY_BELOW_FRACTION:.0%} of it ({total * READ_ONLY_BELOW_FRACTION / 2**30:.1f} GiB) below which "
-            f"weed makes every volume read-only and each S3 write fails; it has {room / 2**30:.1f} GiB. Free space "
-            f"on that disk, or put the data directory (TMPDIR for tests and the demo) on a disk with more room.")
+            f"weed makes every volume read-only and each S3 write fails; it has {max(room, 0) / 2**30:.1f} GiB. Free "
+            f"space on that disk, or put the data directory (TMPDIR for tests and the demo) on a disk with more room.")
 
 
 class SeaweedFS:

@@ -30,7 +30,7 @@ tasks on a 2-core machine would). The session has the pinned s3a jars (``--jars`
 consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``; the store cuts
 objects of ``--max-object-mb`` (default: the store's default). ``--warm-rounds`` full-size rounds run first and are
 printed but left out of the table: the JVM's steady state, as on the long-lived Spark Connect server the step tasks
-share (a round's first keyed write and read are otherwise also the JVM's first at that size).
+share (the first full-size round has been the slowest one in every session, benchmarks/README.md).
 """
 
 from __future__ import annotations

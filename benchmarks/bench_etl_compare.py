@@ -61,11 +61,34 @@ S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credenti
 
 
 # -- the DAG files ------------------------------------------------------------------------------------------------
+FAIL_AT_START = """    if context.params.get("fail_once") and context.index == 0 and context.try_number == 1:
+        raise RuntimeError("injected failure: DAG param fail_once=true fails aggregate#0 on its first try")
+    return aggregate(inputs["join"])
+"""
+FAIL_AT_END = """    out = aggregate(inputs["join"])
+    if context.params.get("fail_once") and context.index == 0 and context.try_number == 1:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegerType
+
+        def boom(year: int) -> int:
+            raise RuntimeError("injected failure: aggregate#0's job fails at its end on its first try")
+
+        out = out.withColumn("year", F.udf(boom, IntegerType()).asNondeterministic()(F.col("year")))
+    return out
+"""
+"""``--fail-at end``: ``aggregate#0`` fails as (a) does, by a UDF on its output, i.e. after its aggregation ran."""
+
+
 def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: str = "tpch_etl",
-                 attempts: int | None = None) -> str:
+                 attempts: int | None = None, fail_at: str = "start") -> str:
     """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``<prefix>_<label>`` (``attempts``:
-    its fixed-delay restart strategy's attempts instead of the example's)."""
+    its fixed-delay restart strategy's attempts instead of the example's; ``fail_at="end"``: the injected failure
+    fires at the end of ``aggregate#0``'s job, :data:`FAIL_AT_END`, instead of as it starts)."""
     text = ETL.read_text()
+    if fail_at == "end":
+        if text.count(FAIL_AT_START) != 1:
+            raise SystemExit("dags/tpch_etl.py changed its step_aggregate: cannot move its injected failure")
+        text = text.replace(FAIL_AT_START, FAIL_AT_END)
     dag_id = f"{prefix}_{label}"
     changed, sized = re.subn(r"^CUSTOMERS, ORDERS, LINES_PER_ORDER = [^,\n]+, [^,\n]+, (\S+)$",
                              rf"CUSTOMERS, ORDERS, LINES_PER_ORDER = {customers}, {orders}, \1", text, flags=re.M)
@@ -80,13 +103,14 @@ def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: 
     return dag_id
 
 
-def plain_variant(target: Path, label: str, orders: int, customers: int, config: str = "plain") -> str:
+def plain_variant(target: Path, label: str, orders: int, customers: int, config: str = "plain",
+                  fail_at: str = "start") -> str:
     """Copy of ``etl_plain_airflow.py`` sized to ``orders``/``customers`` under dag id ``<prefix>_<label>``,
-    persisting as :data:`PLAIN` says for ``config``."""
+    persisting as :data:`PLAIN` says for ``config``, its injected failure at ``fail_at``."""
     prefix, persist = PLAIN[config]
     dag_id = f"{prefix}_{label}"
     values = {"DAG_ID": repr(dag_id), "ETL_SOURCE": repr(str(ETL)), "ORDERS": str(orders),
-              "CUSTOMERS": str(customers), "PERSIST": repr(persist)}
+              "CUSTOMERS": str(customers), "PERSIST": repr(persist), "FAIL_AT": repr(fail_at)}
     text = PLAIN_TEMPLATE.read_text()
     for name, value in values.items():
         text, count = re.subn(rf"^{name} = .*$", f"{name} = {value}", text, count=1, flags=re.M)
@@ -384,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per (size, config, failure) (default 1)")
     parser.add_argument("--failures", default="no,yes", choices=["no,yes", "no", "yes"],
                         help="runs without a failure, with one late failure, or both (default)")
+    parser.add_argument("--fail-at", default="start", choices=["start", "end"],
+                        help="where ours' and (b)'s injected failure fires: as aggregate starts (default) or at the "
+                             "end of its job, after its aggregation ran, as (a)'s does")
     parser.add_argument("--same-salt", action="store_true",
                         help="give every run the same salt (the scheduled-run case: a run finds the outputs of the "
                              "runs before it in the content-addressed store); default: a new salt per run")
@@ -394,9 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     stack, procs = stack_from(args), []
     sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
     for size in sizes:  # every DAG file is written before Airflow starts
-        size["dag_ids"] = {"ours": ours_variant(stack.dags, size["label"], size["orders"], size["customers"]),
-                           **{c: plain_variant(stack.dags, size["label"], size["orders"], size["customers"], c)
-                              for c in PLAIN}}
+        size["dag_ids"] = {"ours": ours_variant(stack.dags, size["label"], size["orders"], size["customers"],
+                                                fail_at=args.fail_at),
+                           **{c: plain_variant(stack.dags, size["label"], size["orders"], size["customers"], c,
+                                               args.fail_at) for c in PLAIN}}
     return run_on(stack, lambda: measure(args, stack, procs, sizes, configs), procs)
 
 

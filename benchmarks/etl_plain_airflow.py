@@ -17,8 +17,10 @@ would write the pipeline without region failover:
     report goes through ``ResultStore.write`` as (a)'s does, for the benchmark's cross-check of the reports;
   - ``"store"``: the provider's ``ResultStore.write`` / ``ResultStore.read`` (the region-failover steps' own
     writer and reader), under result ``<step>`` partition 0, attempt = try;
-* DAG param ``fail_once``: ``aggregate`` raises on its first try; Airflow retries only that task (its inputs are
-  committed, so that is correct here); DAG param ``salt``: the generators' key salt (as ``dags/tpch_etl.py``'s).
+* DAG param ``fail_once``: ``aggregate`` raises on its first try, as it starts (``FAIL_AT = "start"``) or at the
+  end of its job, after its aggregation ran (``"end"``: a UDF on its output, as (a)'s failure); Airflow retries only
+  that task (its inputs are committed, so that is correct here); DAG param ``salt``: the generators' key salt (as
+  ``dags/tpch_etl.py``'s).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ ORDERS = 20_000
 CUSTOMERS = 2_000
 SPARK_CONN_ID = "region_failover_spark"
 PERSIST = "store"
+FAIL_AT = "start"
 S3A_DIR = "bench-plain-s3a"
 
 
@@ -91,6 +94,17 @@ def _salt(context: Any) -> int:
     return int(context["params"].get("salt") or 0)
 
 
+def _fail_at_end(df: Any) -> Any:
+    """``df`` failing when its job computes it (after the aggregation ran), as (a)'s injected failure does."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
+    def boom(year: int) -> int:
+        raise RuntimeError("injected failure: fail_once fails aggregate's job at its end on its first try")
+
+    return df.withColumn("year", F.udf(boom, IntegerType()).asNondeterministic()(F.col("year")))
+
+
 def _load(spark: Any, step: str, context: Any) -> Any:
     from airflow_region_failover.graph.ids import PartitionId
 
@@ -139,9 +153,11 @@ with DAG(
 
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def aggregate(spark: Any = None, **context: Any) -> int:
-        if context["params"].get("fail_once") and int(context["ti"].try_number) == 1:
+        fail = context["params"].get("fail_once") and int(context["ti"].try_number) == 1
+        if fail and FAIL_AT == "start":
             raise RuntimeError("injected failure: fail_once fails aggregate on its first try")
-        return _save(ETL["aggregate"](_load(spark, "join", context)), "aggregate", context)
+        out = ETL["aggregate"](_load(spark, "join", context))
+        return _save(_fail_at_end(out) if fail else out, "aggregate", context)
 
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def report(spark: Any = None, **context: Any) -> int:

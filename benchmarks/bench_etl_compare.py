@@ -18,6 +18,9 @@ aggregate -> report), each run without failure and with one late failure (``aggr
   ``retries=1``, each persisting its whole output with Spark's own ``df.write.parquet("s3a://...")`` (S3A's default
   committer) and reading its inputs whole with ``spark.read.parquet`` — what a Spark user writes; the failure makes
   ``aggregate`` fail on its first try and Airflow retries that task.
+* Where ours' and (b)'s failure fires (``--fail-at``): ``start``, as ``aggregate`` starts (the DAGs' own
+  ``fail_once``, the default), or ``end``, at the end of its job, after its aggregation ran: a UDF on its output, as
+  (a)'s failure (:data:`FAIL_AT_END`), so that all three lose the same progress.
 * **plain_store** = (b) on the provider's store: the same DAG persisting through ``ResultStore.write`` and reading
   through ``ResultStore.read`` instead (the baseline before hadoop-aws was reachable; not in the default configs).
 

@@ -55,10 +55,10 @@ from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of,
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
 PLAIN_TEMPLATE = Path(__file__).resolve().parent / "etl_plain_airflow.py"
-CONFIGS = ("ours", "app", "plain", "plain_store")
-DEFAULT_CONFIGS = ("ours", "app", "plain")
 PLAIN = {"plain": ("etl_plain", "s3a"), "plain_store": ("etl_plain_store", "store")}
 """The (b) configurations: dag id prefix and the template's ``PERSIST``."""
+CONFIGS = ("ours", "app", *PLAIN)
+DEFAULT_CONFIGS = ("ours", "app", "plain")
 TIMELINE_MARK = "app timeline: "
 S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credentials (JSON), never printed
 

@@ -103,16 +103,16 @@ def test_restart_delay_is_honoured_while_the_run_keeps_running(e2e: Any) -> None
 
 @pytest.mark.extended
 def test_etl_late_failure_reruns_only_failed_and_consumer_regions(e2e: Any, spark_connect: str) -> None:
-    """fail_once: aggregate#0 fails -> aggregate#0 + report#0 rerun; aggregate#1 and every producer keep try 1
+    """fail_once: aggregate#0 fails -> aggregate#0 + report#0 rerun; aggregate#1..3 and every producer keep try 1
     and their manifests."""
     run_id, state = e2e.run("tpch_etl", {"fail_once": True})
     assert state == "success", e2e.explain("tpch_etl", run_id)
     decision = _the_decision(e2e, "tpch_etl", run_id)
     reasons = {r["subtasks"][0]: r["reason"] for r in decision["regions"]}
-    # aggregate#1 is committed or still at work when aggregate#0 fails: either way available, never restarted
+    # aggregate#1..3 are committed or still at work when aggregate#0 fails: either way available, never restarted
     assert reasons == {"aggregate#0": "failed", "report#0": "consumer"}, reasons
     _check_tries(e2e.tries("tpch_etl", run_id), {"aggregate.0"}, {"report.0"})
-    produced = ["join->aggregate#0", "join->aggregate#1", "gen_customer->join#0", "clean_orders->join#1"]
+    produced = ["join->aggregate#0", "join->aggregate#3", "gen_customer->join#0", "clean_orders->join#1"]
     assert set(_attempts(e2e, "tpch_etl", run_id, produced).values()) == {1}, "producers not recomputed"
     assert decision["reused"], "the rerun reads committed join partitions"
     _check_report(e2e, run_id, spark_connect)

@@ -149,7 +149,7 @@ with DAG(
     def join(spark: Any = None, **context: Any) -> int:
         joined = ETL["join"](_load(spark, "gen_customer", context), _load(spark, "clean_orders", context),
                              _load(spark, "clean_lineitem", context))
-        return _save(joined, "join", context)
+        return _save(ETL["local_aggregate"](joined), "join", context)
 
     @task.pyspark(conn_id=SPARK_CONN_ID)
     def aggregate(spark: Any = None, **context: Any) -> int:

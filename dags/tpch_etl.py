@@ -3,17 +3,24 @@
 generate customer/orders/lineitem (deterministic, seeded) -> clean (POINTWISE, PIPELINED: each cleaner shares its
 generator's region and is chained to it: one task ``gen_orders.clean_orders.<i>`` runs both) -> join (BLOCKING,
 committed to S3: orders and line items keyed by order key, so join subtask j reads only its key groups of every
-partition; customers broadcast; line items persist only the two columns the join reads) -> aggregate revenue, orders
-and customers per market segment and year over the customers of its key groups (BLOCKING, keyed by customer key)
--> report (sums the aggregates' partial rows and ranks them, committed as the report step's sink result).
+partition; customers broadcast; line items persist only the two columns the join reads; each join subtask
+aggregates its rows per segment, year and customer before they are committed) -> aggregate revenue, orders and
+customers per market segment and year over the customers of its key groups (BLOCKING, keyed by customer key) ->
+report (sums the aggregates' partial rows and ranks them, committed as the report step's sink result).
 
-The aggregate is split as Flink SQL's split distinct aggregation splits a skewed ``COUNT(DISTINCT)`` ("The first
-aggregation is shuffled by group key and an additional bucket key. [...] The second aggregation is shuffled by the
-original group key, and use SUM to aggregate COUNT DISTINCT values from different buckets"; the bucket here is the
-customer's key group). It is exact because all of a customer's rows, and so all of each of its orders' rows, reach
-one aggregate subtask. Keyed by the five market segments instead, aggregate#0 of 2 got 61 % of the rows
-(``tests/integration/test_example_balance.py``): a failure in it lost most of the step, and its sibling waited for
-it; keyed by customer, each of the 4 subtasks gets a quarter.
+The aggregation is split in three, each exact because all of an order's rows reach one join subtask (keyed by order
+key) and all of a customer's rows one aggregate subtask (keyed by customer key):
+
+* :func:`local_aggregate`, in the join's task: a batch planner's *local* aggregation before the exchange (Flink's
+  ``LocalHashAggregate`` chained to its producer; Spark's partial aggregate before its shuffle), so the join commits
+  a row per segment, year and customer instead of a row per line item;
+* :func:`aggregate`, keyed by customer, as Flink SQL's split distinct aggregation splits a skewed
+  ``COUNT(DISTINCT)`` ("The first aggregation is shuffled by group key and an additional bucket key. [...] The
+  second aggregation is shuffled by the original group key, and use SUM to aggregate COUNT DISTINCT values from
+  different buckets"; the bucket here is the customer's key group). Keyed by the five market segments instead,
+  aggregate#0 of 2 got 61 % of the rows (``tests/integration/test_example_balance.py``): a failure in it lost most
+  of the step, and its sibling waited for it; keyed by customer, each of the 4 subtasks gets a quarter;
+* :func:`report` sums the aggregates' rows per segment and year.
 
 DAG param ``fail_once`` (default false): when true, subtask ``aggregate#0`` raises on its first try — an injected
 failure in a late step for the run-time failover demo. Region failover then restarts only aggregate#0's region
@@ -117,13 +124,23 @@ def join(customer: Any, order: Any, lineitem: Any) -> Any:
             .select("o_orderkey", "o_orderdate", "c_custkey", "c_mktsegment", "c_nationkey", "revenue"))
 
 
-def aggregate(joined: Any) -> Any:
-    """Revenue, orders and customers per market segment and year of the customers in ``joined`` (a partial row per
-    group when ``joined`` holds some customers only: :func:`report` sums them)."""
+def local_aggregate(joined: Any) -> Any:
+    """Revenue and orders per market segment, year and customer of the rows in ``joined`` (summed by
+    :func:`aggregate`: exact when each order's rows are all in one ``joined``)."""
     from pyspark.sql import functions as F
 
-    return (joined.groupBy("c_mktsegment", F.year("o_orderdate").alias("year"))
-            .agg(F.sum("revenue").alias("revenue"), F.countDistinct("o_orderkey").alias("orders"),
+    return (joined.groupBy("c_mktsegment", F.year("o_orderdate").alias("year"), "c_custkey")
+            .agg(F.sum("revenue").alias("revenue"), F.countDistinct("o_orderkey").alias("orders")))
+
+
+def aggregate(partials: Any) -> Any:
+    """Revenue, orders and customers per market segment and year of the customers in ``partials`` (rows of
+    :func:`local_aggregate`; a partial row per group when they hold some customers only: :func:`report` sums
+    them)."""
+    from pyspark.sql import functions as F
+
+    return (partials.groupBy("c_mktsegment", "year")
+            .agg(F.sum("revenue").alias("revenue"), F.sum("orders").alias("orders"),
                  F.countDistinct("c_custkey").alias("customers")))
 
 
@@ -145,7 +162,7 @@ def expected_report(spark: Any) -> Any:
     """The report computed directly in one Spark job (what a correct run must commit)."""
     joined = join(customers(spark, 0, CUSTOMERS), clean_orders(orders(spark, 0, ORDERS)),
                   clean_lineitems(lineitems(spark, 0, ORDERS)))
-    return report(aggregate(joined))
+    return report(aggregate(local_aggregate(joined)))
 
 
 # -- the steps: fn(spark, inputs, context) --------------------------------------------------------------------
@@ -174,8 +191,9 @@ def step_clean_lineitem(spark: Any, inputs: Any, context: Any) -> Any:
 
 
 def step_join(spark: Any, inputs: Any, context: Any) -> Any:
-    """Join subtask j gets the orders and line items whose order key is in its key groups (keyed exchanges)."""
-    return join(inputs["gen_customer"], inputs["clean_orders"], inputs["clean_lineitem"])
+    """Join subtask j gets the orders and line items whose order key is in its key groups (keyed exchanges), and
+    commits their local aggregate."""
+    return local_aggregate(join(inputs["gen_customer"], inputs["clean_orders"], inputs["clean_lineitem"]))
 
 
 def step_aggregate(spark: Any, inputs: Any, context: Any) -> Any:
@@ -219,7 +237,6 @@ with DAG(
     # persist only the columns the consumer reads (one Spark application's optimizer would prune the others)
     job.edge("clean_lineitem", "join", exchange="BLOCKING", partition_by=["l_orderkey"],
              columns=["l_orderkey", "revenue"])
-    job.edge("join", "aggregate", exchange="BLOCKING", partition_by=["c_custkey"],
-             columns=["o_orderkey", "o_orderdate", "c_custkey", "c_mktsegment", "revenue"])
+    job.edge("join", "aggregate", exchange="BLOCKING", partition_by=["c_custkey"])
     job.edge("aggregate", "report", exchange="BLOCKING", distribution="BROADCAST")
     job.render()

@@ -40,7 +40,7 @@ def _module() -> Any:
     return module
 
 
-def test_each_aggregate_subtask_gets_an_even_share_of_the_joined_rows(spark: Any) -> None:
+def test_each_aggregate_subtask_gets_an_even_share_of_the_join_steps_rows(spark: Any) -> None:
     from pyspark.sql import functions as F
 
     from airflow_region_failover.job import job_of
@@ -50,9 +50,11 @@ def test_each_aggregate_subtask_gets_an_even_share_of_the_joined_rows(spark: Any
     assert spec is not None
     edge = next(e for e in spec.graph.edges if (e.source, e.target) == ("join", "aggregate"))
     parallelism = spec.graph.step("aggregate").parallelism
-    joined = module.join(module.customers(spark, 0, module.CUSTOMERS),
-                         module.clean_orders(module.orders(spark, 0, module.ORDERS)),
-                         module.clean_lineitems(module.lineitems(spark, 0, module.ORDERS)))
+    joined = module.step_join(spark, {"gen_customer": module.customers(spark, 0, module.CUSTOMERS),
+                                      "clean_orders": module.clean_orders(module.orders(spark, 0, module.ORDERS)),
+                                      "clean_lineitem": module.clean_lineitems(module.lineitems(spark, 0,
+                                                                                               module.ORDERS))},
+                              None)
     key_group = F.expr(f"pmod(hash({', '.join(edge.partition_by)}), {edge.max_parallelism})")
     counts = {row["g"]: row["n"] for row in joined.groupBy(key_group.alias("g")).agg(F.count("*").alias("n"))
               .collect()}

@@ -46,7 +46,7 @@ from _etl_stack import (
     write_json,
 )
 from airflow_region_failover.timeline import Timeline
-from bench_etl_compare import _ts, committed_bytes, ours_variant, run_airflow, run_app
+from bench_etl_compare import _ts, committed_bytes, ours_variant, run_airflow, run_app, warm_up
 
 MiB = 1024 * 1024
 
@@ -212,10 +212,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], salts: Salts
     raw = raw_speed(stack.store)
     print(f"raw boto3 speed of the server: {raw[0]:.0f} MB/s up, {raw[1]:.0f} MB/s down", flush=True)
     with stack.airflow.client() as api:
-        api.wait_for_dag(warm["dag_id"], timeout=300)
-        run_airflow(api, warm["dag_id"], False, args.timeout, salts.next())
-        run_app(stack.spark_url, stack.s3_env, "tiny", warm["orders"], warm["customers"], False, procs,
-                salts.next())
+        warm_up(api, stack, procs, warm["dag_id"], warm, salts)
         for size in sizes:
             api.wait_for_dag(size["dag_id"], timeout=300)
             ours, apps = [], []

@@ -3,8 +3,9 @@ application rerun whole on each failure, with the same failure clock, on ``bench
 
 ``python benchmarks/bench_chaos.py [--sizes 5] [--intervals 60,120,240] [--configs ours,app] [--plot FILE]``
 
-Per size, first each configuration's failure-free run (its wall time W), then per interval T and configuration one
-run with a failure every T seconds from its start, until a correct report or 3 x W ("did not finish"):
+After one unmeasured run of each at the tiny size, per size, first each configuration's failure-free run (its wall
+time W), then per interval T and configuration one run with a failure every T seconds from its start, until a
+correct report or 3 x W ("did not finish"):
 
 * **ours**: the ETL with a fixed-delay restart strategy of 1,000 attempts (the example's 3 would end the run after
   its third failure; Flink's experiment, too, restarted without a bound); every T s a running step task, picked at
@@ -35,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import add_stack_arguments, final_state, parse_sizes, run_on, size_of, stack_from, write_json
+from _etl_stack import Salts, add_stack_arguments, final_state, parse_sizes, run_on, size_of, stack_from, write_json
 from airflow_region_failover.naming import OPERATOR_NAME
-from bench_etl_compare import S3_ENV, _app_command, ours_variant, report_rows, run_airflow, run_app
+from bench_etl_compare import S3_ENV, _app_command, ours_variant, report_rows, run_airflow, run_app, warm_up
 
 PLOT = Path(__file__).resolve().parent / "chaos.png"
 ATTEMPTS = 1000
@@ -179,16 +180,19 @@ def replot(figures_json: Path, path: Path) -> int:
 
 
 def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[dict[str, Any]],
-            intervals: list[float], configs: list[str]) -> int:
-    """On the started stack, per size: each config once without failure, then under failures every interval;
-    a table and a plot per size, every figure written to ``--json``."""
-    figures, salt = [], int(time.time()) % 10_000_000 * 8 + 1
+            intervals: list[float], configs: list[str], warm: dict[str, Any]) -> int:
+    """On the started stack, after the ``warm`` up (:func:`~bench_etl_compare.warm_up`: without it the first
+    failure-free run, the divisor of every ratio, paid the fresh stack's one-off costs), per size: each config once
+    without failure, then under failures every interval; a table and a plot per size, every figure written to
+    ``--json``."""
+    figures, salts = [], Salts()
     with stack.airflow.client() as api:
+        warm_up(api, stack, procs, warm["dag_id"], warm, salts)
         for size in sizes:
             api.wait_for_dag(size["dag_id"], timeout=300)
             base, results, reports = {}, {}, {}
             for config in configs:
-                salt += 1
+                salt = salts.next()
                 run = (run_airflow(api, size["dag_id"], False, 7200.0, salt) if config == "ours" else
                        run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"],
                                False, procs, salt))
@@ -197,7 +201,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                 print(f"{size['label']} {config} without failure: {run['wall_s']:.1f} s", flush=True)
             for interval in intervals:
                 for config in configs:
-                    salt += 1
+                    salt = salts.next()
                     limit = GIVE_UP * base[config]
                     run = (run_ours_chaos(api, size["dag_id"], interval, salt, limit) if config == "ours" else
                            run_app_chaos(stack, size, interval, salt, limit, procs))
@@ -243,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         size["dag_id"] = ours_variant(stack.dags, size["label"], size["orders"], size["customers"], "tpch_chaos",
                                       ATTEMPTS)
-    return run_on(stack, lambda: measure(args, stack, procs, sizes, intervals, configs), procs)
+    warm = size_of("tiny")
+    warm["dag_id"] = ours_variant(stack.dags, "warm", warm["orders"], warm["customers"], "tpch_chaos", ATTEMPTS)
+    return run_on(stack, lambda: measure(args, stack, procs, sizes, intervals, configs, warm), procs)
 
 
 if __name__ == "__main__":

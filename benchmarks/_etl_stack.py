@@ -119,30 +119,6 @@ def run_on(stack: Any, body: Callable[[], int], procs: list[subprocess.Popen[byt
         stack.stop()
 
 
-FAILED_GRACE_S = 15.0
-"""How long a failed run must stay failed to be final (the restart delay of the benchmarks' DAGs is 1 s)."""
-
-
-def final_state(api: Any, dag_id: str, run_id: str, timeout: float, grace: float = FAILED_GRACE_S,
-                poll: float = 0.5) -> str:
-    """The run's final state: ``success``, or ``failed`` once it stayed failed ``grace`` seconds.
-
-    The scheduler marks a run failed as soon as every task instance is finished, also when the failover loop is
-    about to clear the failed region: the clear puts the run back to ``running`` (as the e2e harness's
-    ``final_state`` waits for). A benchmark that took the first ``failed`` as final aborted a run that was about to
-    recover. Raises ``TimeoutError`` after ``timeout`` seconds in all."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = api.wait_for_run(dag_id, run_id, timeout=max(poll, deadline - time.monotonic()), poll=poll)
-        if state == "success":
-            return state
-        until = time.monotonic() + grace
-        while time.monotonic() < until and str(api.dag_run(dag_id, run_id)["state"]) == state:
-            time.sleep(poll)
-        if time.monotonic() >= until:
-            return state
-
-
 def write_json(path: str | None, figures: Any) -> None:
     """Write ``figures`` as indented JSON to ``path`` (the ``--json`` option; nothing when it is not given)."""
     if path:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import Salts, add_stack_arguments, final_state, parse_sizes, run_on, size_of, stack_from, write_json
+from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 from airflow_region_failover.naming import OPERATOR_NAME
 from bench_etl_compare import S3_ENV, _app_command, ours_variant, report_rows, run_airflow, run_app, warm_up
 
@@ -95,7 +95,7 @@ def run_ours_chaos(api: Any, dag_id: str, interval: float, salt: int, limit: flo
     run_id = api.trigger(dag_id, {"fail_once": False, "salt": salt})
     killer.start(run_id)
     try:
-        state = final_state(api, dag_id, run_id, timeout=limit)
+        state = api.final_state(dag_id, run_id, timeout=limit)
     except TimeoutError:
         state = "did not finish"
         api.call("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"})

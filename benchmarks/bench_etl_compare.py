@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import Salts, add_stack_arguments, final_state, parse_sizes, run_on, size_of, stack_from
+from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from
 
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
@@ -244,7 +244,7 @@ def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float, salt: int = 0
     tries."""
     t0 = time.time()
     run_id = api.trigger(dag_id, {"fail_once": fail, "salt": salt})
-    state = final_state(api, dag_id, run_id, timeout=timeout)
+    state = api.final_state(dag_id, run_id, timeout=timeout)
     wall = time.time() - t0
     if state != "success":
         raise SystemExit(f"{dag_id} run {run_id} ended {state}")

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import final_state
 from airflow_region_failover.store.s3a import with_jars
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +65,7 @@ def measure(api: Any, logs: Any, dag_id: str, fail: bool) -> dict[str, float]:
     """Run once and return the figures of one run."""
     t0 = time.time()
     run_id = api.trigger(dag_id, {"fail_once": fail})
-    state = final_state(api, dag_id, run_id, timeout=1800)
+    state = api.final_state(dag_id, run_id, timeout=1800)
     wall = time.time() - t0
     if state != "success":
         raise SystemExit(f"{dag_id} run {run_id} ended {state}")

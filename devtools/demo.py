@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.plugins.history import format_history
+from airflow_region_failover.plugins.rest import RunEnd
 from airflow_region_failover.standalone.command import Standalone
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.store.facade import ResultStore
@@ -34,17 +35,12 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
-FAILED_GRACE_S = 15.0
-"""How long the run must stay ``failed`` to be final: the scheduler marks a run failed as soon as every task is
-finished, also when the failover loop is about to clear the failed region and put the run back to ``running``."""
-
-
 def _follow(api: Any, run_id: str, timeout: float) -> str:
-    """Print task state changes until the run ends; return its final state (``failed`` once it stayed failed
-    :data:`FAILED_GRACE_S`)."""
+    """Print task state changes until the run ends; return its final state (by the REST client's rule,
+    :class:`~airflow_region_failover.plugins.rest.RunEnd`: ``failed`` once it stayed failed)."""
     seen: dict[str, tuple[str, int]] = {}
     start = time.monotonic()
-    failed_since: float | None = None
+    end = RunEnd()
     while time.monotonic() - start < timeout:
         for ti in api.task_instances(DAG_ID, run_id):
             now = (str(ti["state"]), int(ti["try_number"]))
@@ -52,10 +48,7 @@ def _follow(api: Any, run_id: str, timeout: float) -> str:
                 seen[ti["task_id"]] = now
                 _say(f"  {time.monotonic() - start:6.1f} s  {ti['task_id']:<18} {now[0]:<16} try {now[1]}")
         state = str(api.dag_run(DAG_ID, run_id)["state"])
-        if state == "success":
-            return state
-        failed_since = (failed_since or time.monotonic()) if state == "failed" else None
-        if failed_since is not None and time.monotonic() - failed_since >= FAILED_GRACE_S:
+        if end.final(state):
             return state
         time.sleep(1.0)
     return "timeout"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from airflow_region_failover.plugins.rest import FAILED_GRACE_S
 from airflow_region_failover.standalone.airflow_stack import AirflowStack
-from tests.e2e.scenarios import state_stays
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 E2E_DAGS = Path(__file__).parent / "dags"
@@ -95,21 +95,14 @@ class E2E:
         run_id = self.api.trigger(dag_id, conf or {})
         return run_id, self.final_state(dag_id, run_id, timeout)
 
-    def final_state(self, dag_id: str, run_id: str, timeout: float = 900.0, grace: float = 15.0) -> str:
-        """Wait for a terminal state that stays: a run can show ``failed`` for a moment before the restart's
-        clear puts it back to ``running`` (the scheduler marks it failed when every task is done). A failed run
-        whose decision log still has an open decision is not final: the decision's clear is still to come. Another
-        state is final once it stays ``grace`` seconds (polled: a run put back to ``running`` is waited for again at
-        once)."""
+    def final_state(self, dag_id: str, run_id: str, timeout: float = 900.0, grace: float = FAILED_GRACE_S) -> str:
+        """The run's final state by the REST client's rule (``failed`` once it stayed failed ``grace`` seconds:
+        :meth:`~airflow_region_failover.plugins.rest.AirflowRestClient.final_state`), and more: a failed run whose
+        decision log still has an open decision is not final, the decision's clear is still to come."""
         deadline = time.monotonic() + timeout
         while True:
-            state = self.api.wait_for_run(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
-            if state == "success":
-                return state
-            stays = state_stays(self.api, dag_id, run_id, state, grace)
-            if time.monotonic() > deadline:
-                return state
-            if stays and not self._restart_due(dag_id, run_id):
+            state = self.api.final_state(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()), grace=grace)
+            if state == "success" or time.monotonic() > deadline or not self._restart_due(dag_id, run_id):
                 return state
 
     def _restart_due(self, dag_id: str, run_id: str) -> bool:

@@ -10,7 +10,6 @@ a -> b is chained: tasks ``a.b.0`` and ``a.b.1`` run a#i and b#i (a failure of e
 from __future__ import annotations
 
 import runpy
-import time
 from pathlib import Path
 from typing import Any
 
@@ -131,14 +130,3 @@ def _runs(e2e: Any, dag_id: str, run_type: str) -> list[dict[str, Any]]:
     """The DAG's runs of one type (``scheduled``, ``backfill``, ``manual``), oldest logical date first."""
     runs = e2e.api.get(f"/dags/{dag_id}/dagRuns", run_type=[run_type], order_by="logical_date")["dag_runs"]
     return list(runs)
-
-
-def state_stays(api: Any, dag_id: str, run_id: str, state: str, seconds: float) -> bool:
-    """Whether the run still has ``state`` after ``seconds`` (asked every half second: ``False`` at the first change,
-    such as a failed run put back to ``running`` by the restart's clear)."""
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        time.sleep(0.5)
-        if api.dag_run(dag_id, run_id)["state"] != state:
-            return False
-    return True

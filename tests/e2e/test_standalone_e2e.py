@@ -25,7 +25,6 @@ import pytest
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials
 from airflow_region_failover.standalone.processes import MARKER, marked
-from tests.e2e.scenarios import state_stays
 from tests.support.readme import readme_dag
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -67,18 +66,6 @@ class Standalone:
     def terminate(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=120)
-
-
-def _final_state(api: AirflowRestClient, run_id: str, timeout: float = 600.0) -> str:
-    """The run's state once it stays terminal for 15 s: ``failed`` shows for a moment before the restart's clear
-    puts the run back to ``running`` (asked every half second, so that change is seen at once)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = api.wait_for_run(DAG_ID, run_id, timeout=max(1.0, deadline - time.monotonic()), poll=0.5)
-        if state == "success" or time.monotonic() > deadline:
-            return state
-        if state_stays(api, DAG_ID, run_id, state, 15.0):
-            return state
 
 
 def _cmd(proc: psutil.Process) -> str:
@@ -127,7 +114,7 @@ def _run_and_stop(dags: Path, home: Path) -> str:
         with AirflowRestClient(ApiCredentials(url, user, password)) as api:
             api.wait_for_dag(DAG_ID, timeout=180)
             run_id = api.trigger(DAG_ID, {"fail_once": True})
-            assert _final_state(api, run_id) == "success", api.task_instances(DAG_ID, run_id)
+            assert api.final_state(DAG_ID, run_id, timeout=600.0) == "success", api.task_instances(DAG_ID, run_id)
             tries = {ti["task_id"]: int(ti["try_number"]) for ti in api.task_instances(DAG_ID, run_id)}
             assert (tries["numbers.0"], tries["numbers.1"], tries["squares.0"], tries["squares.1"]) == (1, 1, 2, 1), \
                 tries  # total#0 restarts as the consumer: its try is 1 or 2 (whether it had started)

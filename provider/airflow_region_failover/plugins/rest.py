@@ -28,11 +28,37 @@ from airflow_region_failover import conf
 from airflow_region_failover.exceptions import ClearOutcomeUnknown, RestError
 from airflow_region_failover.process_cache import per_process
 
-__all__ = ["AirflowRestClient", "ApiCredentials", "ClearOutcomeUnknown", "RestError", "default_api"]
+__all__ = ["AirflowRestClient", "ApiCredentials", "ClearOutcomeUnknown", "RestError", "RunEnd", "default_api"]
 
 DEFAULT_TIMEOUT = 10.0
 RETRIES = 3
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+FAILED_GRACE_S = 15.0
+"""How long a run must stay ``failed`` before :meth:`AirflowRestClient.final_state` takes it as final."""
+
+
+class RunEnd:
+    """Whether a run's state, read poll after poll, is final. ``success`` is, at once. ``failed`` is once it has
+    stayed failed ``grace`` seconds: the scheduler marks a run failed as soon as every task instance is finished,
+    also when the failover loop is about to clear the failed region and put the run back to ``running`` — a
+    watcher that took that moment as the end would abandon a run that recovers. Any other state resets the
+    wait."""
+
+    def __init__(self, grace: float = FAILED_GRACE_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.grace, self._clock = grace, clock
+        self._failed_since: float | None = None
+
+    def final(self, state: str) -> bool:
+        """Whether ``state``, just read, is the run's final state."""
+        if state == "success":
+            return True
+        if state != "failed":
+            self._failed_since = None
+            return False
+        now = self._clock()
+        if self._failed_since is None:
+            self._failed_since = now
+        return now - self._failed_since >= self.grace
 
 
 @dataclass(frozen=True)
@@ -204,13 +230,14 @@ class AirflowRestClient:
         resp = self._send("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", json=body)
         return list(resp.json().get("task_instances", []))
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 300.0, poll: float = 1.0) -> str:
-        """Poll until the run is ``success`` or ``failed``; return that state or raise ``TimeoutError``."""
-        deadline = time.monotonic() + timeout
-        state = "?"
+    def final_state(self, dag_id: str, run_id: str, timeout: float = 900.0, grace: float = FAILED_GRACE_S,
+                    poll: float = 0.5) -> str:
+        """Poll until the run's state is final by :class:`RunEnd`'s rule (``failed`` only once it stayed failed
+        ``grace`` seconds); return it, or raise ``TimeoutError`` after ``timeout`` seconds."""
+        deadline, end, state = time.monotonic() + timeout, RunEnd(grace), "?"
         while time.monotonic() < deadline:
             state = str(self.dag_run(dag_id, run_id)["state"])
-            if state in TERMINAL_RUN_STATES:
+            if end.final(state):
                 return state
             time.sleep(poll)
         raise TimeoutError(f"run {dag_id}/{run_id} still {state!r} after {timeout:.0f} s")

@@ -4,6 +4,7 @@ work."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -35,5 +36,5 @@ def test_a_failed_run_put_back_to_running_by_the_clear_is_followed_to_its_succes
 
 
 def test_a_run_that_stays_failed_for_the_grace_period_is_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "FAILED_GRACE_S", 0.01)
+    monkeypatch.setattr(demo, "RunEnd", functools.partial(demo.RunEnd, grace=0.01))
     assert demo._follow(Api("running", "failed"), "r", timeout=60.0) == "failed"

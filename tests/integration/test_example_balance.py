@@ -10,19 +10,16 @@ evenly over them at every size, so the shares at the DAG's tiny default size are
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_region_failover.graph.keygroups import operator_index
+from tests.support.examples import example_module
 from tests.support.spark import embedded_session
 
 pytestmark = pytest.mark.integration
-
-ETL = Path(__file__).resolve().parents[2] / "dags" / "tpch_etl.py"
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +29,12 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("tpch_etl_balance", ETL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_each_aggregate_subtask_gets_an_even_share_of_the_join_steps_rows(spark: Any) -> None:
     from pyspark.sql import functions as F
 
     from airflow_region_failover.job import job_of
 
-    module = _module()
+    module = example_module("tpch_etl")
     spec = job_of(module.dag)
     assert spec is not None
     edge = next(e for e in spec.graph.edges if (e.source, e.target) == ("join", "aggregate"))

@@ -3,15 +3,13 @@ and parsing is stable (the scheduler and every worker parse the file and must ge
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 
 from airflow_region_failover.job import job_of
 from airflow_region_failover.naming import JOB_PARAM, subtask_of
+from tests.support.examples import DAGS, example_module
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
 EXAMPLES = {"tpch_etl", "shard_pipeline", "daily_sales", "clickstream_sessions"}
 
 
@@ -68,14 +66,9 @@ def test_parsing_twice_gives_the_same_serialized_dags(bag: DagBag) -> None:
 
 def test_fail_once_fails_aggregate_0_on_its_first_try_only() -> None:
     """The documented demo switch: only ``aggregate#0``, only on try 1, only when ``fail_once`` is true."""
-    import importlib.util
-
     from airflow_region_failover import StepContext, SubtaskId
 
-    spec = importlib.util.spec_from_file_location("tpch_etl_example", DAGS / "tpch_etl.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = example_module("tpch_etl")
 
     def context(index: int, try_number: int, fail_once: bool) -> StepContext:
         return StepContext(SubtaskId("aggregate", index), 2, False, {}, "tpch_etl", "r", try_number,

@@ -32,7 +32,6 @@ __all__ = ["AirflowRestClient", "ApiCredentials", "ClearOutcomeUnknown", "RestEr
 
 DEFAULT_TIMEOUT = 10.0
 RETRIES = 3
-TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 FAILED_GRACE_S = 15.0
 """How long a run must stay ``failed`` before :meth:`AirflowRestClient.final_state` takes it as final."""
 

@@ -24,7 +24,8 @@ subtasks. For each consumer parallelism P:
   (target <= 1.5).
 
 Printed per P: bytes committed, bytes the consumers fetched (the store's read counters), read amplification
-(fetched / committed; target 1.00 for keyed), producer and consumer wall seconds, the floor and its parts, and the
+(fetched / committed; target 1.00 for keyed), producer and consumer wall seconds (and of the consumers' the reads'
+set-up before their jobs), the floor and its parts, and the
 wall-time ratios keyed / spark, keyed / floor and whole / keyed. Consumers run one after the other (as Airflow
 tasks on a 2-core machine would). The session has the pinned s3a jars (``--jars``, default ``.venv/jars``), so the
 consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``; the store cuts
@@ -44,6 +45,7 @@ from dataclasses import replace
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from airflow_region_failover import timeline
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
@@ -55,6 +57,7 @@ from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store import Manifest, ResultStore, keyed_writer
 from airflow_region_failover.store.config import MAX_OBJECT_BYTES, MiB
 from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.timeline import Timeline
 
 MB = 1024 * 1024
 ROW_BYTES = 17  # committed Parquet/snappy bytes per generated row (measured: printed as "committed")
@@ -186,7 +189,9 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
     if [m.objects for m in again] != [m.objects for m in manifests]:
         raise AssertionError("the keyed writer and partitionBy committed different objects")
     io = StoreIO(store)
-    out["consume_keyed_s"], keyed_groups = timed(lambda: consume_keyed(io, spark, run, parallelism))
+    with timeline.measured() as clock:
+        out["consume_keyed_s"], keyed_groups = timed(lambda: consume_keyed(io, spark, run, parallelism))
+    out["consume_setup_s"] = read_setup(clock.timeline())
     out.update(committed_mb=committed / MB, keyed_read_mb=io.reads.bytes / MB,
                keyed_amplification=io.reads.bytes / committed)
     out["spark_s"], spark_groups = timed(lambda: spark_shuffle(spark, total, parallelism))
@@ -211,10 +216,16 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
     return out
 
 
+def read_setup(record: Timeline) -> float:
+    """Seconds the consumers' reads spent setting up before their jobs: the store's ``read_*`` phases (the stored
+    checksums, the JVM-read probe, Spark's listing, the nullability restore; docs/reference/task-summary.md)."""
+    return sum(span.seconds for span in record.spans if span.name.startswith("read_"))
+
+
 def table(results: list[dict[str, Any]]) -> str:
     head = ("| P | committed MB | keyed: read MB | keyed: amplification | whole: amplification | keyed s "
-            "(produce + consume) | whole s | Spark shuffle s | floor s (shuffle + raw up + raw down) | keyed / Spark "
-            "| keyed / floor | whole / keyed | produce through partitionBy s |")
+            "(produce + consume, of it the reads' set-up) | whole s | Spark shuffle s | floor s (shuffle + raw up + "
+            "raw down) | keyed / Spark | keyed / floor | whole / keyed | produce through partitionBy s |")
     lines = [head, "|" + "---|" * 13]
     for r in results:
         whole_amp = f"{r['whole_amplification']:.2f}" if "whole_s" in r else f"{r['P']} (by construction)"
@@ -222,7 +233,8 @@ def table(results: list[dict[str, Any]]) -> str:
         ratio = f"{r['whole_over_keyed']:.2f}" if "whole_s" in r else "-"
         lines.append(f"| {r['P']} | {r['committed_mb']:.0f} | {r['keyed_read_mb']:.0f} | "
                      f"{r['keyed_amplification']:.2f} | {whole_amp} | {r['keyed_s']:.1f} "
-                     f"({r['produce_keyed_s']:.1f} + {r['consume_keyed_s']:.1f}) | {whole_s} | {r['spark_s']:.1f} | "
+                     f"({r['produce_keyed_s']:.1f} + {r['consume_keyed_s']:.1f}, of it "
+                     f"{r['consume_setup_s']:.1f}) | {whole_s} | {r['spark_s']:.1f} | "
                      f"{r['floor_s']:.1f} ({r['spark_s']:.1f} + {r['raw_up_s']:.1f} + {r['raw_down_s']:.1f}) | "
                      f"{r['keyed_over_spark']:.2f} | {r['keyed_over_floor']:.2f} | {ratio} | "
                      f"{r['produce_partition_by_s']:.1f} |")

@@ -24,10 +24,10 @@ subtasks. For each consumer parallelism P:
   (target <= 1.5).
 
 Printed per P: bytes committed, bytes the consumers fetched (the store's read counters), read amplification
-(fetched / committed; target 1.00 for keyed), producer and consumer wall seconds (and of the consumers' the reads'
-set-up before their jobs), the floor and its parts, and the
-wall-time ratios keyed / spark, keyed / floor and whole / keyed. Consumers run one after the other (as Airflow
-tasks on a 2-core machine would). The session has the pinned s3a jars (``--jars``, default ``.venv/jars``), so the
+(fetched / committed; target 1.00 for keyed), producer and consumer wall seconds (with the part of the latter the
+consumers' reads spent setting up before their jobs), the floor and its parts, and the wall-time ratios keyed /
+spark, keyed / floor and whole / keyed. Consumers run one after the other (as Airflow tasks on a 2-core machine
+would). The session has the pinned s3a jars (``--jars``, default ``.venv/jars``), so the
 consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``; the store cuts
 objects of ``--max-object-mb`` (default: the store's default). ``--warm-rounds`` full-size rounds run first and are
 printed but left out of the table: the JVM's steady state, as on the long-lived Spark Connect server the step tasks

@@ -41,36 +41,31 @@ def client() -> rest.AirflowRestClient:
     return rest.AirflowRestClient(rest.ApiCredentials("http://api", token="t"))
 
 
+def finals(grace: float, readings: list[tuple[float, str]]) -> list[bool]:
+    """What one :class:`rest.RunEnd` says of each ``(clock time, state)`` reading, in order."""
+    clock = Clock()
+    end = rest.RunEnd(grace=grace, clock=clock)
+    said = []
+    for clock.now, state in readings:
+        said.append(end.final(state))
+    return said
+
+
 def test_success_is_final_at_once() -> None:
-    assert rest.RunEnd(grace=60.0, clock=Clock()).final("success")
+    assert finals(60.0, [(0.0, "success")]) == [True]
 
 
 def test_failed_is_final_only_once_it_stayed_failed_for_the_grace() -> None:
-    clock = Clock()
-    end = rest.RunEnd(grace=15.0, clock=clock)
-    assert not end.final("failed")
-    clock.now = 14.9
-    assert not end.final("failed")
-    clock.now = 15.0
-    assert end.final("failed")
+    assert finals(15.0, [(0.0, "failed"), (14.9, "failed"), (15.0, "failed")]) == [False, False, True]
 
 
 def test_a_run_put_back_to_running_starts_the_grace_again() -> None:
-    clock = Clock()
-    end = rest.RunEnd(grace=15.0, clock=clock)
-    assert not end.final("failed")
-    clock.now = 10.0
-    assert not end.final("running")
-    clock.now = 20.0
-    assert not end.final("failed")
-    clock.now = 34.0
-    assert not end.final("failed")
-    clock.now = 35.0
-    assert end.final("failed")
+    readings = [(0.0, "failed"), (10.0, "running"), (20.0, "failed"), (34.0, "failed"), (35.0, "failed")]
+    assert finals(15.0, readings) == [False, False, False, False, True]
 
 
 def test_no_grace_takes_the_first_failed() -> None:
-    assert rest.RunEnd(grace=0.0, clock=Clock()).final("failed")
+    assert finals(0.0, [(0.0, "failed")]) == [True]
 
 
 def test_the_client_follows_a_failed_run_put_back_to_running_to_its_success(monkeypatch: pytest.MonkeyPatch) -> None:

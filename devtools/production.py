@@ -5,16 +5,18 @@ schedulers (each runs the failover watcher: HA), api-server, dag-processor, trig
 Spark standalone cluster (master + two workers) with a Spark Connect server on it, and SeaweedFS. The same
 services as ``docker/compose.yaml``.
 
-Rules: everything on 127.0.0.1 on free ports; started in dependency order and stopped in reverse; every process
-carries the stack marker of :mod:`airflow_region_failover.standalone.processes`, so its guard stops all of them
-if the process that started the stack is killed. Component instances are named as in the compose file.
+Rules: everything on 127.0.0.1 on free ports; the servers Airflow needs started together, then Airflow, and
+stopped in reverse; every process carries the stack marker of :mod:`airflow_region_failover.standalone.processes`,
+so its guard stops all of them if the process that started the stack is killed. Component instances are named as
+in the compose file.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,16 @@ PRELOAD_CONFIG = "airflow_region_failover.operators.preload.CELERY_CONFIG"
 HEARTBEAT_TIMEOUT_S = 30
 
 
+def started_together(*starts: Callable[[], Any]) -> list[Any]:
+    """Each of ``starts`` called in a thread of its own, all at once; their results in order, once every one has
+    returned — or, when one raised, the first such error (in order) once the others have ended too, so that the
+    caller's ``stop`` finds no server half-way through its start."""
+    with ThreadPoolExecutor(max_workers=len(starts), thread_name_prefix="stack-start") as pool:
+        futures = [pool.submit(start) for start in starts]
+        wait(futures)
+    return [future.result() for future in futures]
+
+
 @dataclass
 class ProductionStack:
     """Start with :meth:`start`, always :meth:`stop`. ``airflow`` is the :class:`AirflowStack` (REST client,
@@ -62,17 +74,16 @@ class ProductionStack:
     shared_workers: bool = True
 
     def start(self) -> ProductionStack:
-        """PostgreSQL, Redis, SeaweedFS, the Spark cluster with Connect, then Airflow; on failure stop all."""
+        """PostgreSQL, Redis, SeaweedFS and the Spark cluster with Connect at once (none needs another), then
+        Airflow, which needs them all; on failure stop all."""
         ensure_guard()
         try:
             self.postgres = Postgres(self.work_dir / "postgres")
-            self.database_url = self.postgres.start()
             self.redis = Redis(self.work_dir / "redis")
-            broker = self.redis.start()
             self.s3 = SeaweedFS(bucket="region-failover", data_dir=self.work_dir / "s3")
-            endpoint = self.s3.start()
             self.spark = SparkCluster(self.work_dir / "spark", workers=2, shared_workers=self.shared_workers)
-            self.spark_url = self.spark.start()
+            self.database_url, broker, endpoint, self.spark_url = started_together(
+                self.postgres.start, self.redis.start, self.s3.start, self.spark.start)
             self.airflow = AirflowStack(
                 dags_folder=self.dags_folder, home=self.work_dir / "airflow", components=COMPONENTS,
                 executor="CeleryExecutor", database_url=self.database_url, users=self.users,

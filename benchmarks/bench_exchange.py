@@ -57,7 +57,6 @@ from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store import Manifest, ResultStore, keyed_writer
 from airflow_region_failover.store.config import MAX_OBJECT_BYTES, MiB
 from airflow_region_failover.store.parquet import Cut
-from airflow_region_failover.timeline import Timeline
 
 MB = 1024 * 1024
 ROW_BYTES = 17  # committed Parquet/snappy bytes per generated row (measured: printed as "committed")
@@ -216,7 +215,7 @@ def measure(store: ResultStore, spark: Any, total: int, parallelism: int, whole:
     return out
 
 
-def read_setup(record: Timeline) -> float:
+def read_setup(record: timeline.Timeline) -> float:
     """Seconds the consumers' reads spent setting up before their jobs: the store's ``read_*`` phases (the stored
     checksums, the JVM-read probe, Spark's listing, the nullability restore; docs/reference/task-summary.md)."""
     return sum(span.seconds for span in record.spans if span.name.startswith("read_"))

@@ -2,7 +2,8 @@
 test session's Spark Connect server, both with the pinned s3a jars, against SeaweedFS: the read is a file scan over
 exactly the manifest's objects; an object replaced by other bytes is refused naming the partition before Spark
 reads anything; an object S3 keeps no SHA-256 for is read (and hashed) by the Python path, which refuses it too;
-``store_jvm_io = off`` keeps the Python path; a keyed consumer reads exactly its subpartition's objects."""
+``store_jvm_io = off`` keeps the Python path; a keyed consumer reads exactly its subpartition's objects; a read whose
+objects were just checked is resolved without Spark listing them (store/listed.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store import ResultStore, listed, s3a
 from airflow_region_failover.store.parquet import Cut
 from tests.support.spark import spark_session
 from tests.support.spark import typed_rows as rows
@@ -110,3 +111,33 @@ def test_a_read_of_many_objects_lists_them_without_a_spark_job(spark: Any, s3_se
     assert set(tracker.getJobIdsForGroup(None)) == before, "listing the objects ran a Spark job"
     assert sorted(back.inputFiles()) == object_urls(store, manifest) and back.count() == 60_000
     assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == "32", "the setting is restored"
+
+
+def test_a_checked_read_is_resolved_without_spark_listing_its_objects(spark: Any, s3_server: S3Endpoint) -> None:
+    """Spark's own listing sends two HEADs and a LIST per object (~70 ms a keyed consumer's read); a checked read gives
+    Spark the sizes its manifest records instead: resolving a read of objects that are not there succeeds where
+    ``spark.read.parquet`` refuses them, and reading them fails (nothing is made up)."""
+    store = make_store(s3_server)
+    manifest = store.write(rows(spark), "etl", "listed", P, 1)
+    embedded = hasattr(spark, "sparkContext") and "connect" not in type(spark).__module__
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.HiveCatalogMetrics if embedded else None
+    counts = (lambda: (metrics.METRIC_FILES_DISCOVERED().getCount(), metrics.METRIC_FILE_CACHE_HITS().getCount())
+              ) if embedded else (lambda: (0, 0))
+    store.read(spark, "etl", "listed", P)  # the session's first read asks once whether its JVM lists the store
+    before = counts()
+    back = store.read(spark, "etl", "listed", P)
+    assert sorted(back.inputFiles()) == object_urls(store, manifest) and back.count() == 30_000
+    if embedded:  # Spark's file index counts what it listed, and what it found given
+        assert counts() == (before[0], before[1] + len(manifest.objects)), (before, counts())
+    options = s3a.hadoop_options(store.config.access, s3a.Mode.AUTO)
+    assert options is not None
+    gone = [f"{url}.gone" for url in object_urls(store, manifest)]
+    sizes = [o.size for o in manifest.objects]
+    unlisted = listed.read(spark, options, gone, sizes, back.schema)
+    assert unlisted is not None and sorted(unlisted.inputFiles()) == gone
+    with pytest.raises(Exception, match="PATH_NOT_FOUND"):
+        _ = spark.read.options(**options).schema(back.schema).parquet(*gone).schema
+    with pytest.raises(Exception, match=r"FileNotFound|No such file|does not exist"):
+        unlisted.count()
+    with pytest.raises(Exception, match="2 paths but 1 sizes"):
+        _ = listed.read(spark, options, gone[:2], sizes[:1], back.schema)

@@ -9,7 +9,8 @@ order, the same names), so which path wrote a result never changes its content a
 
 Rules:
 
-* **Built from source**: :func:`build` compiles ``KeyedParquet.java`` against the running pyspark's jars into
+* **Built from source**: :func:`build` compiles ``KeyedParquet.java`` (and ``ListedParquet.java``, :mod:`.listed`)
+  against the running pyspark's jars into
   ``region-failover-keyed-parquet-<source hash>.jar`` (``./dev bootstrap`` puts it into ``.venv/jars``, where
   :func:`~.s3a.environment_jars` finds it; an installed provider: ``python -m
   airflow_region_failover.store.keyed_writer DIR``, then the jar on ``spark.jars``). Needs a JDK (``javac``).
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 FORMAT = "org.regionfailover.spark.KeyedParquet"
 """The data source's class (``df.write.format(FORMAT)``)."""
 SOURCE = Path(__file__).with_name("jvm") / "KeyedParquet.java"
+SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
+"""Every class of the jar: the keyed writer and the read without listing (``ListedParquet.java``, store/listed.py)."""
 JAR_PREFIX = "region-failover-keyed-parquet-"
 """The jar's file name up to its source hash."""
 
@@ -53,8 +56,11 @@ _LOCK = threading.Lock()
 
 
 def jar_name() -> str:
-    """``region-failover-keyed-parquet-<first 12 hex of the source's SHA-256>.jar``."""
-    return f"{JAR_PREFIX}{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]}.jar"
+    """``region-failover-keyed-parquet-<first 12 hex of the SHA-256 of its sources, in name order>.jar``."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    return f"{JAR_PREFIX}{digest.hexdigest()[:12]}.jar"
 
 
 def javac() -> str:
@@ -82,9 +88,9 @@ def build(dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="keyed-parquet-") as tmp:
         classes = Path(tmp) / "classes"
         done = subprocess.run([javac(), "-nowarn", "--release", "17", "-cp", f"{spark_jars}/*", "-d", str(classes),
-                               str(SOURCE)], capture_output=True, text=True)
+                               *map(str, SOURCES)], capture_output=True, text=True)
         if done.returncode != 0:
-            raise RuntimeError(f"javac failed on {SOURCE} against {spark_jars}:\n{done.stderr.strip()}")
+            raise RuntimeError(f"javac failed on {SOURCE.parent} against {spark_jars}:\n{done.stderr.strip()}")
         part = dest / f".{jar.name}.part"
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as out:  # fixed entry times: the same jar each build
             for path in sorted(p for p in classes.rglob("*") if p.is_file()):

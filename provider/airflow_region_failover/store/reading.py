@@ -3,7 +3,8 @@
 Rules: where the Spark session's JVM reaches the store through ``s3a://`` (:func:`.s3a.jvm_reader`: hadoop-aws on
 its classpath, the store's endpoint and long-lived keys, ``[region_failover] store_jvm_io`` not ``off``), a read in
 ``executors`` mode is **Spark's own Parquet reader over exactly the manifest's objects**
-(``spark.read.schema(s).parquet(*urls)``, listed from the driver: :func:`.s3a.listed_on_driver`) — Spark's JVM
+(``spark.read.schema(s).parquet(*urls)``; when the objects were just checked, the same scan without Spark's listing
+of them, :mod:`.listed`; else listed from the driver: :func:`.s3a.listed_on_driver`) — Spark's JVM
 path is several times faster than decoding in Python workers (``benchmarks/bench_store_paths.py``) — and the
 integrity check moves to S3's own checksum: every object is HEADed first and must have its recorded size and, kept
 by S3 with it, the full-object SHA-256 its key and manifest name (the writers upload every object with that
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import unreadable
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import nullability, s3a
+from airflow_region_failover.store import listed, nullability, s3a
 from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.content import check_stored, quarantine
 from airflow_region_failover.store.keys import Layout, RunKeys
@@ -165,9 +166,12 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
             options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
         if options is not None:
             urls = [s3a.url(target.layout.bucket, key) for key in keys]
-            with s3a.listed_on_driver(spark, len(urls)), phase("read_resolve"):
-                read = spark.read.options(**options).schema(schema).parquet(*urls)
-                _ = read.schema  # Spark Connect resolves (lists) lazily: now, inside the block
+            with phase("read_resolve"):
+                read = listed.read(spark, options, urls, [e.size for e in chosen], schema) if verify else None
+                if read is None:
+                    with s3a.listed_on_driver(spark, len(urls)):
+                        read = spark.read.options(**options).schema(schema).parquet(*urls)
+                        _ = read.schema  # Spark Connect resolves (lists) lazily: now, inside the block
             with phase("read_restore"):
                 frame = nullability.restore(read, schema)
             if frame is not None:

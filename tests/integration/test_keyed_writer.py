@@ -89,9 +89,9 @@ def test_a_session_without_it_writes_through_partition_by_and_remembers(spark: A
     store = on_server(s3_server, f"kw-{secrets.token_hex(4)}")
     with_it = store.write(typed_rows(spark), "etl", "with", P, 1, cut=CUT)
     monkeypatch.setattr(keyed_writer, "FORMAT", "org.regionfailover.spark.NotOnTheClassPath")
-    monkeypatch.setattr(keyed_writer, "_WITHOUT", type(keyed_writer._WITHOUT)())
+    monkeypatch.setattr(keyed_writer, "WRITER", keyed_writer.JarSource(keyed_writer.FORMAT, "partitionBy"))
     without = store.write(typed_rows(spark), "etl", "without", P, 1, cut=CUT)
-    assert spark in keyed_writer._WITHOUT
+    assert keyed_writer.WRITER.known_missing(spark)
     assert without.objects == with_it.objects, "the same objects, content addresses and all"
     assert not keyed_writer.write(CUT.tag(typed_rows(spark)), "file:///nowhere", RECORDS, 4, "t", {})
 

@@ -18,6 +18,7 @@ from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore, listed, s3a
+from airflow_region_failover.store.keyed_writer import JarSource
 from airflow_region_failover.store.parquet import Cut
 from tests.support.spark import spark_session
 from tests.support.spark import typed_rows as rows
@@ -141,3 +142,18 @@ def test_a_checked_read_is_resolved_without_spark_listing_its_objects(spark: Any
         unlisted.count()
     with pytest.raises(Exception, match="2 paths but 1 sizes"):
         _ = listed.read(spark, options, gone[:2], sizes[:1], back.schema)
+
+
+def test_a_session_without_the_listed_reader_gets_none_and_is_remembered(spark: Any, s3_server: S3Endpoint,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(s3_server)
+    manifest = store.write(rows(spark), "etl", "unlisted", P, 1)
+    options = s3a.hadoop_options(store.config.access, s3a.Mode.AUTO)
+    assert options is not None
+    monkeypatch.setattr(listed, "FORMAT", "org.regionfailover.spark.NotOnTheClassPath")
+    monkeypatch.setattr(listed, "READER", JarSource(listed.FORMAT, "Spark lists"))
+    urls, sizes = object_urls(store, manifest), [o.size for o in manifest.objects]
+    assert listed.read(spark, options, urls, sizes, rows(spark).schema) is None
+    assert listed.READER.known_missing(spark), "remembered: the next read lists without trying"
+    back = store.read(spark, "etl", "unlisted", P)
+    assert sorted(back.inputFiles()) == urls and back.count() == 30_000, "the store's read falls back to listing"

@@ -51,8 +51,51 @@ SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
 JAR_PREFIX = "region-failover-keyed-parquet-"
 """The jar's file name up to its source hash."""
 
-_WITHOUT: weakref.WeakSet[Any] = weakref.WeakSet()
-_LOCK = threading.Lock()
+
+class JarSource:
+    """One data source class of the jar, and the Spark sessions found without it. Rule: a session's first use tries
+    the class; a session whose JVM does not know it (``DATA_SOURCE_NOT_FOUND`` naming it, found while Spark plans or
+    resolves, before anything is read or written) is remembered, logged once, and its caller takes Spark's own path
+    (``instead``) from then on."""
+
+    def __init__(self, name: str, instead: str) -> None:
+        self.name = name
+        self.instead = instead
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def known_missing(self, spark: Any) -> bool:
+        """Whether ``spark`` was found without the class (or is :meth:`passed_over`)."""
+        with self._lock:
+            return spark in self._sessions
+
+    def missing(self, spark: Any, exc: BaseException) -> bool:
+        """Whether ``exc`` says that ``spark``'s JVM has no such class; if so ``spark`` is remembered (rule)."""
+        if "DATA_SOURCE_NOT_FOUND" not in str(exc) or self.name not in str(exc):
+            return False
+        with self._lock:
+            self._sessions.add(spark)
+        log.info("result store: this Spark session has no %s on its classpath (%s): %s", self.name, jar_name(),
+                 self.instead)
+        return True
+
+    @contextlib.contextmanager
+    def passed_over(self, spark: Any) -> Iterator[None]:
+        """For the block, ``spark`` takes Spark's own path as if it had no such class (benchmarks set the two paths
+        side by side)."""
+        with self._lock:
+            known = spark in self._sessions
+            self._sessions.add(spark)
+        try:
+            yield
+        finally:
+            if not known:
+                with self._lock:
+                    self._sessions.discard(spark)
+
+
+WRITER = JarSource(FORMAT, "keyed writes use Spark's partitionBy (same bytes, slower)")
+"""The keyed writer's class, and the sessions without it."""
 
 
 def jar_name() -> str:
@@ -108,37 +151,23 @@ def write(frame: DataFrame, out_uri: str, records: int, subpartitions: int, toke
     """Write ``frame`` (its last column the subpartition tag) keyed into ``out_uri`` with the JVM writer; ``False``
     (nothing written) when this session cannot (module rule), so the caller writes through ``partitionBy``."""
     spark = frame.sparkSession
-    with _LOCK:
-        if spark in _WITHOUT:
-            return False
+    if WRITER.known_missing(spark):
+        return False
     writer = frame.write.format(FORMAT).options(**options).option("maxRecordsPerFile", str(records)) \
         .option("subpartitions", str(subpartitions)).option("tag", frame.columns[-1]).option("token", token)
     try:
         writer.save(out_uri)
     except Exception as exc:
-        if "DATA_SOURCE_NOT_FOUND" not in str(exc) or FORMAT not in str(exc):
+        if not WRITER.missing(spark, exc):
             raise
-        with _LOCK:
-            _WITHOUT.add(spark)
-        log.info("result store: this Spark session has no %s on its classpath (%s): keyed writes use Spark's "
-                 "partitionBy (same bytes, slower)", FORMAT, jar_name())
         return False
     return True
 
 
-@contextlib.contextmanager
-def passed_over(spark: Any) -> Iterator[None]:
-    """For the block, ``spark``'s keyed writes go through ``partitionBy`` as if it had no keyed writer (benchmarks
-    set the two paths side by side)."""
-    with _LOCK:
-        known = spark in _WITHOUT
-        _WITHOUT.add(spark)
-    try:
-        yield
-    finally:
-        if not known:
-            with _LOCK:
-                _WITHOUT.discard(spark)
+def passed_over(spark: Any) -> contextlib.AbstractContextManager[None]:
+    """For the block, ``spark``'s keyed writes go through ``partitionBy`` as if it had no keyed writer
+    (:meth:`JarSource.passed_over`)."""
+    return WRITER.passed_over(spark)
 
 
 def main(argv: list[str] | None = None) -> int:

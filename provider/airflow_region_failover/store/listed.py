@@ -10,46 +10,37 @@ Rules:
   Spark lists them as before.
 * **Used when Spark has it** (:func:`read`): a session whose JVM does not know the class (``DATA_SOURCE_NOT_FOUND``,
   found while resolving, before anything is read) is remembered and lists from then on (``None``: the caller's
-  path), as :func:`.keyed_writer.write` does for its class.
+  path), as for the keyed writer's class (:class:`.keyed_writer.JarSource`).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.store.keyed_writer import JarSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-log = logging.getLogger(__name__)
-
 FORMAT = "org.regionfailover.spark.ListedParquet"
 """The data source's class (``spark.read.format(FORMAT)``)."""
-
-_WITHOUT: weakref.WeakSet[Any] = weakref.WeakSet()
-_LOCK = threading.Lock()
+READER = JarSource(FORMAT, "Spark lists the objects of each read (two HEADs and a LIST per object)")
+"""The listed reader's class, and the sessions without it."""
 
 
 def read(spark: SparkSession, options: dict[str, str], urls: Sequence[str], sizes: Sequence[int],
          schema: Any) -> DataFrame | None:
     """The objects at ``urls`` (of ``sizes`` bytes) as a DataFrame of ``schema``, resolved now without listing
     them; ``None`` when this session's JVM has no :data:`FORMAT` (module rule)."""
-    with _LOCK:
-        if spark in _WITHOUT:
-            return None
+    if READER.known_missing(spark):
+        return None
     try:
         frame = spark.read.format(FORMAT).options(**options).option("paths", "\n".join(urls)) \
             .option("sizes", ",".join(str(size) for size in sizes)).schema(schema).load()
         _ = frame.schema  # Spark Connect resolves lazily: now
     except Exception as exc:
-        if "DATA_SOURCE_NOT_FOUND" not in str(exc) or FORMAT not in str(exc):
+        if not READER.missing(spark, exc):
             raise
-        with _LOCK:
-            _WITHOUT.add(spark)
-        log.info("result store: this Spark session has no %s on its classpath: Spark lists the objects of each "
-                 "read (two HEADs and a LIST per object)", FORMAT)
         return None
     return frame

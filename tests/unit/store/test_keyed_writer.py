@@ -43,3 +43,24 @@ def test_without_a_jdk_the_error_names_the_fix(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(keyed_writer.shutil, "which", lambda name: None)
     with pytest.raises(FileNotFoundError, match=r"javac.*JAVA_HOME.*partitionBy"):
         keyed_writer.javac()
+
+
+class Session:
+    """A stand-in for a Spark session (the sessions are held weakly)."""
+
+
+def test_a_session_without_a_jar_class_is_remembered_only_for_that_class() -> None:
+    source = keyed_writer.JarSource("org.regionfailover.spark.ListedParquet", "Spark lists")
+    spark, other = Session(), Session()
+    assert not source.missing(spark, RuntimeError("[DATA_SOURCE_NOT_FOUND] Failed to find data source: other.Class"))
+    assert not source.missing(spark, RuntimeError("Connection refused: org.regionfailover.spark.ListedParquet"))
+    assert not source.known_missing(spark)
+    assert source.missing(spark, RuntimeError(
+        "[DATA_SOURCE_NOT_FOUND] Failed to find the data source: org.regionfailover.spark.ListedParquet."))
+    assert source.known_missing(spark) and not source.known_missing(other)
+    with source.passed_over(other):
+        assert source.known_missing(other)
+    assert not source.known_missing(other), "passed over for the block only"
+    with source.passed_over(spark):
+        pass
+    assert source.known_missing(spark), "a session found without the class stays so after a block"

@@ -38,7 +38,7 @@ from typing import IO, Any
 import psutil
 
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
-from airflow_region_failover.standalone import processes
+from airflow_region_failover.standalone import processes, sqlite
 from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
 from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
 
@@ -231,6 +231,9 @@ class AirflowStack:
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         })
+        if self.database_url is None:  # the components queue for SQLite's write lock (standalone/sqlite.py)
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = sqlite.IMPORT_PATH
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC"] = sqlite.IMPORT_PATH
         if self.auth_manager:
             env["AIRFLOW__CORE__AUTH_MANAGER"] = self.auth_manager
         env.update(self.extra_env)

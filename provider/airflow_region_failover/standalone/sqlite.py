@@ -12,8 +12,9 @@ from __future__ import annotations
 BUSY_TIMEOUT_S = 60.0
 """How long a component waits for SQLite's write lock before its statement fails."""
 
-CONNECT_ARGS: dict[str, float] = {"timeout": BUSY_TIMEOUT_S}
-"""Keyword arguments of ``sqlite3.connect`` (and ``aiosqlite.connect``) for every component."""
+CONNECT_ARGS: dict[str, object] = {"timeout": BUSY_TIMEOUT_S}
+"""Keyword arguments of ``sqlite3.connect`` (and ``aiosqlite.connect``) for every component (Airflow adds
+``check_same_thread=False`` to this dict in each process that imports it)."""
 
 IMPORT_PATH = f"{__name__}.CONNECT_ARGS"
 """The value of ``[database] sql_alchemy_connect_args`` and ``sql_alchemy_connect_args_async``."""

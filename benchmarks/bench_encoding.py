@@ -51,7 +51,7 @@ def parquet_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.parquet"))
 
 
-def measure(spark: Any, frame: Any, work: Path, pid: int) -> dict[str, tuple[float, int]]:
+def measure(frame: Any, work: Path, pid: int) -> dict[str, tuple[float, int]]:
     """One round: each variant's JVM CPU seconds over the no-op write, and its bytes (0 for the shuffle)."""
     def parquet(options: dict[str, str]) -> Callable[[], None]:
         def write() -> None:
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         frame = rows(spark, args.rows)
         print("| round | variant | JVM CPU s over the no-op write | MB |\n|---|---|---:|---:|")
         for round_ in range(args.rounds):
-            spent = measure(spark, frame, work, pid)
+            spent = measure(frame, work, pid)
             noop = spent.pop("no-op write")[0]
             for label, (cpu, size) in spent.items():
                 mb = f"{size / 1e6:.1f}" if size else "-"

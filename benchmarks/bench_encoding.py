@@ -13,12 +13,13 @@ warm-up).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench_keyed_write import jvm_cpu
 
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
 NO_DICTIONARY = {"parquet.enable.dictionary": "false"}
@@ -39,12 +40,6 @@ def rows(spark: Any, n: int) -> Any:
         F.pmod(F.hash("id", F.lit(5)), F.lit(9)).cast("long").alias("orders")).cache()
     frame.count()
     return frame
-
-
-def jvm_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def parquet_bytes(path: Path) -> int:
@@ -69,10 +64,10 @@ def measure(frame: Any, work: Path, pid: int) -> dict[str, tuple[float, int]]:
     }
     spent: dict[str, tuple[float, int]] = {}
     for label, run in variants.items():
-        before = jvm_cpu_s(pid)
+        before = jvm_cpu(pid)
         run()
         size = parquet_bytes(work / "out") if label.startswith("Parquet") else 0
-        spent[label] = (jvm_cpu_s(pid) - before, size)
+        spent[label] = (jvm_cpu(pid) - before, size)
     return spent
 
 

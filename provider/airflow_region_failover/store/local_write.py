@@ -48,6 +48,14 @@ Rules:
   columns took 137.9 MB instead of 254.5 MB for 11 % less JVM CPU, and read back faster
   (``benchmarks/README.md``). Spark (3.3 on), pyarrow, DuckDB and delta-rs read these pages; a reader that does
   not (old Hive or Impala) should read results through Spark or :meth:`~.facade.ResultStore.read_arrow`.
+* **No dictionary for wide decimals** (:func:`write_options`): a decimal of more than 18 digits is a
+  ``FIXED_LEN_BYTE_ARRAY`` column, which format 1 never dictionary-encodes and format 2 does. parquet-mr's
+  dictionary hashes the value's big-endian bytes as ``31 * h + byte``, so values that differ in their last few
+  bytes share few hash codes (about 12,000 for 80,000 sums of line items) and its linear probing walks long runs of
+  them: the ETL's ``sum(revenue)`` (``decimal(24,2)``) wrote at 3.6x the JVM CPU of the same rows without the
+  dictionary, and into 37 % more bytes (``benchmarks/README.md``). Those columns (top level, in structs, arrays
+  and maps, by Spark's Parquet paths) go straight to ``DELTA_BYTE_ARRAY``; a name with a dot cannot be addressed
+  that way and keeps the default.
 * **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
   the Python path's order (:attr:`.parquet.Piece.order`).
 * **Object size**: Spark cuts files by rows only, so the bound is a row count fixed by the schema alone —
@@ -97,6 +105,10 @@ UNSORTED = (("spark.sql.optimizer.plannedWrite.enabled", "false"),)
 CONCURRENT_WRITERS = "spark.sql.maxConcurrentOutputFileWriters"
 WRITER_VERSION = ("parquet.writer.version", "v2")
 """The Parquet writer's format version (module rule), a write option."""
+NO_DICTIONARY = "parquet.enable.dictionary#"
+"""A column's dictionary switch, its Parquet path appended (a write option)."""
+LONG_DECIMAL_DIGITS = 18
+"""The most digits of a decimal Spark stores in an INT64; more take a FIXED_LEN_BYTE_ARRAY."""
 _FIXED = {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "long": 8, "float": 4, "double": 8, "date": 4,
           "timestamp": 8, "timestamp_ntz": 8, "string": 20, "binary": 100, "null": 1, "void": 1, "variant": 2048,
           "interval": 16}
@@ -141,6 +153,32 @@ def type_bytes(kind: Any) -> int:
     if text.startswith("interval"):
         return 4 if "year" in text or "month" in text else 8
     return 8  # time(p) and anything newer: a long's size
+
+
+def write_options(schema_json: dict[str, Any]) -> dict[str, str]:
+    """The Parquet writer's options for rows of ``schema_json``: format-2 pages, and no dictionary for its wide
+    decimals (module rule)."""
+    return {WRITER_VERSION[0]: WRITER_VERSION[1], **{NO_DICTIONARY + path: "false"
+                                                      for path in wide_decimal_paths(schema_json)}}
+
+
+def wide_decimal_paths(kind: Any, path: str = "") -> list[str]:
+    """The Parquet column paths of the decimals of more than :data:`LONG_DECIMAL_DIGITS` digits in a type's JSON
+    form (Spark's layout: ``<array>.list.element``, ``<map>.key_value.key`` / ``.value``); none below a name with
+    a dot."""
+    if isinstance(kind, dict):
+        name = kind.get("type")
+        if name == "struct":
+            return [found for f in kind["fields"] if "." not in f["name"]
+                    for found in wide_decimal_paths(f["type"], f"{path}.{f['name']}" if path else f["name"])]
+        if name == "array":
+            return wide_decimal_paths(kind["elementType"], f"{path}.list.element")
+        if name == "map":
+            return (wide_decimal_paths(kind["keyType"], f"{path}.key_value.key")
+                    + wide_decimal_paths(kind["valueType"], f"{path}.key_value.value"))
+        return []
+    digits = re.fullmatch(r"decimal\((\d+),\s*\d+\)", str(kind))
+    return [path] if digits and int(digits[1]) > LONG_DECIMAL_DIGITS else []
 
 
 def row_bytes(schema_json: dict[str, Any]) -> int:
@@ -257,24 +295,26 @@ def keyed_settings(subpartitions: int) -> list[tuple[str, str]]:
 def write_local(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
     """Spark's writer to a local directory, then every part file stored content-addressed (module rule)."""
     frame = df if cut is None else cut.tag(df)
-    records = records_per_file(df.schema.jsonValue(), target.max_object_bytes)
+    schema = df.schema.jsonValue()
+    records = records_per_file(schema, target.max_object_bytes)
     with scratch("write") as root:
         out = root / "out"
         started = time.perf_counter()
-        _write(frame, out.as_uri(), records, cut)
+        _write(frame, out.as_uri(), records, cut, write_options(schema))
         spark_s = time.perf_counter() - started
         return _stored(target, local_files(out, keyed=cut is not None), spark_s)
 
 
-def _write(frame: DataFrame, uri: str, records: int, cut: Cut | None) -> None:
-    """``frame`` written with Spark's Parquet writer to ``uri`` (module rule): a keyed write of at most
-    :data:`MAX_OPEN_WRITERS` subpartitions by :mod:`.keyed_writer` when the session has it, else ``partitionBy``."""
+def _write(frame: DataFrame, uri: str, records: int, cut: Cut | None, options: dict[str, str]) -> None:
+    """``frame`` written with Spark's Parquet writer to ``uri`` with the Parquet ``options`` (module rule): a keyed
+    write of at most :data:`MAX_OPEN_WRITERS` subpartitions by :mod:`.keyed_writer` when the session has it, else
+    ``partitionBy``."""
     spark = frame.sparkSession
     if cut is not None and cut.parallelism <= MAX_OPEN_WRITERS:
         with s3a.session_settings(spark, [TIMESTAMPS]):
-            if keyed_writer.write(frame, uri, records, cut.parallelism, secrets.token_hex(8), dict([WRITER_VERSION])):
+            if keyed_writer.write(frame, uri, records, cut.parallelism, secrets.token_hex(8), options):
                 return
-    writer = frame.write.option("maxRecordsPerFile", str(records)).option(*WRITER_VERSION)
+    writer = frame.write.option("maxRecordsPerFile", str(records)).options(**options)
     settings = [TIMESTAMPS]
     if cut is not None:
         writer = writer.partitionBy(SUBPARTITION_COLUMN)

@@ -49,13 +49,13 @@ Rules:
   (``benchmarks/README.md``). Spark (3.3 on), pyarrow, DuckDB and delta-rs read these pages; a reader that does
   not (old Hive or Impala) should read results through Spark or :meth:`~.facade.ResultStore.read_arrow`.
 * **No dictionary for wide decimals** (:func:`write_options`): a decimal of more than 18 digits is a
-  ``FIXED_LEN_BYTE_ARRAY`` column, which format 1 never dictionary-encodes and format 2 does. parquet-mr's
-  dictionary hashes the value's big-endian bytes as ``31 * h + byte``, so values that differ in their last few
-  bytes share few hash codes (about 12,000 for 80,000 sums of line items) and its linear probing walks long runs of
-  them: the ETL's ``sum(revenue)`` (``decimal(24,2)``) wrote at 3.6x the JVM CPU of the same rows without the
-  dictionary, and into 37 % more bytes (``benchmarks/README.md``). Those columns (top level, in structs, arrays
-  and maps, by Spark's Parquet paths) go straight to ``DELTA_BYTE_ARRAY``; a name with a dot cannot be addressed
-  that way and keeps the default.
+  ``FIXED_LEN_BYTE_ARRAY`` column, which format 1 never dictionary-encodes and format 2 does. parquet-mr's dictionary
+  hashes the value's big-endian bytes as ``31 * h + byte``, so values that differ in their last few bytes share few
+  hash codes (about 12,000 for 80,000 sums of line items) and its linear probing walks long runs of them: rows like
+  the ETL's join output, whose ``sum(revenue)`` is a ``decimal(24,2)``, wrote at 2.5-3.0x the JVM CPU of the same rows
+  without that dictionary, into 23 % more bytes (``benchmarks/bench_encoding.py``). Those columns (top level, in
+  structs, arrays and maps, by Spark's Parquet paths) go straight to ``DELTA_BYTE_ARRAY``; a name with a dot cannot be
+  addressed that way and keeps the default.
 * **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
   the Python path's order (:attr:`.parquet.Piece.order`).
 * **Object size**: Spark cuts files by rows only, so the bound is a row count fixed by the schema alone —

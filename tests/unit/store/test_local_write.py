@@ -214,3 +214,21 @@ def test_a_keyed_write_lets_every_subpartition_have_its_writer_before_spark_woul
         assert dict(lw.keyed_settings(subpartitions)) == {
             "spark.sql.optimizer.plannedWrite.enabled": "false",
             "spark.sql.maxConcurrentOutputFileWriters": setting}, subpartitions
+
+
+def test_the_write_turns_the_dictionary_off_for_every_wide_decimal_by_its_parquet_path() -> None:
+    """Decimals of more than 18 digits, where Spark's Parquet schema puts them: a struct's field by a dot, an
+    array's element under ``list.element``, a map's key and value under ``key_value``; none under a name with a
+    dot (Parquet's column path would split it), none for 18 digits or fewer."""
+    wide, narrow = "decimal(24,2)", "decimal(18,2)"
+    schema = {"type": "struct", "fields": [
+        {"name": "revenue", "type": wide}, {"name": "price", "type": narrow}, {"name": "a.b", "type": wide},
+        {"name": "s", "type": {"type": "struct", "fields": [{"name": "total", "type": "decimal(38,0)"}]}},
+        {"name": "xs", "type": {"type": "array", "elementType": wide, "containsNull": True}},
+        {"name": "m", "type": {"type": "map", "keyType": wide, "valueType": narrow, "valueContainsNull": True}}]}
+    assert lw.wide_decimal_paths(schema) == ["revenue", "s.total", "xs.list.element", "m.key_value.key"]
+    assert lw.write_options(schema) == {
+        "parquet.writer.version": "v2", **{f"parquet.enable.dictionary#{path}": "false" for path in
+                                           ("revenue", "s.total", "xs.list.element", "m.key_value.key")}}
+    assert lw.write_options({"type": "struct", "fields": [{"name": "id", "type": "long"}]}) == {
+        "parquet.writer.version": "v2"}

@@ -145,9 +145,9 @@ def type_bytes(kind: Any) -> int:
     text = str(kind)
     if text in _FIXED:
         return _FIXED[text]
-    if text.startswith("decimal"):
-        precision = re.findall(r"\d+", text)
-        return 8 if precision and int(precision[0]) <= 18 else 16
+    digits = decimal_digits(text)
+    if digits is not None:
+        return 8 if digits <= LONG_DECIMAL_DIGITS else 16
     if text.startswith(("char(", "varchar(")):
         return int(re.findall(r"\d+", text)[0])
     if text.startswith("interval"):
@@ -177,8 +177,17 @@ def wide_decimal_paths(kind: Any, path: str = "") -> list[str]:
             return (wide_decimal_paths(kind["keyType"], f"{path}.key_value.key")
                     + wide_decimal_paths(kind["valueType"], f"{path}.key_value.value"))
         return []
-    digits = re.fullmatch(r"decimal\((\d+),\s*\d+\)", str(kind))
-    return [path] if digits and int(digits[1]) > LONG_DECIMAL_DIGITS else []
+    digits = decimal_digits(str(kind))
+    return [path] if digits is not None and digits > LONG_DECIMAL_DIGITS else []
+
+
+def decimal_digits(text: str) -> int | None:
+    """The precision of a decimal type named in a schema's JSON (``decimal(24,2)``; plain ``decimal`` is Spark's
+    ``decimal(10,0)``), ``None`` for any other type."""
+    if not text.startswith("decimal"):
+        return None
+    precision = re.findall(r"\d+", text)
+    return int(precision[0]) if precision else 10
 
 
 def row_bytes(schema_json: dict[str, Any]) -> int:

@@ -18,7 +18,9 @@ most ``--records`` rows), then read back with Spark's reader and a hash-sum of e
 * ``sorted, kept columns, format 2``: the keyed write as Spark plans it by default (a sort by the subpartition,
   one open writer per task: the store before ``bf86e4c``);
 * ``keyed writer, kept columns, format 2``: the store's keyed writer (``store/keyed_writer.py``), and the same
-  with ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what Parquet's dictionary and Snappy cost here).
+  with ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what Parquet's dictionary and Snappy cost here),
+  or through parquet-mr's ``record consumer`` (``flatWriter=false``: Spark's own ``write``, as before the flat
+  writer of ``store/jvm/FlatParquetWriteSupport.java``; the same bytes).
 
 Printed per variant and round: the write's wall and JVM CPU seconds (``/proc`` of the driver JVM), the bytes
 written, the read-back's JVM CPU seconds; then the median of every figure over the rounds after the first (the
@@ -62,7 +64,9 @@ def variants(line_kept: tuple[str, ...]) -> dict[str, Spec]:
             "keyed writer, kept columns, format 2, no dictionary":
                 ("writer", line_kept, {**v2, "parquet.enable.dictionary": "false"}),
             "keyed writer, kept columns, format 2, lz4_raw": ("writer", line_kept, {**v2, "compression": "lz4_raw"}),
-            "keyed writer, kept columns, format 2, uncompressed": ("writer", line_kept, {**v2, "compression": "none"})}
+            "keyed writer, kept columns, format 2, uncompressed": ("writer", line_kept, {**v2, "compression": "none"}),
+            "keyed writer, kept columns, format 2, record consumer":
+                ("writer", line_kept, {**v2, "flatWriter": "false"})}
 
 
 def jvm_cpu(pid: int) -> float:

@@ -40,16 +40,41 @@ def files(root: Path) -> list[tuple[int, int, int, str]]:
             for f in local_files(root, keyed=True)]
 
 
-def partition_by(frame: Any, out: Path) -> None:
+def flat_rows(spark: Any, n: int = 30_000) -> Any:
+    """``n`` rows in 3 Spark partitions of every top-level column kind the flat writer writes itself
+    (``jvm/FlatParquetWriteSupport.java``), nulls in most: decimals of all three encodings, negative ones among
+    them, dates before 1970, timestamps with and without a time zone."""
+    return spark.range(0, n, 1, 3).selectExpr(
+        "id", "id % 13 AS k", "IF(id % 5 = 0, NULL, id % 2 = 0) AS b", "CAST(id % 100 AS TINYINT) AS by",
+        "CAST(id % 1000 - 500 AS SMALLINT) AS sh", "IF(id % 7 = 0, NULL, CAST(id AS INT)) AS i",
+        "date_add(to_date('1900-01-01'), CAST(id % 50000 AS INT)) AS d", "timestamp_seconds(id * 1000) AS ts",
+        "IF(id % 3 = 0, NULL, CAST(timestamp_seconds(id) AS TIMESTAMP_NTZ)) AS ntz", "CAST(id / 3 AS FLOAT) AS f",
+        "IF(id % 3 = 1, NULL, id * 0.5D) AS v", "concat('s', id % 101) AS s",
+        "IF(id % 11 = 0, NULL, unhex(hex(id))) AS bin", "CAST(id - 100 AS DECIMAL(7, 2)) AS d7",
+        "CAST(id * 1000 AS DECIMAL(15, 3)) AS d15",
+        "IF(id % 4 = 0, NULL, CAST((id - 15000) * 123456789012 AS DECIMAL(30, 4))) AS d30")
+
+
+def partition_by(frame: Any, out: Path, options: dict[str, str] | None = None) -> None:
     with session_settings(frame.sparkSession, [TIMESTAMPS, *keyed_settings(CUT.parallelism)]):
-        frame.write.option("maxRecordsPerFile", str(RECORDS)).option(*WRITER_VERSION) \
+        frame.write.option("maxRecordsPerFile", str(RECORDS)).option(*WRITER_VERSION).options(**(options or {})) \
             .partitionBy(frame.columns[-1]).parquet(out.as_uri())
 
 
-def ours(frame: Any, out: Path) -> bool:
+def ours(frame: Any, out: Path, options: dict[str, str] | None = None) -> bool:
     with session_settings(frame.sparkSession, [TIMESTAMPS]):
         return keyed_writer.write(frame, out.as_uri(), RECORDS, CUT.parallelism, secrets.token_hex(8),
-                                  dict([WRITER_VERSION]))
+                                  {**dict([WRITER_VERSION]), **(options or {})})
+
+
+def flat_rows_written(spark: Any) -> int | None:
+    """Rows the session's JVM wrote column by column so far; ``None`` where the test cannot reach its JVM
+    (Spark Connect)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    if isinstance(spark, ConnectSession):
+        return None
+    return int(spark.sparkContext._jvm.org.regionfailover.spark.FlatParquetWriteSupport.flatRows())
 
 
 def test_it_writes_the_bytes_partition_by_writes(spark: Any, tmp_path: Path) -> None:
@@ -61,6 +86,26 @@ def test_it_writes_the_bytes_partition_by_writes(spark: Any, tmp_path: Path) -> 
     assert mine == theirs
     named = [p for p in (tmp_path / "ours").rglob("*") if p.is_file() and not p.name.startswith(".")]
     assert named and all(PART.match(p.name) for p in named), named
+
+
+def test_it_writes_a_flat_rows_values_straight_to_their_columns_and_the_same_bytes(spark: Any,
+                                                                                   tmp_path: Path) -> None:
+    """Rows of top-level primitive columns skip parquet-mr's record consumer (the flat writer), and the files are
+    still, byte for byte, those Spark's own writer makes: with the store's options (the wide decimal's dictionary
+    off), and with the flat writer turned off."""
+    frame = CUT.tag(flat_rows(spark))
+    options = local_write.write_options(flat_rows(spark).schema.jsonValue())
+    before = flat_rows_written(spark)
+    assert ours(frame, tmp_path / "flat", options)
+    after = flat_rows_written(spark)
+    if before is not None and after is not None:
+        assert after - before == 30_000, "every row went the flat writer's way"
+    assert ours(frame, tmp_path / "spark-writer", {**options, "flatWriter": "false"})
+    assert flat_rows_written(spark) == after, "the switch turns it off"
+    partition_by(frame, tmp_path / "partition-by", options)
+    flat = files(tmp_path / "flat")
+    assert len(flat) > 3 * CUT.parallelism, "several files per task and subpartition"
+    assert flat == files(tmp_path / "spark-writer") == files(tmp_path / "partition-by")
 
 
 def test_the_stores_keyed_writes_go_through_it(spark: Any, s3_server: S3Endpoint,

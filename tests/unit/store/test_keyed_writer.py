@@ -18,7 +18,8 @@ needs_javac = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK o
 
 def test_the_jar_is_named_by_its_source() -> None:
     digest = hashlib.sha256(b"".join(s.read_bytes() for s in keyed_writer.SOURCES)).hexdigest()[:12]
-    assert [s.name for s in keyed_writer.SOURCES] == ["KeyedParquet.java", "ListedParquet.java"]
+    assert [s.name for s in keyed_writer.SOURCES] == ["FlatParquetWriteSupport.java", "KeyedParquet.java",
+                                                    "ListedParquet.java"]
     assert keyed_writer.jar_name() == f"region-failover-keyed-parquet-{digest}.jar"
     assert f"package {keyed_writer.FORMAT.rsplit('.', 1)[0]};" in keyed_writer.SOURCE.read_text()
 
@@ -31,7 +32,8 @@ def test_a_build_holds_the_writer_and_replaces_older_builds(tmp_path: Path) -> N
     assert jar.name == keyed_writer.jar_name() and not old.exists()
     with zipfile.ZipFile(jar) as built:
         names = built.namelist()
-        assert {f"org/regionfailover/spark/{c}.class" for c in ("KeyedParquet", "ListedParquet")} <= set(names)
+        classes = ("FlatParquetWriteSupport", "KeyedParquet", "ListedParquet")
+        assert {f"org/regionfailover/spark/{c}.class" for c in classes} <= set(names)
         assert {info.date_time for info in built.infolist()} == {(1980, 1, 1, 0, 0, 0)}, "no build time inside"
     before = jar.read_bytes()
     assert keyed_writer.build(tmp_path) == jar and jar.read_bytes() == before, "an existing build is kept"

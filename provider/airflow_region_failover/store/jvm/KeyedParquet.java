@@ -71,7 +71,9 @@ public final class KeyedParquet implements CreatableRelationProvider {
     try {
       Job job = Job.getInstance(spark.sessionState().newHadoopConfWithOptions(options));
       OutputWriterFactory factory = new ParquetFileFormat().prepareWrite(spark, job, options, schema);
-      Part part = new Part(new SerializableConfiguration(job.getConfiguration()), factory, schema, path,
+      boolean flat = !options.get("flatWriter").contains("false")
+          && FlatParquetWriteSupport.writesFlat(schema, job.getConfiguration());
+      Part part = new Part(new SerializableConfiguration(job.getConfiguration()), factory, flat, schema, path,
                            required(options, "token"), tagName, tag, subpartitions, records);
       JavaRDD<InternalRow> rows = JavaRDD.fromRDD(execution.toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
       rows.foreachPartition(part);
@@ -96,6 +98,7 @@ public final class KeyedParquet implements CreatableRelationProvider {
   static final class Part implements VoidFunction<Iterator<InternalRow>>, Serializable {
     private final SerializableConfiguration conf;
     private final OutputWriterFactory factory;
+    private final boolean flat;
     private final StructType schema;
     private final String path;
     private final String token;
@@ -104,10 +107,11 @@ public final class KeyedParquet implements CreatableRelationProvider {
     private final int subpartitions;
     private final long records;
 
-    Part(SerializableConfiguration conf, OutputWriterFactory factory, StructType schema, String path, String token,
-         String tagName, int tag, int subpartitions, long records) {
+    Part(SerializableConfiguration conf, OutputWriterFactory factory, boolean flat, StructType schema, String path,
+         String token, String tagName, int tag, int subpartitions, long records) {
       this.conf = conf;
       this.factory = factory;
+      this.flat = flat;
       this.schema = schema;
       this.path = path;
       this.token = token;
@@ -154,7 +158,8 @@ public final class KeyedParquet implements CreatableRelationProvider {
             String directory = path + "/" + tagName + "=" + j;
             String hidden = directory + "/." + name + "." + task.attemptNumber() + ".tmp";
             renames.add(new String[] {hidden, directory + "/" + name});
-            writers[j] = factory.newInstance(hidden, schema, context);
+            writers[j] = flat ? FlatParquetWriteSupport.open(hidden, context)
+                              : factory.newInstance(hidden, schema, context);
             written[j] = 0;
           }
           InternalRow data;

@@ -108,6 +108,22 @@ def test_it_writes_a_flat_rows_values_straight_to_their_columns_and_the_same_byt
     assert flat == files(tmp_path / "spark-writer") == files(tmp_path / "partition-by")
 
 
+def test_a_flat_file_cut_into_row_groups_and_small_pages_is_still_the_same_bytes(spark: Any, tmp_path: Path) -> None:
+    """The flat writer takes each new row group's column writers (parquet-mr makes a new column store per row
+    group) and leaves the page cuts to parquet-mr: files of several row groups of small pages are Spark's bytes."""
+    import pyarrow.parquet as pq
+
+    frame = CUT.tag(flat_rows(spark, 12_000))
+    options = {**local_write.write_options(flat_rows(spark).schema.jsonValue()),
+               "parquet.block.size": "4096", "parquet.page.size": "512"}
+    assert ours(frame, tmp_path / "flat", options)
+    partition_by(frame, tmp_path / "partition-by", options)
+    flat = files(tmp_path / "flat")
+    assert flat == files(tmp_path / "partition-by")
+    groups = [pq.ParquetFile(f.path).metadata.num_row_groups for f in local_files(tmp_path / "flat", keyed=True)]
+    assert max(groups) > 1, groups
+
+
 def test_the_stores_keyed_writes_go_through_it(spark: Any, s3_server: S3Endpoint,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []

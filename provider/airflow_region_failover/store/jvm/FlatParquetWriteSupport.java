@@ -101,26 +101,12 @@ public final class FlatParquetWriteSupport extends ParquetWriteSupport {
     return new OutputWriter() {
       @Override
       public void write(InternalRow row) {
-        try {
-          writer.write(null, row);
-        } catch (IOException e) {
-          throw new UncheckedIOException(e);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new IllegalStateException("interrupted while writing " + path, e);
-        }
+        unchecked(path, () -> writer.write(null, row));
       }
 
       @Override
       public void close() {
-        try {
-          writer.close(context);
-        } catch (IOException e) {
-          throw new UncheckedIOException(e);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new IllegalStateException("interrupted while closing " + path, e);
-        }
+        unchecked(path, () -> writer.close(context));
       }
 
       @Override
@@ -128,6 +114,22 @@ public final class FlatParquetWriteSupport extends ParquetWriteSupport {
         return path;
       }
     };
+  }
+
+  private interface FileAction {
+    void run() throws IOException, InterruptedException;
+  }
+
+  /** Runs a file writer's call as Spark's Scala writer does, its checked exceptions unchecked. */
+  private static void unchecked(String path, FileAction action) {
+    try {
+      action.run();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while writing " + path, e);
+    }
   }
 
   @Override

@@ -136,7 +136,12 @@ public final class FlatParquetWriteSupport extends ParquetWriteSupport {
   public WriteContext init(Configuration conf) {
     WriteContext context = super.init(conf);
     messageType = context.getSchema();
-    StructType schema = (StructType) DataType.fromJson(conf.get(ParquetWriteSupport.SPARK_ROW_SCHEMA()));
+    StructType schema;
+    try {  // Spark writes the schema as JSON (ParquetWriteSupport.setSchema); anything else: Spark's own write
+      schema = (StructType) DataType.fromJson(conf.get(ParquetWriteSupport.SPARK_ROW_SCHEMA()));
+    } catch (RuntimeException e) {
+      return context;
+    }
     kinds = COLUMNS == null ? null : kindsOf(schema, conf);
     if (kinds != null) {
       precisions = new int[kinds.length];

@@ -9,16 +9,20 @@ Rules:
 - Calls are bounded: a timeout per request and a few retries — of idempotent calls only (GET, PATCH, PUT), on
   connection errors and 5xx answers. A POST (trigger, clear) is re-sent only when it never reached the server
   (connection refused); a POST clear whose answer was lost raises :class:`ClearOutcomeUnknown` instead, since a
-  second clear would kill the tries the first one started.
+  second clear would kill the tries the first one started. A trigger names its run itself (:func:`manual_run_id`
+  unless the caller names it), so one whose answer was lost is sent again: a 409 for that id on a later try means
+  an earlier try created the run.
 - A JWT that expired (401) is fetched again once; a pre-issued token from the connection is read again from the
   connection once (whoever issues tokens rotates them there).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -185,12 +189,21 @@ class AirflowRestClient:
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None,
                 logical_date: str | None = None) -> str:
-        """Create a manual run now (for ``logical_date``, ISO 8601, if given) and return its run id."""
-        body: dict[str, Any] = {"logical_date": logical_date, "conf": dict(conf or {})}
-        if run_id:
-            body["dag_run_id"] = run_id
-        resp = self._send("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", json=body)
-        return str(resp.json()["dag_run_id"])
+        """Create a manual run now (for ``logical_date``, ISO 8601, if given) and return its run id (``run_id``, else
+        :func:`manual_run_id`); a request whose answer was lost is sent again under the same id (module rule)."""
+        body: dict[str, Any] = {"logical_date": logical_date, "conf": dict(conf or {}),
+                                "dag_run_id": run_id or manual_run_id()}
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns"
+        for attempt in range(RETRIES):
+            try:
+                return str(self._send("POST", path, json=body).json()["dag_run_id"])
+            except RestError as exc:
+                if attempt and exc.status == 409:  # the id exists: an earlier try, whose answer was lost, made it
+                    return str(body["dag_run_id"])
+                if not isinstance(exc.__cause__, httpx.TransportError) or attempt == RETRIES - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         """The run's REST representation (``state``, ``note``, dates, ``conf``)."""
@@ -251,6 +264,12 @@ class AirflowRestClient:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(1.0)
+
+
+def manual_run_id() -> str:
+    """A new manual run's id, as Airflow names one (``manual__<UTC time>``) with a random suffix, so that two
+    triggers in the same microsecond never share it."""
+    return f"manual__{datetime.now(timezone.utc).isoformat()}_{secrets.token_hex(3)}"
 
 
 def _connection_credentials() -> ApiCredentials:

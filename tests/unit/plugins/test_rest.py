@@ -86,3 +86,43 @@ def test_call_sends_any_public_api_request_with_the_token_and_retries_only_idemp
         client.call("POST", "/backfills", json={})
     assert seen.count("PATCH /api/v2/dags/d") == rest.RETRIES
     assert seen.count("POST /api/v2/backfills") == 1
+
+
+def test_a_trigger_whose_answer_timed_out_is_sent_again_under_its_own_run_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``./dev demo`` on a fresh, busy machine: the API server took longer than the client's time-out to create the
+    run. The client names the run itself, so it can send the request again: a 409 for that id on the second try means
+    the first created it, and the run is not created twice."""
+    import json
+
+    runs: dict[str, dict[str, object]] = {}
+    bodies: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        run_id = str(body.get("dag_run_id") or "manual__chosen_by_the_server")
+        if run_id in runs:
+            return httpx.Response(409, json={"detail": f"DAGRun with dag_run_id: '{run_id}' already exists"})
+        runs[run_id] = body
+        if len(bodies) == 1:  # created, but the answer never arrived
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(200, json={"dag_run_id": run_id})
+
+    seen = serve(monkeypatch, handler)
+    client = rest.AirflowRestClient(rest.ApiCredentials("http://api", token="t"))
+    run_id = client.trigger("d", {"fail_once": True})
+    assert list(runs) == [run_id], "one run, the one the first request created"
+    assert seen.count("POST /api/v2/dags/d/dagRuns") == 2
+    assert bodies[0] == bodies[1] and bodies[0]["conf"] == {"fail_once": True}
+
+
+def test_a_trigger_refused_for_a_run_id_that_already_existed_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 409 on the first try is someone else's run of that id: not ours to report as created."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(409, json={"detail": "already exists"})
+
+    serve(monkeypatch, handler)
+    client = rest.AirflowRestClient(rest.ApiCredentials("http://api", token="t"))
+    with pytest.raises(RestError, match="409"):
+        client.trigger("d", {}, run_id="taken")

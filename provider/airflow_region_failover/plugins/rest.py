@@ -7,11 +7,11 @@ Rules:
 - Clearing uses ``dry_run: false, only_failed: false, reset_dag_runs: true``: the API's defaults (dry run, only
   failed tasks, run left as is) would leave a failed run failed and its cleared tasks never scheduled.
 - Calls are bounded: a timeout per request and a few retries — of idempotent calls only (GET, PATCH, PUT), on
-  connection errors and 5xx answers. A POST (trigger, clear) is re-sent only when it never reached the server
-  (connection refused); a POST clear whose answer was lost raises :class:`ClearOutcomeUnknown` instead, since a
-  second clear would kill the tries the first one started. A trigger names its run itself (:func:`manual_run_id`
-  unless the caller names it), so one whose answer was lost is sent again: a 409 for that id on a later try means
-  an earlier try created the run.
+  connection errors and 5xx answers. A POST is re-sent only when it never reached the server (connection
+  refused), a trigger also when its answer was lost (below); a POST clear whose answer was lost raises
+  :class:`ClearOutcomeUnknown` instead, since a second clear would kill the tries the first one started. A
+  trigger names its run itself (:func:`manual_run_id` unless the caller names it), so one whose answer was lost is
+  sent again: a 409 for that id on a later try means an earlier try created the run.
 - A JWT that expired (401) is fetched again once; a pre-issued token from the connection is read again from the
   connection once (whoever issues tokens rotates them there).
 """

@@ -126,9 +126,11 @@ class AirflowRestClient:
             self._token = str(resp.json()["access_token"])
         return self._token
 
-    def _send(self, method: str, path: str, *, auth: bool = True, **kw: Any) -> httpx.Response:
+    def _send(self, method: str, path: str, *, auth: bool = True, named: bool = False, **kw: Any) -> httpx.Response:
+        """One call with the module's retries. ``named``: a POST that names what it creates (a trigger's run id), sent
+        again after a lost answer too; a 409 after a lost answer is returned, as that earlier try's success."""
         idempotent = method in ("GET", "PATCH", "PUT", "DELETE")
-        last, refreshed = "", False
+        last, refreshed, lost = "", False, False
         for attempt in range(RETRIES):
             headers = {"Authorization": f"Bearer {self.token()}"} if auth else {}
             try:
@@ -136,14 +138,16 @@ class AirflowRestClient:
             except httpx.ConnectError as exc:  # never reached the server: safe to send again
                 last = type(exc).__name__
             except httpx.TransportError as exc:
-                if not idempotent:
+                if not (idempotent or named) or (named and attempt == RETRIES - 1):
                     raise self._lost(method, path, exc) from exc
-                last = type(exc).__name__
+                last, lost = type(exc).__name__, True
             else:
                 if resp.status_code == 401 and auth and not refreshed:
                     refreshed = self._renew_credentials()
                     if refreshed:
                         continue
+                if resp.status_code == 409 and named and lost:
+                    return resp
                 if resp.status_code >= 400 and (resp.status_code < 500 or not idempotent):
                     raise RestError(f"{method} {path} -> HTTP {resp.status_code}: {resp.text[:300]}",
                                     resp.status_code)
@@ -193,17 +197,8 @@ class AirflowRestClient:
         :func:`manual_run_id`); a request whose answer was lost is sent again under the same id (module rule)."""
         body: dict[str, Any] = {"logical_date": logical_date, "conf": dict(conf or {}),
                                 "dag_run_id": run_id or manual_run_id()}
-        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns"
-        for attempt in range(RETRIES):
-            try:
-                return str(self._send("POST", path, json=body).json()["dag_run_id"])
-            except RestError as exc:
-                if attempt and exc.status == 409:  # the id exists: an earlier try, whose answer was lost, made it
-                    return str(body["dag_run_id"])
-                if not isinstance(exc.__cause__, httpx.TransportError) or attempt == RETRIES - 1:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable: the last try returns or raises")
+        self._send("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", json=body, named=True)
+        return str(body["dag_run_id"])  # the server's answer holds the same id, and a 409 after a lost answer none
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         """The run's REST representation (``state``, ``note``, dates, ``conf``)."""

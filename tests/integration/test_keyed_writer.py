@@ -93,8 +93,8 @@ def test_it_writes_a_flat_rows_values_straight_to_their_columns_and_the_same_byt
     """Rows of top-level primitive columns skip parquet-mr's record consumer (the flat writer), and the files are
     still, byte for byte, those Spark's own writer makes: with the store's options (the wide decimal's dictionary
     off), and with the flat writer turned off."""
-    frame = CUT.tag(flat_rows(spark))
-    options = local_write.write_options(flat_rows(spark).schema.jsonValue())
+    rows = flat_rows(spark)
+    frame, options = CUT.tag(rows), local_write.write_options(rows.schema.jsonValue())
     before = flat_rows_written(spark)
     assert ours(frame, tmp_path / "flat", options)
     after = flat_rows_written(spark)
@@ -113,9 +113,10 @@ def test_a_flat_file_cut_into_row_groups_and_small_pages_is_still_the_same_bytes
     group) and leaves the page cuts to parquet-mr: files of several row groups of small pages are Spark's bytes."""
     import pyarrow.parquet as pq
 
-    frame = CUT.tag(flat_rows(spark, 12_000))
-    options = {**local_write.write_options(flat_rows(spark).schema.jsonValue()),
-               "parquet.block.size": "4096", "parquet.page.size": "512"}
+    rows = flat_rows(spark, 12_000)
+    frame = CUT.tag(rows)
+    options = {**local_write.write_options(rows.schema.jsonValue()), "parquet.block.size": "4096",
+               "parquet.page.size": "512"}
     assert ours(frame, tmp_path / "flat", options)
     partition_by(frame, tmp_path / "partition-by", options)
     flat = files(tmp_path / "flat")

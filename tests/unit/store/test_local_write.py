@@ -226,9 +226,9 @@ def test_the_write_turns_the_dictionary_off_for_every_wide_decimal_by_its_parque
         {"name": "s", "type": {"type": "struct", "fields": [{"name": "total", "type": "decimal(38,0)"}]}},
         {"name": "xs", "type": {"type": "array", "elementType": wide, "containsNull": True}},
         {"name": "m", "type": {"type": "map", "keyType": wide, "valueType": narrow, "valueContainsNull": True}}]}
-    assert lw.wide_decimal_paths(schema) == ["revenue", "s.total", "xs.list.element", "m.key_value.key"]
+    paths = ["revenue", "s.total", "xs.list.element", "m.key_value.key"]
+    assert lw.wide_decimal_paths(schema) == paths
     assert lw.write_options(schema) == {
-        "parquet.writer.version": "v2", **{f"parquet.enable.dictionary#{path}": "false" for path in
-                                           ("revenue", "s.total", "xs.list.element", "m.key_value.key")}}
+        "parquet.writer.version": "v2", **{f"parquet.enable.dictionary#{path}": "false" for path in paths}}
     assert lw.write_options({"type": "struct", "fields": [{"name": "id", "type": "long"}]}) == {
         "parquet.writer.version": "v2"}

@@ -3,7 +3,7 @@
 generate customer/orders/lineitem (deterministic, seeded) -> clean (POINTWISE, PIPELINED: each cleaner shares its
 generator's region and is chained to it: one task ``gen_orders.clean_orders.<i>`` runs both) -> join (BLOCKING,
 committed to S3: orders and line items keyed by order key, so join subtask j reads only its key groups of every
-partition; customers broadcast; line items persist only the two columns the join reads; each join subtask
+partition; customers broadcast; customers and line items persist only the columns the join reads; each join subtask
 aggregates its rows per segment, year and customer before they are committed) -> aggregate revenue, orders and
 customers per market segment and year over the customers of its key groups (BLOCKING, keyed by customer key) ->
 report (sums the aggregates' partial rows and ranks them, committed as the report step's sink result).
@@ -232,9 +232,10 @@ with DAG(
     job.step("report", step_report)
     job.edge("gen_orders", "clean_orders", exchange="PIPELINED", distribution="POINTWISE")
     job.edge("gen_lineitem", "clean_lineitem", exchange="PIPELINED", distribution="POINTWISE")
-    job.edge("gen_customer", "join", exchange="BLOCKING", distribution="BROADCAST")
-    job.edge("clean_orders", "join", exchange="BLOCKING", partition_by=["o_orderkey"])
     # persist only the columns the consumer reads (one Spark application's optimizer would prune the others)
+    job.edge("gen_customer", "join", exchange="BLOCKING", distribution="BROADCAST",
+             columns=["c_custkey", "c_nationkey", "c_mktsegment"])
+    job.edge("clean_orders", "join", exchange="BLOCKING", partition_by=["o_orderkey"])
     job.edge("clean_lineitem", "join", exchange="BLOCKING", partition_by=["l_orderkey"],
              columns=["l_orderkey", "revenue"])
     job.edge("join", "aggregate", exchange="BLOCKING", partition_by=["c_custkey"])

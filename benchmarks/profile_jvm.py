@@ -29,7 +29,8 @@ from typing import Any
 CATEGORIES = (
     ("Parquet encoding", r"org\.apache\.parquet\.(column\.(impl|values)\.|hadoop\.(ColumnChunkPageWriteStore|"
                          r"InternalParquetRecordWriter|ParquetRecordWriter|CodecFactory\$HeapBytesCompressor))|"
-                         r"ParquetWriteSupport|ParquetOutputWriter|FileFormatDataWriter"),
+                         r"ParquetWriteSupport|ParquetOutputWriter|FileFormatDataWriter|"
+                         r"org\.regionfailover\.spark\.KeyedParquet"),
     ("Parquet decoding", r"Vectorized(ParquetRecordReader|ColumnReader|RleValuesReader|PlainValuesReader|"
                          r"DeltaBinaryPacked)|org\.apache\.parquet\.(hadoop\.ParquetFileReader|bytes|column\.values)|"
                          r"CodecFactory\$HeapBytesDecompressor|ParquetFileFormat|ParquetColumnVector|"

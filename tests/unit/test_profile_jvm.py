@@ -17,6 +17,8 @@ def test_a_sample_is_filed_under_its_innermost_named_work() -> None:
     assert category(SORT) == "sorting", "the sort's own frame, not the writer that called it"
     assert category(["org.apache.spark.scheduler.TaskSetManager.resourceOffer"]).startswith("other Spark")
     assert category(["java.util.HashMap.get"]) == OTHER and category([]) == OTHER
+    keyed = ["org.regionfailover.spark.KeyedParquet$Part.call", "org.apache.spark.rdd.RDD.foreachPartition"]
+    assert category(keyed) == "Parquet encoding", "the keyed writer's own row loop is the store's write"
 
 
 def test_each_runs_share_of_samples_is_scaled_to_its_jvm_cpu_seconds() -> None:

@@ -12,7 +12,8 @@ per running Java thread) is filed under the first category, innermost frame firs
 each run's share of samples is scaled to that run's Spark JVM CPU seconds (process accounting, from the JSON).
 JFR samples Java code only: garbage collection, JIT compilation and native code (JNI codecs) are spread over the
 categories in proportion. ``--inside CATEGORY``: also the methods ours' samples of that category were in (the
-innermost frame outside the JDK and Scala's runtime), most frequent first.
+innermost frame outside the JDK and Scala's runtime), most frequent first. Below the table, the machine's mean CPU
+load during each run (``jdk.CPULoad``, once a second): whether the cores were ever idle.
 """
 
 from __future__ import annotations
@@ -86,6 +87,26 @@ def samples(recording: str) -> list[tuple[float, str, str]]:
     return out
 
 
+def loads(recording: str) -> list[tuple[float, float]]:
+    """(epoch seconds, the machine's CPU load 0..1) of every ``jdk.CPULoad`` event (once a second)."""
+    printed = subprocess.run(["jfr", "print", "--json", "--events", "jdk.CPULoad", recording], capture_output=True,
+                             text=True, check=True).stdout
+    return [(datetime.datetime.fromisoformat(e["values"]["startTime"].replace("Z", "+00:00")).timestamp(),
+             float(e["values"]["machineTotal"])) for e in json.loads(printed)["recording"]["events"]]
+
+
+def busy(found: list[tuple[float, float]], runs: dict[str, tuple[float, float, float]]) -> str:
+    """How busy the machine's CPUs were during each run: the mean of the load events inside its window. Where both
+    runs keep the CPUs equally busy, each turns CPU seconds into wall time at the same rate, so ours' extra wall time
+    is its extra CPU seconds over that rate."""
+    parts = []
+    for run, (lo, hi, _) in runs.items():
+        inside_run = [load for at, load in found if lo <= at <= hi]
+        mean = sum(inside_run) / len(inside_run) if inside_run else float("nan")
+        parts.append(f"{run} {mean:.1%} over {len(inside_run)} s")
+    return "machine CPU load (jdk.CPULoad, once a second): " + ", ".join(parts)
+
+
 def windows(pair: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
     """Per run of the pair: (start, end, Spark JVM CPU s)."""
     ours, app = pair["ours"][0], pair["app"][0]
@@ -131,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.runs) as handle:
         runs = windows(json.load(handle)[0])
     found = samples(args.recording)
-    print("\n".join(table(found, runs) + (inside(found, runs, args.inside) if args.inside else [])))
+    print("\n".join(table(found, runs) + [busy(loads(args.recording), runs)]
+                    + (inside(found, runs, args.inside) if args.inside else [])))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.profile_jvm import OTHER, category, innermost, inside, table
+from benchmarks.profile_jvm import OTHER, busy, category, innermost, inside, table
 
 ENCODE = ["org.apache.parquet.column.impl.ColumnWriterV1.write",
           "org.apache.spark.sql.execution.datasources.parquet.ParquetOutputWriter.write",
@@ -37,3 +37,9 @@ def test_the_method_of_a_sample_is_its_innermost_frame_outside_the_jdk() -> None
     assert innermost(["java.lang.Integer.equals", "shaded.parquet.Long2IntMap.get", "x.Y.z"]) == (
         "shaded.parquet.Long2IntMap.get")
     assert innermost(["java.lang.Thread.run"]) == "java.lang.Thread.run" and innermost([]) == "?"
+
+
+def test_the_machines_load_is_averaged_over_each_runs_window() -> None:
+    found = [(1.0, 1.0), (2.0, 0.5), (3.0, 0.9), (11.0, 0.25), (12.0, 0.75), (20.0, 0.0)]  # the last: no run
+    runs = {"ours": (0.0, 5.0, 40.0), "(a)": (10.0, 15.0, 10.0)}
+    assert busy(found, runs) == "machine CPU load (jdk.CPULoad, once a second): ours 80.0% over 3 s, (a) 50.0% over 2 s"

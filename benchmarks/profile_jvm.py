@@ -73,14 +73,18 @@ def innermost(frames: list[str]) -> str:
                 else "?")
 
 
+def events(recording: str, name: str, *options: str) -> list[tuple[float, dict[str, Any]]]:
+    """(epoch seconds, values) of every event ``name`` in the recording (``jfr print --json``)."""
+    printed = subprocess.run(["jfr", "print", "--json", *options, "--events", name, recording], capture_output=True,
+                             text=True, check=True).stdout
+    return [(datetime.datetime.fromisoformat(e["values"]["startTime"].replace("Z", "+00:00")).timestamp(), e["values"])
+            for e in json.loads(printed)["recording"]["events"]]
+
+
 def samples(recording: str) -> list[tuple[float, str, str]]:
     """(epoch seconds, category, innermost frame) of every CPU sample in the recording."""
-    printed = subprocess.run(["jfr", "print", "--json", "--stack-depth", "48", "--events", "jdk.ExecutionSample",
-                              recording], capture_output=True, text=True, check=True).stdout
     out = []
-    for event in json.loads(printed)["recording"]["events"]:
-        values = event["values"]
-        at = datetime.datetime.fromisoformat(values["startTime"].replace("Z", "+00:00")).timestamp()
+    for at, values in events(recording, "jdk.ExecutionSample", "--stack-depth", "48"):
         frames = [f'{f["method"]["type"]["name"]}.{f["method"]["name"]}'.replace("/", ".")  # JFR: a/b/C
                   for f in (values.get("stackTrace") or {}).get("frames", [])]
         out.append((at, category(frames), innermost(frames)))
@@ -89,10 +93,7 @@ def samples(recording: str) -> list[tuple[float, str, str]]:
 
 def loads(recording: str) -> list[tuple[float, float]]:
     """(epoch seconds, the machine's CPU load 0..1) of every ``jdk.CPULoad`` event (once a second)."""
-    printed = subprocess.run(["jfr", "print", "--json", "--events", "jdk.CPULoad", recording], capture_output=True,
-                             text=True, check=True).stdout
-    return [(datetime.datetime.fromisoformat(e["values"]["startTime"].replace("Z", "+00:00")).timestamp(),
-             float(e["values"]["machineTotal"])) for e in json.loads(printed)["recording"]["events"]]
+    return [(at, float(values["machineTotal"])) for at, values in events(recording, "jdk.CPULoad")]
 
 
 def busy(found: list[tuple[float, float]], runs: dict[str, tuple[float, float, float]]) -> str:

@@ -240,12 +240,20 @@ class AirflowRestClient:
     def final_state(self, dag_id: str, run_id: str, timeout: float = 900.0, grace: float = FAILED_GRACE_S,
                     poll: float = 0.5) -> str:
         """Poll until the run's state is final by :class:`RunEnd`'s rule (``failed`` only once it stayed failed
-        ``grace`` seconds); return it, or raise ``TimeoutError`` after ``timeout`` seconds."""
+        ``grace`` seconds); return it, or raise ``TimeoutError`` after ``timeout`` seconds. A poll the server did not
+        answer (or answered with a 5xx) after the client's retries is polled again until the deadline, as
+        :meth:`wait_for_dag` does, and leaves the last state read as it was: a busy server delays the wait's end, never
+        ends the wait; any other error ends it."""
         deadline, end, state = time.monotonic() + timeout, RunEnd(grace), "?"
         while time.monotonic() < deadline:
-            state = str(self.dag_run(dag_id, run_id)["state"])
-            if end.final(state):
-                return state
+            try:
+                state = str(self.dag_run(dag_id, run_id)["state"])
+            except RestError as exc:
+                if exc.status is not None and exc.status < 500:
+                    raise
+            else:
+                if end.final(state):
+                    return state
             time.sleep(poll)
         raise TimeoutError(f"run {dag_id}/{run_id} still {state!r} after {timeout:.0f} s")
 

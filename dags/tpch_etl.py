@@ -232,7 +232,8 @@ with DAG(
     job.step("report", step_report)
     job.edge("gen_orders", "clean_orders", exchange="PIPELINED", distribution="POINTWISE")
     job.edge("gen_lineitem", "clean_lineitem", exchange="PIPELINED", distribution="POINTWISE")
-    # persist only the columns the consumer reads (one Spark application's optimizer would prune the others)
+    # customers and line items persist only the columns the join reads (one Spark application's optimizer would
+    # prune the others)
     job.edge("gen_customer", "join", exchange="BLOCKING", distribution="BROADCAST",
              columns=["c_custkey", "c_nationkey", "c_mktsegment"])
     job.edge("clean_orders", "join", exchange="BLOCKING", partition_by=["o_orderkey"])

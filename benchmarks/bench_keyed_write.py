@@ -1,9 +1,10 @@
 """What a keyed write costs in Spark's JVM, and what its columns and Parquet's page format change (issue 22).
 
-``python benchmarks/bench_keyed_write.py [--orders 4000000] [--repeat 2]``
+``python benchmarks/bench_keyed_write.py [--orders 4000000] [--repeat 2] [--producer-order]``
 
 The rows: the example ETL's cleaned line items (``dags/tpch_etl.py``; 4,000,000 orders -> ~27 M rows) and its
-cleaned orders, generated once and cached in Spark (``local[2]``, embedded). Each variant is written with Spark's own
+cleaned orders, generated once and cached in Spark (``local[2]``, embedded): shuffled into 4 partitions, or with
+``--producer-order`` in the generators' order (2 partitions, keys increasing in each, as the ETL's steps write them). Each variant is written with Spark's own
 Parquet writer to a local directory, as the result store writes (``store/local_write.py``: for a keyed write the
 subpartition tag of a :class:`~airflow_region_failover.store.parquet.Cut` and ``keyed_settings``, P = 4; files of at
 most ``--records`` rows), then read back with Spark's reader and a hash-sum of every column:
@@ -17,8 +18,10 @@ most ``--records`` rows), then read back with Spark's reader and a hash-sum of e
 * ``unkeyed, kept columns, format 2``: those columns and pages without the cut (what the keyed write costs beyond);
 * ``sorted, kept columns, format 2``: the keyed write as Spark plans it by default (a sort by the subpartition,
   one open writer per task: the store before ``bf86e4c``);
-* ``keyed writer, kept columns, format 2``: the store's keyed writer (``store/keyed_writer.py``), and the same
-  with ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what Parquet's dictionary and Snappy cost here),
+* ``keyed writer, kept columns, format 2``: the store's keyed writer (``store/keyed_writer.py``) with parquet-mr's
+  dictionary choice on every column (the store before ``local_write.integer_key_paths``), and the same with ``no
+  dictionary on the key`` (the store now), ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what
+  Parquet's dictionary and Snappy cost here),
   or through parquet-mr's ``record consumer`` (``flatWriter=false``: Spark's own ``write``, as before the flat
   writer of ``store/jvm/FlatParquetWriteSupport.java``; the same bytes).
 
@@ -50,9 +53,9 @@ Spec = tuple[str, tuple[str, ...] | None, dict[str, str]]
 write: a sort by the subpartition, one writer at a time); the kept columns (None: all); writer options."""
 
 
-def variants(line_kept: tuple[str, ...]) -> dict[str, Spec]:
-    """Name -> :data:`Spec`."""
-    from airflow_region_failover.store.local_write import WRITER_VERSION
+def variants(line_kept: tuple[str, ...], key: str) -> dict[str, Spec]:
+    """Name -> :data:`Spec` of a table keyed by ``key``."""
+    from airflow_region_failover.store.local_write import NO_DICTIONARY, WRITER_VERSION
 
     v2 = dict([WRITER_VERSION])
     return {"unkeyed": ("unkeyed", None, {}), "keyed": ("keyed", None, {}),
@@ -63,6 +66,8 @@ def variants(line_kept: tuple[str, ...]) -> dict[str, Spec]:
             "keyed writer, kept columns, format 2": ("writer", line_kept, v2),
             "keyed writer, kept columns, format 2, no dictionary":
                 ("writer", line_kept, {**v2, "parquet.enable.dictionary": "false"}),
+            "keyed writer, kept columns, format 2, no dictionary on the key":
+                ("writer", line_kept, {**v2, NO_DICTIONARY + key: "false"}),
             "keyed writer, kept columns, format 2, lz4_raw": ("writer", line_kept, {**v2, "compression": "lz4_raw"}),
             "keyed writer, kept columns, format 2, uncompressed": ("writer", line_kept, {**v2, "compression": "none"}),
             "keyed writer, kept columns, format 2, record consumer":
@@ -114,6 +119,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="rounds (the first warms the JIT)")
     parser.add_argument("--records", type=int, default=1_000_000, help="rows per file at most")
     parser.add_argument("--only", default="", help="the variants to run, ';'-separated (default: all)")
+    parser.add_argument("--producer-order", action="store_true",
+                        help="keep the generators' row order (a task's keys increasing, as the ETL's steps write "
+                             "them) instead of shuffling the rows into 4 partitions")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     sys.path.insert(0, str(DAGS))
@@ -133,11 +141,11 @@ def main() -> int:
         figures: dict[tuple[str, str], list[dict[str, float]]] = {}
         with tempfile.TemporaryDirectory(prefix="bench-keyed-write-") as scratch:
             for name, (df, _, _) in tables.items():
-                tables[name] = (df.repartition(4).cache(), *tables[name][1:])
+                tables[name] = ((df if args.producer_order else df.repartition(4)).cache(), *tables[name][1:])
                 print(f"{name}: {tables[name][0].count():,} rows", flush=True)
             for round_ in range(args.repeat):
                 for name, (df, key, kept) in tables.items():
-                    for label, spec in variants(kept or tuple(df.columns)).items():
+                    for label, spec in variants(kept or tuple(df.columns), key).items():
                         if args.only and label not in args.only.split(";"):
                             continue
                         got = write_once(spark, df, key, spec, Path(scratch) / "out", args.records)

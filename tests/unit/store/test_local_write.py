@@ -232,3 +232,18 @@ def test_the_write_turns_the_dictionary_off_for_every_wide_decimal_by_its_parque
         "parquet.writer.version": "v2", **{f"parquet.enable.dictionary#{path}": "false" for path in paths}}
     assert lw.write_options({"type": "struct", "fields": [{"name": "id", "type": "long"}]}) == {
         "parquet.writer.version": "v2"}
+
+
+def test_the_write_turns_the_dictionary_off_for_a_keyed_writes_integer_keys() -> None:
+    """The keys (``partition_by``) Parquet stores as integers — ints, longs, dates, timestamps, decimals of up to 18
+    digits — in the keys' order; not a string key, not a column that is not a key, not a name with a dot; a wide
+    decimal key once, as a wide decimal."""
+    fields = [("id", "long"), ("day", "date"), ("name", "string"), ("n", "integer"), ("amount", "decimal(12,2)"),
+              ("total", "decimal(24,2)"), ("at", "timestamp"), ("a.b", "long"), ("other", "long")]
+    schema = {"type": "struct", "fields": [{"name": n, "type": t} for n, t in fields]}
+    keys = ("name", "at", "id", "day", "n", "amount", "total", "a.b", "missing")
+    assert lw.integer_key_paths(schema, keys) == ["at", "id", "day", "n", "amount"]
+    assert lw.write_options(schema, keys) == {
+        "parquet.writer.version": "v2",
+        **{f"parquet.enable.dictionary#{path}": "false" for path in ("total", "at", "id", "day", "n", "amount")}}
+    assert lw.write_options(schema) == {"parquet.writer.version": "v2", "parquet.enable.dictionary#total": "false"}

@@ -2,12 +2,13 @@
 
 ``python benchmarks/bench_keyed_write.py [--orders 4000000] [--repeat 2] [--producer-order]``
 
-The rows: the example ETL's cleaned line items (``dags/tpch_etl.py``; 4,000,000 orders -> ~27 M rows) and its
-cleaned orders, generated once and cached in Spark (``local[2]``, embedded): shuffled into 4 partitions, or with
-``--producer-order`` in the generators' order (2 partitions, keys increasing in each, as the ETL's steps write them). Each variant is written with Spark's own
-Parquet writer to a local directory, as the result store writes (``store/local_write.py``: for a keyed write the
-subpartition tag of a :class:`~airflow_region_failover.store.parquet.Cut` and ``keyed_settings``, P = 4; files of at
-most ``--records`` rows), then read back with Spark's reader and a hash-sum of every column:
+The rows: the example ETL's cleaned line items (``dags/tpch_etl.py``; 4,000,000 orders -> ~27 M rows) and its cleaned
+orders, generated once and cached in Spark (``local[2]``, embedded): shuffled into 4 partitions, or with
+``--producer-order`` in the generators' order (2 partitions, keys increasing in each, as the ETL's steps write them).
+Each variant is written with Spark's own Parquet writer to a local directory, as the result store writes
+(``store/local_write.py``: for a keyed write the subpartition tag of a
+:class:`~airflow_region_failover.store.parquet.Cut` and ``keyed_settings``, P = 4; files of at most ``--records`` rows),
+then read back with Spark's reader and a hash-sum of every column:
 
 * ``unkeyed``: the plain write (no tag, no ``partitionBy``);
 * ``keyed``: the keyed write of every column the step returns, in Parquet format 1 (the store before ``030b5c1``);

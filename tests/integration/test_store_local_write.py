@@ -194,7 +194,7 @@ def test_a_write_delta_encodes_integers_whose_dictionary_does_not_pay(spark: Any
 
 def test_a_keyed_writes_integer_key_is_delta_encoded_from_its_first_row(spark: Any, s3_server: S3Endpoint) -> None:
     """parquet-mr keeps a dictionary while it beats PLAIN: a key in its producer's order (7 rows per key,
-    increasing, as the ETL's line items' ``l_orderkey``) kept one, in more bytes than its deltas and for 38 % more
+    increasing, as the ETL's line items' ``l_orderkey``) kept one, in more bytes than its deltas and for 29 % more
     CPU (store/local_write.py, :func:`~airflow_region_failover.store.local_write.integer_key_paths`). A keyed write
     writes its integer key without one; a low-cardinality code whose values lie far apart keeps its dictionary."""
     store = make_store(s3_server)

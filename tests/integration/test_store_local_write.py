@@ -196,15 +196,16 @@ def test_a_keyed_writes_integer_key_is_delta_encoded_from_its_first_row(spark: A
     """parquet-mr keeps a dictionary while it beats PLAIN: a key in its producer's order (7 rows per key,
     increasing, as the ETL's line items' ``l_orderkey``) kept one, in more bytes than its deltas and for 29 % more
     CPU (store/local_write.py, :func:`~airflow_region_failover.store.local_write.integer_key_paths`). A keyed write
-    writes its integer key without one; a low-cardinality code whose values lie far apart keeps its dictionary."""
-    store = make_store(s3_server)
+    writes its integer key without one, on either path; a low-cardinality code whose values lie far apart keeps its
+    dictionary."""
     df = spark.range(0, 210_000, 1, 2).selectExpr("CAST(id / 7 AS BIGINT) AS k", "(id % 3) * 1000000007 AS code")
-    manifest = store.write(df, "etl", "keyed-key", P, 1, cut=Cut(("k",), 128, 4))
-    found = encodings(store, manifest, "k")
-    assert not found & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} and "DELTA_BINARY_PACKED" in found, found
-    assert "RLE_DICTIONARY" in encodings(store, manifest, "code")
-    back = store.read_version(spark, manifest)
-    assert sorted(back.collect()) == sorted(df.collect())
+    for store in (make_store(s3_server), python_path(make_store(s3_server))):
+        manifest = store.write(df, "etl", "keyed-key", P, 1, cut=Cut(("k",), 128, 4))
+        found = encodings(store, manifest, "k")
+        assert not found & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} and "DELTA_BINARY_PACKED" in found, found
+        assert "RLE_DICTIONARY" in encodings(store, manifest, "code")
+        back = store.read_version(spark, manifest)
+        assert sorted(back.collect()) == sorted(df.collect())
 
 
 def test_a_wide_decimal_is_written_without_parquets_dictionary(spark: Any, s3_server: S3Endpoint) -> None:

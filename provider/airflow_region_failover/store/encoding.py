@@ -41,29 +41,44 @@ Encoded = tuple["pa.Buffer", int]
 class Codec:
     """How an object's pages are compressed (``compression`` at ``level``: ``None`` is the codec's default); with
     ``delta_integers``, every integer column not dictionary-encoded is written ``DELTA_BINARY_PACKED`` (a sorted
-    key column becomes small differences, bit-packed; an unsorted one costs about what plain does); without
-    ``statistics``, no min/max per page and column chunk (for objects always read whole). Fixed settings and
-    choices made from the schema and the first batch only: the same rows give the same bytes."""
+    key column becomes small differences, bit-packed; an unsorted one costs about what plain does); the
+    ``delta_keys`` (a keyed write's ``partition_by``) that Parquet stores as integers are written
+    ``DELTA_BINARY_PACKED`` without a dictionary, as the JVM path writes them (:func:`.local_write.integer_key_paths`:
+    a key in its producer's order takes fewer bytes as deltas than as a dictionary's ids); without ``statistics``, no
+    min/max per page and column chunk (for objects always read whole). Fixed settings and choices made from the
+    schema and the first batch only: the same rows give the same bytes."""
 
     compression: str = "snappy"
     level: int | None = None
     delta_integers: bool = False
     statistics: bool = True
+    delta_keys: tuple[str, ...] = ()
 
     def writer_options(self, schema: pa.Schema, dictionary: list[str]) -> dict[str, Any]:
-        """The :class:`pyarrow.parquet.ParquetWriter` options for ``schema`` with ``dictionary`` columns."""
+        """The :class:`pyarrow.parquet.ParquetWriter` options for ``schema`` with ``dictionary`` columns (less the
+        integer ``delta_keys``)."""
         import pyarrow as pa
 
+        keys = [f.name for f in schema if f.name in self.delta_keys and integer_stored(f.type)]
+        dictionary = [name for name in dictionary if name not in keys]
         options: dict[str, Any] = {"compression": self.compression, "use_dictionary": dictionary,
                                    "write_statistics": self.statistics}
         if self.level is not None:
             options["compression_level"] = self.level
+        delta = dict.fromkeys(keys, "DELTA_BINARY_PACKED")
         if self.delta_integers:
-            delta = {f.name: "DELTA_BINARY_PACKED" for f in schema
-                     if pa.types.is_integer(f.type) and f.name not in dictionary}
-            if delta:
-                options["column_encoding"] = delta
+            delta.update({f.name: "DELTA_BINARY_PACKED" for f in schema
+                          if pa.types.is_integer(f.type) and f.name not in dictionary})
+        if delta:
+            options["column_encoding"] = delta
         return options
+
+
+def integer_stored(kind: pa.DataType) -> bool:
+    """Whether pyarrow's Parquet writer stores an Arrow type as an INT32 or INT64 (integers, dates, timestamps)."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(kind) or pa.types.is_date(kind) or pa.types.is_timestamp(kind))
 
 
 RESULTS = Codec()

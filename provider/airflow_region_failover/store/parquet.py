@@ -26,7 +26,8 @@ Keyed partitions (a :class:`Cut`): the frame is tagged with each row's subpartit
 and every Spark task keeps one open encoder per subpartition (:func:`write_split`): each batch is split by its tag
 in Arrow (:func:`.encoding.split_batch`), no sort of the task's rows as a whole (Spark's shuffle does none either:
 measured, the sort cost the keyed write ~40 %), so every object holds one subpartition, in one pass; the tag column
-is not stored. A task's open encoders hold at most :data:`SPLIT_HELD_BYTES` (the largest one writes its pending
+is not stored; a key Parquet stores as an integer is delta-encoded without a dictionary (:attr:`Cut.codec`, as
+the JVM path). A task's open encoders hold at most :data:`SPLIT_HELD_BYTES` (the largest one writes its pending
 row group, or closes its object early, beyond that: decisions made at byte counts, so still deterministic).
 Executors receive the store's access with credentials frozen at the moment of each write (:func:`.config.portable`).
 """
@@ -85,6 +86,12 @@ class Cut:
         check_key_columns(self.partition_by, df.columns, self.where or "keyed exchange", "the result",
                           "fix partition_by or the step's output")
         return df.withColumn(SUBPARTITION_COLUMN, self.subpartition_column())
+
+    @property
+    def codec(self) -> Codec:
+        """The pages of the cut's objects: the results' (:data:`.encoding.RESULTS`), the integer keys delta-encoded
+        without a dictionary."""
+        return dataclasses.replace(RESULTS, delta_keys=self.partition_by)
 
     def subpartition_column(self) -> Any:
         """A row's subpartition: its key group mapped to its consumer's range."""
@@ -250,14 +257,14 @@ def write_batches(target: Target, batches: Iterator[pa.RecordBatch], number: int
     return storing.pieces
 
 
-def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int) -> list[Piece]:
-    """The objects of each subpartition of tagged ``batches``, one open encoder per subpartition, what they hold
-    bounded by :data:`SPLIT_HELD_BYTES` (module rule)."""
+def write_split(target: Target, batches: Iterator[pa.RecordBatch], number: int, codec: Codec = RESULTS) -> list[Piece]:
+    """The objects of each subpartition of tagged ``batches``, one open encoder per subpartition (pages as
+    ``codec`` says), what they hold bounded by :data:`SPLIT_HELD_BYTES` (module rule)."""
     encoders: dict[int, ObjectEncoder] = {}
     timed = Waited(batches)
     with _Storing(target, number, timed) as storing:
         for sub, part in split_batches(timed):
-            encoder = encoders.setdefault(sub, ObjectEncoder(target.max_object_bytes))
+            encoder = encoders.setdefault(sub, ObjectEncoder(target.max_object_bytes, codec))
             storing.submit(encoder.add(part), sub)
             while sum(e.held_bytes for e in encoders.values()) > SPLIT_HELD_BYTES:
                 fullest, largest = max(encoders.items(), key=lambda pair: (pair[1].held_bytes, -pair[0]))
@@ -277,18 +284,21 @@ _UPLOAD_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[kind]}" for name, kind in _PIE
 
 @dataclass(frozen=True)
 class _TaskUploader:
-    """The ``mapInArrow`` function: writes one Spark partition (split by subpartition when ``split``), logs what
+    """The ``mapInArrow`` function: writes one Spark partition (split by subpartition with ``cut``), logs what
     it uploaded, and yields one row per object (:data:`_PIECE_FIELDS`)."""
 
     target: Target
-    split: bool = False
+    cut: Cut | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         number = context.partitionId() if context else 0
-        pieces = (write_split if self.split else write_batches)(self.target, iter(batches), number)
+        if self.cut is None:
+            pieces = write_batches(self.target, iter(batches), number)
+        else:
+            pieces = write_split(self.target, iter(batches), number, self.cut.codec)
         log.info("%s task %d: %s", self.target.partition, number, _tally(pieces).describe())
         if pieces:
             yield piece_rows(pieces)
@@ -341,7 +351,7 @@ def _written(pieces: list[Piece]) -> Written:
 def write_with_executors(df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
     """Every Spark task writes its own partition (cut into subpartitions by ``cut``); returns the objects."""
     frame = df if cut is None else cut.tag(df)
-    rows = frame.mapInArrow(_TaskUploader(target.shipped(), cut is not None), _UPLOAD_SCHEMA).collect()
+    rows = frame.mapInArrow(_TaskUploader(target.shipped(), cut), _UPLOAD_SCHEMA).collect()
     return written_from_rows(rows)
 
 
@@ -349,7 +359,7 @@ def write_with_driver(df: DataFrame, target: Target, cut: Cut | None = None) -> 
     """Collect the DataFrame as Arrow in the driver and write it from there (split by subpartition with ``cut``)."""
     if cut is None:
         return write_arrow(df.toArrow(), target)
-    return _written(write_split(target, iter(cut.tag(df).toArrow().to_batches()), 0))
+    return _written(write_split(target, iter(cut.tag(df).toArrow().to_batches()), 0, cut.codec))
 
 
 def write_arrow(table: pa.Table, target: Target, codec: Codec = RESULTS) -> Written:

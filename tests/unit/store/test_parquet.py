@@ -136,3 +136,26 @@ def test_a_nullable_struct_with_a_field_that_is_never_null_on_its_own_is_written
     manifest = store.write_arrow(table, "etl", "structs", PartitionId("r", 0), 1)
     back = store.read_arrow("etl", "structs", PartitionId("r", 0))
     assert manifest.row_count == 3 and back.to_pylist() == table.to_pylist()
+
+
+def test_a_cuts_integer_keys_are_delta_encoded_without_a_dictionary() -> None:
+    """The Python path writes a keyed result's integer keys as the JVM path does (store/local_write.py,
+    ``integer_key_paths``): ``DELTA_BINARY_PACKED``, never a dictionary, even where the sample would pick one (7 rows
+    per key: 1/7 distinct); a string key, and a column that is not a key, keep the sample's choice."""
+    from airflow_region_failover.store.encoding import ObjectEncoder
+    from airflow_region_failover.store.parquet import Cut
+
+    day = pa.array(range(7_000), pa.int32()).cast(pa.date32())
+    batch = pa.record_batch({"k": pa.array([i // 7 for i in range(7_000)], pa.int64()), "day": day,
+                             "code": pa.array([i % 3 for i in range(7_000)], pa.int64()),
+                             "name": pa.array([str(i % 5) for i in range(7_000)])})
+    encoder = ObjectEncoder(1 << 30, Cut(("k", "day", "name"), 128, 4).codec)
+    encoder.add(batch)
+    [(body, rows)] = encoder.finish()
+    meta = pq.read_metadata(pa.BufferReader(body))
+    found = {meta.row_group(0).column(i).path_in_schema: set(meta.row_group(0).column(i).encodings)
+             for i in range(meta.num_columns)}
+    for key in ("k", "day"):
+        assert "DELTA_BINARY_PACKED" in found[key] and not found[key] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, found
+    assert {"RLE_DICTIONARY"} <= found["code"] and {"RLE_DICTIONARY"} <= found["name"], found
+    assert rows == 7_000 and pq.read_table(pa.BufferReader(body)).equals(pa.Table.from_batches([batch]))

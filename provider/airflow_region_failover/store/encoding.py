@@ -59,7 +59,7 @@ class Codec:
         integer ``delta_keys``)."""
         import pyarrow as pa
 
-        keys = [f.name for f in schema if f.name in self.delta_keys and integer_stored(f.type)]
+        keys = [f.name for f in schema if f.name in self.delta_keys and arrow_integer_stored(f.type)]
         dictionary = [name for name in dictionary if name not in keys]
         options: dict[str, Any] = {"compression": self.compression, "use_dictionary": dictionary,
                                    "write_statistics": self.statistics}
@@ -74,7 +74,7 @@ class Codec:
         return options
 
 
-def integer_stored(kind: pa.DataType) -> bool:
+def arrow_integer_stored(kind: pa.DataType) -> bool:
     """Whether pyarrow's Parquet writer stores an Arrow type as an INT32 or INT64 (integers, dates, timestamps)."""
     import pyarrow as pa
 

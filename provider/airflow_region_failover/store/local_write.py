@@ -58,13 +58,12 @@ Rules:
   addressed that way and keeps the default.
 * **No dictionary for integer keys** (:func:`write_options`): the columns a keyed write is keyed by
   (``partition_by``), where Parquet stores them as integers (:func:`integer_key_paths`), go straight to
-  ``DELTA_BINARY_PACKED``. parquet-mr keeps a dictionary while it beats PLAIN, not the format-2 fallback: a key in
-  the producer's order (the ETL's ``l_orderkey``, 7 rows per key, increasing within a task) fills dictionaries of
-  ~131,000 keys per column chunk whose ids take more bytes than the key's deltas. The ETL's line items at 4 M
-  orders, in 64 MiB files: 83.3 MB in 3.66 JVM CPU s with it, 69.6 MB in 2.84 s without (in 1 M-row files, 115.2 MB
-  in 6.35 s against 69.7 MB in 3.60 s: ``benchmarks/README.md``). A key is
-  near-unique or clustered; the other integer columns keep parquet-mr's choice (a low-cardinality code whose values
-  lie far apart is smaller with a dictionary).
+  ``DELTA_BINARY_PACKED``. parquet-mr keeps a dictionary while it beats PLAIN, not the format-2 fallback: a key in the
+  producer's order (the ETL's ``l_orderkey``, 7 rows per key, increasing within a task) fills dictionaries of ~131,000
+  keys per column chunk whose ids take more bytes than the key's deltas. The ETL's line items at 4 M orders, in 64 MiB
+  files: 83.3 MB in 3.66 JVM CPU s with it, 69.6 MB in 2.84 s without (in 1 M-row files, 115.2 MB in 6.35 s against
+  69.7 MB in 3.60 s: ``benchmarks/README.md``). A key is near-unique or clustered; the other integer columns keep
+  parquet-mr's choice (a low-cardinality code whose values lie far apart is smaller with a dictionary).
 * **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
   the Python path's order (:attr:`.parquet.Piece.order`).
 * **Object size**: Spark cuts files by rows only, so the bound is a row count fixed by the schema alone —

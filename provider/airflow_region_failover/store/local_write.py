@@ -181,8 +181,11 @@ def integer_key_paths(schema_json: dict[str, Any], keys: tuple[str, ...]) -> lis
 
 
 def integer_stored(kind: Any) -> bool:
-    """Whether Parquet stores a value of this type (a schema's JSON form) as an INT32 or INT64."""
-    digits = decimal_digits(str(kind)) if isinstance(kind, str) else None
+    """Whether Parquet stores a value of this type (a schema's JSON form) as an INT32 or INT64 (never a struct,
+    array, map or user-defined type: their JSON form is an object)."""
+    if not isinstance(kind, str):
+        return False
+    digits = decimal_digits(kind)
     return kind in INTEGER_STORED or (digits is not None and digits <= LONG_DECIMAL_DIGITS)
 
 

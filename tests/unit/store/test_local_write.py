@@ -236,12 +236,14 @@ def test_the_write_turns_the_dictionary_off_for_every_wide_decimal_by_its_parque
 
 def test_the_write_turns_the_dictionary_off_for_a_keyed_writes_integer_keys() -> None:
     """The keys (``partition_by``) Parquet stores as integers — ints, longs, dates, timestamps, decimals of up to 18
-    digits — in the keys' order; not a string key, not a column that is not a key, not a name with a dot; a wide
-    decimal key once, as a wide decimal."""
+    digits — in the keys' order; not a string key, not a struct or array key, not a column that is not a key, not a
+    name with a dot; a wide decimal key once, as a wide decimal."""
     fields = [("id", "long"), ("day", "date"), ("name", "string"), ("n", "integer"), ("amount", "decimal(12,2)"),
-              ("total", "decimal(24,2)"), ("at", "timestamp"), ("a.b", "long"), ("other", "long")]
+              ("total", "decimal(24,2)"), ("at", "timestamp"), ("a.b", "long"), ("other", "long"),
+              ("pair", {"type": "struct", "fields": [{"name": "x", "type": "long"}]}),
+              ("xs", {"type": "array", "elementType": "long", "containsNull": True})]
     schema = {"type": "struct", "fields": [{"name": n, "type": t} for n, t in fields]}
-    keys = ("name", "at", "id", "day", "n", "amount", "total", "a.b", "missing")
+    keys = ("name", "at", "id", "day", "n", "amount", "total", "a.b", "missing", "pair", "xs")
     assert lw.integer_key_paths(schema, keys) == ["at", "id", "day", "n", "amount"]
     assert lw.write_options(schema, keys) == {
         "parquet.writer.version": "v2",

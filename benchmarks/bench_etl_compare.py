@@ -1,6 +1,7 @@
 """The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
 
-``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain,plain_store]``
+``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain,plain_store]
+[--json FILE]``
 
 One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
 and serve every run. Per size, three configurations of ``dags/tpch_etl.py`` (generators -> clean -> join ->
@@ -30,7 +31,8 @@ is the DAG's defaults (2,000 customers, 20,000 orders); a number is a target in 
 no-failure run (every current manifest of the run), reached by scaling ``ORDERS`` (``CUSTOMERS`` = ORDERS / 10)
 from the bytes per order measured at ``tiny`` (or ``--bytes-per-order``). The committed bytes of every run are
 printed. Ratios ours / app and ours / plain, and the size at which ours' failure wall time overtakes each
-baseline (linear interpolation between measured sizes, or a linear fit beyond them), close the output.
+baseline (linear interpolation between measured sizes, or a linear fit beyond them), close the output. ``--json``:
+every run with its tries' timeline (queued, started, ended, from the trigger) and ours' step tasks' own phases.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from
+from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
@@ -241,22 +243,34 @@ def _ts(value: str | None) -> float | None:
 
 def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float, salt: int = 0) -> dict[str, Any]:
     """Trigger ``dag_id`` once (DAG params ``fail_once`` and ``salt``) and return its wall time, task-seconds and
-    tries."""
+    tries, and a ``timeline`` of every try (queued, started, ended: seconds from the trigger)."""
     t0 = time.time()
     run_id = api.trigger(dag_id, {"fail_once": fail, "salt": salt})
     state = api.final_state(dag_id, run_id, timeout=timeout)
     wall = time.time() - t0
     if state != "success":
         raise SystemExit(f"{dag_id} run {run_id} ended {state}")
-    task_s, tries = 0.0, 0
+    task_s, timeline = 0.0, []
     for ti in api.task_instances(dag_id, run_id):
         page = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/tries")
         for attempt in page["task_instances"]:
             start, end = _ts(attempt.get("start_date")), _ts(attempt.get("end_date"))
             if start and end:
                 task_s += end - start
-                tries += 1
-    return {"wall_s": wall, "task_s": task_s, "tries": tries, "dag_id": dag_id, "run_id": run_id}
+                queued = _ts(attempt.get("queued_when"))
+                timeline.append({"task_id": ti["task_id"], "try": attempt.get("try_number"),
+                                 "state": attempt.get("state"), "queued": queued and queued - t0,
+                                 "started": start - t0, "ended": end - t0})
+    timeline.sort(key=lambda t: t["started"])
+    return {"wall_s": wall, "task_s": task_s, "tries": len(timeline), "dag_id": dag_id, "run_id": run_id,
+            "timeline": timeline}
+
+
+def step_timelines(api: Any, dag_id: str, run_id: str) -> dict[str, Any]:
+    """Each step task's last try's own phases (its summary's ``timeline``, as ``bench_breakdown.py`` reads it)."""
+    from bench_breakdown import tasks_of  # imports this module
+
+    return {t.task_id: t.timeline.to_json() for t in tasks_of(api, dag_id, run_id).values() if t.timeline}
 
 
 def warm_up(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], dag_id: str, size: dict[str, Any],
@@ -374,6 +388,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
     failures = [{"no": False, "yes": True}[f] for f in args.failures.split(",")]
     salts = Salts(same=args.same_salt)
     results: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    runs: list[dict[str, Any]] = []
     with stack.airflow.client() as api:
         if warm is not None:
             warm_up(api, stack, procs, warm["dag_id"], warm, salts)
@@ -395,8 +410,12 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
                             run = run_airflow(api, dag_ids[config], fail, args.timeout, salt)
                         run["committed_bytes"], per_result = committed_bytes(stack.store, run["dag_id"],
                                                                              run["run_id"])
+                        if config == "ours":  # each step task's own phases (its summary's timeline), for --json
+                            run["steps"] = step_timelines(api, run["dag_id"], run["run_id"])
                         results.setdefault((label, config, fail), []).append(run)
-                        shown = {k: v for k, v in run.items() if k != "timeline"}
+                        runs.append({"size": label, "config": config, "fail": fail, "salt": salt, **run})
+                        write_json(args.json, runs)  # after every run: a long measurement that stops keeps its runs
+                        shown = {k: v for k, v in run.items() if k not in ("timeline", "steps")}  # in --json
                         print(json.dumps({"size": label, "config": config, "fail": fail, "salt": salt, **shown,
                                           "committed_by_result": per_result}), flush=True)
             ours_ok = results.get((label, "ours", False)) or results.get((label, "ours", True))
@@ -433,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-salt", action="store_true",
                         help="give every run the same salt (the scheduled-run case: a run finds the outputs of the "
                              "runs before it in the content-addressed store); default: a new salt per run")
+    parser.add_argument("--json", help="write every run (with its tries' timeline: queued, started, ended) to this "
+                                       "file")
     add_stack_arguments(parser)
     parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
     args = parser.parse_args(argv)

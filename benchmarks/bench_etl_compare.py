@@ -25,6 +25,13 @@ aggregate -> report), each run without failure and with one late failure (``aggr
 * **plain_store** = (b) on the provider's store: the same DAG persisting through ``ResultStore.write`` and reading
   through ``ResultStore.read`` instead (the baseline before hadoop-aws was reachable; not in the default configs).
 
+**Warm-up and order.** Before the measured runs, one run of every measured configuration, without failure, at a
+fifth of the first size (``--warm-up``; none when the first size is ``tiny``, its own warm-up), not measured: the
+stack's JVM compiles the hot loops of each configuration's Spark jobs at scale and (b) loads ``s3a://``, costs that
+would otherwise fall on whichever configuration runs first (before 2026-11-29 that was ours in every round 1,
+and ours' round 1 was 19-42 s slower than its round 2).
+Round ``r`` runs the configurations in their order rotated by ``r`` (:func:`rotated`).
+
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
 is the DAG's defaults (2,000 customers, 20,000 orders); a number is a target in GB of Parquet committed by ours'
@@ -273,6 +280,31 @@ def step_timelines(api: Any, dag_id: str, run_id: str) -> dict[str, Any]:
     return {t.task_id: t.timeline.to_json() for t in tasks_of(api, dag_id, run_id).values() if t.timeline}
 
 
+def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], size: dict[str, Any],
+                 configs: tuple[str, ...], salts: Salts) -> None:
+    """One run of every measured configuration at ``size``, not measured (module rule: warm-up and order). The stack's
+    JVM compiles the code each configuration's Spark jobs run at scale (the generators, the joins' sorts and
+    aggregations, each writer), and (b)'s first ``s3a://`` write loads its filesystem; a configuration run first in a
+    round would otherwise carry those costs."""
+    started = time.time()
+    for config in configs:
+        if config == "app":
+            run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
+                    salts.next())
+        else:
+            api.wait_for_dag(size["dag_ids"][config], timeout=300)
+            run_airflow(api, size["dag_ids"][config], False, 7200.0, salts.next())
+    print(f"warm-up ({', '.join(configs)} at {size['label']}, not measured): {time.time() - started:.1f} s",
+          flush=True)
+
+
+def rotated(configs: tuple[str, ...], round_number: int) -> tuple[str, ...]:
+    """The order of the configurations in round ``round_number`` (0-based): rotated by one each round, so that no
+    configuration always runs right after the same one or always first."""
+    turn = round_number % len(configs)
+    return configs[turn:] + configs[:turn]
+
+
 def warm_up(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], dag_id: str, size: dict[str, Any],
             salts: Salts) -> None:
     """One run of ours (``dag_id``) and one of (a) at ``size`` (``tiny``), not measured: a fresh stack's first
@@ -383,7 +415,7 @@ def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], 
 
 def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[bytes]],
             sizes: list[dict[str, Any]], configs: tuple[str, ...], warm: dict[str, Any] | None) -> int:
-    """After the ``warm`` up (:func:`warm_up`), run every (size, config, failure) combination on the started
+    """After the ``warm`` up (:func:`warm_up_each`), run every (size, config, failure) combination on the started
     stack, print the table."""
     failures = [{"no": False, "yes": True}[f] for f in args.failures.split(",")]
     salts = Salts(same=args.same_salt)
@@ -391,7 +423,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
     runs: list[dict[str, Any]] = []
     with stack.airflow.client() as api:
         if warm is not None:
-            warm_up(api, stack, procs, warm["dag_id"], warm, salts)
+            warm_up_each(api, stack, procs, warm, configs, salts)
         for size in sizes:
             label, orders, customers = size["label"], size["orders"], size["customers"]
             dag_ids = size["dag_ids"]
@@ -399,9 +431,9 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
                 if config in configs:
                     api.wait_for_dag(dag_ids[config], timeout=300)
             print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
-            for _ in range(args.repeat):
+            for round_number in range(args.repeat):
                 for fail in failures:
-                    for config in configs:
+                    for config in rotated(configs, round_number):
                         salt = salts.next()
                         if config == "app":
                             run = run_app(stack.spark_url, stack.s3_env, label, orders, customers, fail, procs,
@@ -434,6 +466,17 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
     return 0
 
 
+def warm_up_size(wanted: str, first: dict[str, Any], bytes_per_order: float) -> dict[str, Any] | None:
+    """The warm-up's size (``--warm-up``): ``auto`` is a fifth of the first measured size's orders (enough rows for
+    the JVM to compile every hot loop), none when the first size is ``tiny`` (its own warm-up)."""
+    if wanted == "none" or (wanted == "auto" and first["label"] == "tiny"):
+        return None
+    if wanted == "auto":
+        orders = max(first["orders"] // 5000 * 1000, 1000)
+        return {"label": "warm", "orders": orders, "customers": max(orders // 10, 1)}
+    return {**size_of(wanted, bytes_per_order), "label": "warm"}
+
+
 # -- main ---------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     """Start the stack once, run every (size, config, failure) combination, print the table."""
@@ -452,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-salt", action="store_true",
                         help="give every run the same salt (the scheduled-run case: a run finds the outputs of the "
                              "runs before it in the content-addressed store); default: a new salt per run")
+    parser.add_argument("--warm-up", default="auto",
+                        help="size of the warm-up runs (one per configuration, not measured): 'tiny', a GB target, "
+                             "'none', or 'auto' (default: a fifth of the first size; none when that is tiny)")
     parser.add_argument("--json", help="write every run (with its tries' timeline: queued, started, ended) to this "
                                        "file")
     add_stack_arguments(parser)
@@ -465,9 +511,11 @@ def main(argv: list[str] | None = None) -> int:
                                                 fail_at=args.fail_at),
                            **{c: plain_variant(stack.dags, size["label"], size["orders"], size["customers"], c,
                                                args.fail_at) for c in PLAIN}}
-    warm = None if sizes[0]["label"] == "tiny" else size_of("tiny")  # a first size of tiny is its own warm-up
+    warm = warm_up_size(args.warm_up, sizes[0], args.bytes_per_order)
     if warm is not None:
-        warm["dag_id"] = ours_variant(stack.dags, "warm", warm["orders"], warm["customers"])
+        warm["dag_ids"] = {"ours": ours_variant(stack.dags, "warm", warm["orders"], warm["customers"]),
+                           **{c: plain_variant(stack.dags, "warm", warm["orders"], warm["customers"], c)
+                              for c in PLAIN}}
     return run_on(stack, lambda: measure(args, stack, procs, sizes, configs, warm), procs)
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _breakdown import SCHEDULING, TaskTry, app_breakdown, compare, critical_path, markdown, overhead, run_breakdown
+from _etl_runs import _ts, ours_variant, run_airflow, run_app, warm_up
 from _etl_stack import (
     KINDS,
     Salts,
@@ -46,7 +47,7 @@ from _etl_stack import (
     write_json,
 )
 from airflow_region_failover.timeline import Timeline
-from bench_etl_compare import _ts, committed_bytes, ours_variant, run_airflow, run_app, warm_up
+from bench_etl_compare import committed_bytes
 
 MiB = 1024 * 1024
 

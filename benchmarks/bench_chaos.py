@@ -12,7 +12,7 @@ correct report or 3 x W ("did not finish"):
   random, is killed (SIGKILL of its task process: its Spark Connect client dies mid-work, Airflow's supervisor
   reports it failed, the scheduler's watcher records the failure and clears its region). If no step task is
   running at that moment, the first one to run is killed;
-* **(a)**: the application process (``bench_etl_compare.py _app``) is killed every T s and started again after 1 s,
+* **(a)**: the application process (``_etl_runs.py _app``) is killed every T s and started again after 1 s,
   from scratch, until an attempt finishes.
 
 Every run has its own salt (no run finds its outputs in the store). A finished run's report is checked against the
@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_runs import S3_ENV, _app_command, ours_variant, run_airflow, run_app, warm_up
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 from airflow_region_failover.naming import OPERATOR_NAME
-from bench_etl_compare import S3_ENV, _app_command, ours_variant, report_rows, run_airflow, run_app, warm_up
+from bench_etl_compare import report_rows
 
 PLOT = Path(__file__).resolve().parent / "chaos.png"
 ATTEMPTS = 1000
@@ -181,7 +182,7 @@ def replot(figures_json: Path, path: Path) -> int:
 
 def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[dict[str, Any]],
             intervals: list[float], configs: list[str], warm: dict[str, Any]) -> int:
-    """On the started stack, after the ``warm`` up (:func:`~bench_etl_compare.warm_up`: without it the first
+    """On the started stack, after the ``warm`` up (:func:`~_etl_runs.warm_up`: without it the first
     failure-free run, the divisor of every ratio, paid the fresh stack's one-off costs), per size: each config once
     without failure, then under failures every interval; a table and a plot per size, every figure written to
     ``--json``."""

@@ -1,7 +1,7 @@
 """The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
 
 ``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain,plain_store]
-[--json FILE]``
+[--warm-up SIZE] [--json FILE]``
 
 One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
 and serve every run. Per size, three configurations of ``dags/tpch_etl.py`` (generators -> clean -> join ->
@@ -10,7 +10,7 @@ aggregate -> report), each run without failure and with one late failure (``aggr
 * **ours**: a copy of the DAG file with ``CUSTOMERS``/``ORDERS`` replaced and dag id ``tpch_etl_<size>``
   (region failover, 12 step tasks); the failure is DAG param ``fail_once`` (``aggregate#0``'s first try).
 * **app** = (a): the same functions as one Spark job in one Spark Connect session, run as one application
-  process (``python bench_etl_compare.py _app ...``, what a spark-submit'd script would be); only the final report
+  process (``python _etl_runs.py _app ...``, what a spark-submit'd script would be); only the final report
   is persisted, through ``ResultStore.write`` to the same bucket (intermediates live in Spark's shuffle files).
   The failure: a Python UDF applied to the aggregate's output raises on the first attempt, i.e. after the
   generation, join and aggregation stages ran; the application then fails as a whole and is run again from
@@ -21,16 +21,16 @@ aggregate -> report), each run without failure and with one late failure (``aggr
   ``aggregate`` fail on its first try and Airflow retries that task.
 * Where ours' and (b)'s failure fires (``--fail-at``): ``start``, as ``aggregate`` starts (the DAGs' own
   ``fail_once``, the default), or ``end``, at the end of its job, after its aggregation ran: a UDF on its output, as
-  (a)'s failure (:data:`FAIL_AT_END`), so that all three lose the same progress.
+  (a)'s failure (:data:`_etl_runs.FAIL_AT_END`), so that all three lose the same progress.
 * **plain_store** = (b) on the provider's store: the same DAG persisting through ``ResultStore.write`` and reading
   through ``ResultStore.read`` instead (the baseline before hadoop-aws was reachable; not in the default configs).
 
 **Warm-up and order.** Before the measured runs, one run of every measured configuration, without failure, at a
 fifth of the first size (``--warm-up``; none when the first size is ``tiny``, its own warm-up), not measured: the
 stack's JVM compiles the hot loops of each configuration's Spark jobs at scale and (b) loads ``s3a://``, costs that
-would otherwise fall on whichever configuration runs first (before 2026-11-29 that was ours in every round 1,
-and ours' round 1 was 19-42 s slower than its round 2).
-Round ``r`` runs the configurations in their order rotated by ``r`` (:func:`rotated`).
+would otherwise fall on whichever configuration runs first (before 2026-11-29 that was ours in every round 1, and
+ours' round 1 was 19-42 s slower than its round 2). Round ``r`` runs the configurations in their order rotated by
+``r`` (:func:`rotated`).
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
@@ -38,8 +38,11 @@ is the DAG's defaults (2,000 customers, 20,000 orders); a number is a target in 
 no-failure run (every current manifest of the run), reached by scaling ``ORDERS`` (``CUSTOMERS`` = ORDERS / 10)
 from the bytes per order measured at ``tiny`` (or ``--bytes-per-order``). The committed bytes of every run are
 printed. Ratios ours / app and ours / plain, and the size at which ours' failure wall time overtakes each
-baseline (linear interpolation between measured sizes, or a linear fit beyond them), close the output. ``--json``:
-every run with its tries' timeline (queued, started, ended, from the trigger) and ours' step tasks' own phases.
+baseline (linear interpolation between measured sizes, or a linear fit beyond them) follow, then each round side
+by side (:func:`rounds_table`: the spread a median hides) and, per Airflow configuration, each step's span in each
+run (:func:`step_spans`). Each run's CPU seconds by kind of process (``_etl_stack.CpuSampler``: Airflow, Spark JVM,
+Python workers, S3 server, (a)'s client) are printed with it. ``--json``: every run with its tries' timeline
+(queued, started, ended, from the trigger) and ours' step tasks' own phases.
 """
 
 from __future__ import annotations
@@ -47,239 +50,21 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import re
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_runs import PLAIN, ours_variant, plain_variant, run_airflow, run_app, step_timelines
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 
-ROOT = Path(__file__).resolve().parents[1]
-ETL = ROOT / "dags" / "tpch_etl.py"
-PLAIN_TEMPLATE = Path(__file__).resolve().parent / "etl_plain_airflow.py"
-PLAIN = {"plain": ("etl_plain", "s3a"), "plain_store": ("etl_plain_store", "store")}
-"""The (b) configurations: dag id prefix and the template's ``PERSIST``."""
 CONFIGS = ("ours", "app", *PLAIN)
 DEFAULT_CONFIGS = ("ours", "app", "plain")
-TIMELINE_MARK = "app timeline: "
-S3_ENV = "BENCH_ETL_COMPARE_S3"  # the app process's store endpoint and credentials (JSON), never printed
 
 
-# -- the DAG files ------------------------------------------------------------------------------------------------
-FAIL_AT_START = """    if context.params.get("fail_once") and context.index == 0 and context.try_number == 1:
-        raise RuntimeError("injected failure: DAG param fail_once=true fails aggregate#0 on its first try")
-    return aggregate(inputs["join"])
-"""
-FAIL_AT_END = """    out = aggregate(inputs["join"])
-    if context.params.get("fail_once") and context.index == 0 and context.try_number == 1:
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import IntegerType
-
-        def boom(year: int) -> int:
-            raise RuntimeError("injected failure: aggregate#0's job fails at its end on its first try")
-
-        out = out.withColumn("year", F.udf(boom, IntegerType()).asNondeterministic()(F.col("year")))
-    return out
-"""
-"""``--fail-at end``: ``aggregate#0`` fails as (a) does, by a UDF on its output, i.e. after its aggregation ran."""
-
-
-def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: str = "tpch_etl",
-                 attempts: int | None = None, fail_at: str = "start") -> str:
-    """Copy of the example ETL sized to ``orders``/``customers`` under dag id ``<prefix>_<label>`` (``attempts``:
-    its fixed-delay restart strategy's attempts instead of the example's; ``fail_at="end"``: the injected failure
-    fires at the end of ``aggregate#0``'s job, :data:`FAIL_AT_END`, instead of as it starts)."""
-    text = ETL.read_text()
-    if fail_at == "end":
-        if text.count(FAIL_AT_START) != 1:
-            raise SystemExit("dags/tpch_etl.py changed its step_aggregate: cannot move its injected failure")
-        text = text.replace(FAIL_AT_START, FAIL_AT_END)
-    dag_id = f"{prefix}_{label}"
-    changed, sized = re.subn(r"^CUSTOMERS, ORDERS, LINES_PER_ORDER = [^,\n]+, [^,\n]+, (\S+)$",
-                             rf"CUSTOMERS, ORDERS, LINES_PER_ORDER = {customers}, {orders}, \1", text, flags=re.M)
-    changed = changed.replace('dag_id="tpch_etl"', f'dag_id="{dag_id}"')
-    if attempts is not None:
-        changed, retried = re.subn(r'"restart-strategy\.fixed-delay\.attempts": "\d+"',
-                                   f'"restart-strategy.fixed-delay.attempts": "{attempts}"', changed)
-        sized *= retried
-    if sized != 1 or changed.count(dag_id) != 1:
-        raise SystemExit("dags/tpch_etl.py changed shape: cannot derive a sized copy")
-    (target / f"{dag_id}.py").write_text(changed)
-    return dag_id
-
-
-def plain_variant(target: Path, label: str, orders: int, customers: int, config: str = "plain",
-                  fail_at: str = "start") -> str:
-    """Copy of ``etl_plain_airflow.py`` sized to ``orders``/``customers`` under dag id ``<prefix>_<label>``,
-    persisting as :data:`PLAIN` says for ``config``, its injected failure at ``fail_at``."""
-    prefix, persist = PLAIN[config]
-    dag_id = f"{prefix}_{label}"
-    values = {"DAG_ID": repr(dag_id), "ETL_SOURCE": repr(str(ETL)), "ORDERS": str(orders),
-              "CUSTOMERS": str(customers), "PERSIST": repr(persist), "FAIL_AT": repr(fail_at)}
-    text = PLAIN_TEMPLATE.read_text()
-    for name, value in values.items():
-        text, count = re.subn(rf"^{name} = .*$", f"{name} = {value}", text, count=1, flags=re.M)
-        if count != 1:
-            raise SystemExit(f"{PLAIN_TEMPLATE.name} lost its {name} line")
-    (target / f"{dag_id}.py").write_text(text)
-    return dag_id
-
-
-def etl_functions(source: str, orders: int, customers: int) -> dict[str, Any]:
-    """The module namespace of ``source`` above its DAG block, without its Airflow imports, sized to ``orders``
-    (the same loader as ``etl_plain_airflow.py``; the functions read ``ORDERS``/``CUSTOMERS`` at call time)."""
-    head = Path(source).read_text().split("\nwith DAG(", 1)[0]
-    head = re.sub(r"^from airflow\S* import [^\n]*$", "", head, flags=re.M)
-    namespace: dict[str, Any] = {"__name__": "tpch_etl_functions"}
-    exec(compile(head, source, "exec"), namespace)  # the repository's own DAG code
-    namespace.update(ORDERS=orders, CUSTOMERS=customers)
-    return namespace
-
-
-# -- (a): one Spark application -----------------------------------------------------------------------------------
-def app_main(argv: list[str]) -> int:
-    """One attempt of the whole pipeline as one Spark job; exit status 1 when the injected failure fired."""
-    parser = argparse.ArgumentParser(prog="bench_etl_compare.py _app")
-    for name in ("--url", "--dag-id", "--run-id"):
-        parser.add_argument(name, required=True)
-    parser.add_argument("--orders", type=int, required=True)
-    parser.add_argument("--customers", type=int, required=True)
-    parser.add_argument("--attempt", type=int, default=1)
-    parser.add_argument("--salt", type=int, default=0)
-    parser.add_argument("--fail", action="store_true")
-    args = parser.parse_args(argv)
-    from airflow_region_failover import timeline
-
-    with timeline.measured() as clock:  # the same phases a step task records (bench_breakdown.py compares them)
-        return _app_attempt(args, clock)
-
-
-def _app_attempt(args: argparse.Namespace, clock: Any) -> int:
-    """:func:`app_main` inside its clock."""
-    from airflow_region_failover import timeline
-
-    with timeline.phase("imports"):
-        from pyspark.sql import SparkSession
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import IntegerType
-
-        from airflow_region_failover.graph.ids import PartitionId
-        from airflow_region_failover.store.facade import ResultStore
-
-    etl = etl_functions(str(ETL), args.orders, args.customers)
-    s3 = json.loads(os.environ[S3_ENV])
-    store = ResultStore.from_endpoint(s3["endpoint_url"], s3["access_key"], s3["secret_key"], s3["bucket"])
-    with timeline.phase("session"):
-        spark = SparkSession.builder.remote(args.url).getOrCreate()
-    try:
-        with timeline.phase("define"):
-            joined = etl["join"](etl["customers"](spark, 0, args.customers, args.salt),
-                                 etl["clean_orders"](etl["orders"](spark, 0, args.orders, args.salt)),
-                                 etl["clean_lineitems"](etl["lineitems"](spark, 0, args.orders, args.salt)))
-            aggregated = etl["aggregate"](etl["local_aggregate"](joined))
-        if args.fail:
-            def boom(year: int) -> int:
-                raise RuntimeError("injected failure: the aggregate stage fails on the first attempt")
-
-            fail = F.udf(boom, IntegerType()).asNondeterministic()
-            aggregated = aggregated.withColumn("year", fail(F.col("year")))
-        try:
-            with timeline.phase("write"):
-                store.write(etl["report"](aggregated), args.dag_id, args.run_id, PartitionId("report", 0),
-                            args.attempt)
-        except Exception as exc:  # the injected failure arrives wrapped in Spark's error
-            if args.fail and "injected failure" in str(exc):
-                print("injected failure fired", file=sys.stderr)
-                return 1
-            raise
-    finally:
-        spark.stop()
-    print(TIMELINE_MARK + json.dumps(clock.timeline().to_json()), flush=True)
-    return 0
-
-
-def _app_command(spark_url: str, dag_id: str, run_id: str, orders: int, customers: int, attempt: int, salt: int,
-                 fail: bool) -> list[str]:
-    """The command line of one (a) attempt."""
-    return [sys.executable, str(Path(__file__).resolve()), "_app", "--url", spark_url, "--dag-id", dag_id,
-            "--run-id", run_id, "--orders", str(orders), "--customers", str(customers), "--attempt", str(attempt),
-            "--salt", str(salt)] + (["--fail"] if fail else [])
-
-
-def run_app(spark_url: str, s3_env: str, label: str, orders: int, customers: int, fail: bool,
-            procs: list[subprocess.Popen[bytes]], salt: int = 0,
-            watch: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Run (a) once: with ``fail``, attempt 1 fails late and attempt 2 reruns everything after 1 s; ``watch`` is
-    called with each attempt's process id. The result has the last attempt's ``timeline`` and its end."""
-    dag_id, run_id = f"etl_one_app_{label}", f"app_{int(time.time() * 1000)}"
-    t0, busy, attempt = time.time(), 0.0, 1
-    while True:
-        cmd = _app_command(spark_url, dag_id, run_id, orders, customers, attempt, salt, fail and attempt == 1)
-        started = time.time()
-        proc = subprocess.Popen(cmd, env={**os.environ, S3_ENV: s3_env}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        procs.append(proc)
-        if watch is not None:
-            watch(proc.pid)
-        out, err = proc.communicate()
-        procs.remove(proc)
-        busy += time.time() - started
-        if proc.returncode == 0:
-            marked = [line for line in out.decode(errors="replace").splitlines() if line.startswith(TIMELINE_MARK)]
-            timeline = json.loads(marked[-1][len(TIMELINE_MARK):]) if marked else None
-            break
-        if not (fail and attempt == 1 and b"injected failure fired" in err):
-            raise SystemExit(f"app attempt {attempt} failed:\n{err.decode(errors='replace')[-3000:]}")
-        attempt += 1
-        time.sleep(1.0)
-    return {"wall_s": time.time() - t0, "task_s": busy, "tries": attempt, "dag_id": dag_id, "run_id": run_id,
-            "timeline": timeline, "ended": time.time()}
-
-
-# -- Airflow runs -------------------------------------------------------------------------------------------------
-def _ts(value: str | None) -> float | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
-
-
-def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float, salt: int = 0) -> dict[str, Any]:
-    """Trigger ``dag_id`` once (DAG params ``fail_once`` and ``salt``) and return its wall time, task-seconds and
-    tries, and a ``timeline`` of every try (queued, started, ended: seconds from the trigger)."""
-    t0 = time.time()
-    run_id = api.trigger(dag_id, {"fail_once": fail, "salt": salt})
-    state = api.final_state(dag_id, run_id, timeout=timeout)
-    wall = time.time() - t0
-    if state != "success":
-        raise SystemExit(f"{dag_id} run {run_id} ended {state}")
-    task_s, timeline = 0.0, []
-    for ti in api.task_instances(dag_id, run_id):
-        page = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/tries")
-        for attempt in page["task_instances"]:
-            start, end = _ts(attempt.get("start_date")), _ts(attempt.get("end_date"))
-            if start and end:
-                task_s += end - start
-                queued = _ts(attempt.get("queued_when"))
-                timeline.append({"task_id": ti["task_id"], "try": attempt.get("try_number"),
-                                 "state": attempt.get("state"), "queued": queued and queued - t0,
-                                 "started": start - t0, "ended": end - t0})
-    timeline.sort(key=lambda t: t["started"])
-    return {"wall_s": wall, "task_s": task_s, "tries": len(timeline), "dag_id": dag_id, "run_id": run_id,
-            "timeline": timeline}
-
-
-def step_timelines(api: Any, dag_id: str, run_id: str) -> dict[str, Any]:
-    """Each step task's last try's own phases (its summary's ``timeline``, as ``bench_breakdown.py`` reads it)."""
-    from bench_breakdown import tasks_of  # imports this module
-
-    return {t.task_id: t.timeline.to_json() for t in tasks_of(api, dag_id, run_id).values() if t.timeline}
-
-
+# -- warm-up and order --------------------------------------------------------------------------------------------
 def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], size: dict[str, Any],
                  configs: tuple[str, ...], salts: Salts) -> None:
     """One run of every measured configuration at ``size``, not measured (module rule: warm-up and order). The stack's
@@ -303,19 +88,6 @@ def rotated(configs: tuple[str, ...], round_number: int) -> tuple[str, ...]:
     configuration always runs right after the same one or always first."""
     turn = round_number % len(configs)
     return configs[turn:] + configs[:turn]
-
-
-def warm_up(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], dag_id: str, size: dict[str, Any],
-            salts: Salts) -> None:
-    """One run of ours (``dag_id``) and one of (a) at ``size`` (``tiny``), not measured: a fresh stack's first
-    tasks and first Spark jobs pay one-off costs (the JVM's just-in-time compilation, the first DAG parse) that no
-    measured run of either configuration may carry."""
-    api.wait_for_dag(dag_id, timeout=300)
-    started = time.time()
-    run_airflow(api, dag_id, False, 7200.0, salts.next())
-    run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
-            salts.next())
-    print(f"warm-up (ours and (a) at {size['label']}, not measured): {time.time() - started:.1f} s", flush=True)
 
 
 # -- the store ----------------------------------------------------------------------------------------------------
@@ -387,6 +159,60 @@ def table(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list
     return "\n".join(rows)
 
 
+def rounds_table(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> str:
+    """Markdown table: per size, failure and round, each configuration's wall time and ours ÷ each other one (the
+    spread a median hides)."""
+    others = [c for c in configs if c != "ours"]
+    head = "| size | failure | round | " + " | ".join(f"{c} s" for c in configs)
+    head += "".join(f" | ours ÷ {c}" for c in others if "ours" in configs) + " |"
+    rows = [head, "|---|---|---:|" + "---:|" * (len(configs) + (len(others) if "ours" in configs else 0))]
+    seen: dict[tuple[str, bool, str], int] = {}
+    table_rows: dict[tuple[str, bool, int], dict[str, float]] = {}
+    for run in runs:
+        key = (run["size"], run["fail"], run["config"])
+        number = seen[key] = seen.get(key, 0) + 1
+        table_rows.setdefault((run["size"], run["fail"], number), {})[run["config"]] = run["wall_s"]
+    for (size, fail, number), walls in table_rows.items():
+        cells = [f"{walls[c]:.1f}" if c in walls else "-" for c in configs]
+        if "ours" in configs:
+            cells += [f"{walls['ours'] / walls[c]:.2f}" if "ours" in walls and c in walls else "-" for c in others]
+        rows.append(f"| {size} | {'yes' if fail else 'no'} | {number} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+NOT_RUN = ("upstream_failed", "skipped", "removed")
+
+
+def step_spans(timeline: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Each step's first start and last end over its tasks' tries (seconds from the trigger), in order of first
+    start: a task id without its subtask index (``join.1`` -> ``join``; a chain keeps its steps' names). A try that
+    did not run (``upstream_failed``, ``skipped``) has no span."""
+    spans: dict[str, tuple[float, float]] = {}
+    for attempt in sorted(timeline, key=lambda t: t["started"]):
+        if attempt.get("state") in NOT_RUN:
+            continue
+        head, _, index = attempt["task_id"].rpartition(".")
+        step = head if head and index.isdigit() else attempt["task_id"]
+        lo, hi = spans.get(step, (attempt["started"], attempt["ended"]))
+        spans[step] = (min(lo, attempt["started"]), max(hi, attempt["ended"]))
+    return spans
+
+
+def steps_table(runs: list[dict[str, Any]], config: str) -> str:
+    """Markdown table: per run of the Airflow ``config``, each step's first start and last end (:func:`step_spans`)."""
+    mine = [run for run in runs if run["config"] == config and run.get("timeline")]
+    if not mine:
+        return ""
+    names = list(step_spans(mine[0]["timeline"]))
+    rows = [f"| {config}: run | wall s | " + " | ".join(names) + " |", "|---|---:|" + "---|" * len(names)]
+    for number, run in enumerate(mine, 1):
+        spans = step_spans(run["timeline"])
+        cells = [f"{spans[n][0]:.1f}-{spans[n][1]:.1f}" if n in spans else "-" for n in names]
+        rows.append(f"| {run['size']} {'failure' if run['fail'] else 'no failure'} #{number} | {run['wall_s']:.1f} | "
+                    + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list[dict[str, Any]]],
               baseline: str) -> str:
     """Where ours' failure wall time drops below ``baseline``'s, in GB committed."""
@@ -434,12 +260,13 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
             for round_number in range(args.repeat):
                 for fail in failures:
                     for config in rotated(configs, round_number):
-                        salt = salts.next()
+                        salt, mark = salts.next(), stack.cpu.mark()
                         if config == "app":
                             run = run_app(stack.spark_url, stack.s3_env, label, orders, customers, fail, procs,
-                                          salt)
+                                          salt, watch=lambda pid: stack.cpu.watch(pid, "app"))
                         else:
                             run = run_airflow(api, dag_ids[config], fail, args.timeout, salt)
+                        run["cpu"], run["airflow_roles"] = stack.cpu.since(mark)
                         run["committed_bytes"], per_result = committed_bytes(stack.store, run["dag_id"],
                                                                              run["run_id"])
                         if config == "ours":  # each step task's own phases (its summary's timeline), for --json
@@ -460,6 +287,10 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
             same = all(rows == next(iter(check.values())) for rows in check.values())
             print(f"reports of {', '.join(configs)} at {label} agree: {'yes' if same else 'NO'}", flush=True)
     print(table(sizes, results, configs))
+    print(rounds_table(runs, configs))
+    for config in configs:
+        if config != "app":
+            print(steps_table(runs, config))
     if "ours" in configs:
         for baseline in (c for c in configs if c != "ours"):
             print(crossover(sizes, results, baseline))
@@ -520,6 +351,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "_app":
-        sys.exit(app_main(sys.argv[2:]))
     sys.exit(main())

@@ -26,8 +26,8 @@ import sys
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_runs import ours_variant, run_airflow
 from _etl_stack import add_stack_arguments, parse_sizes, run_on, size_of, stack_from
-from bench_etl_compare import ours_variant, run_airflow
 
 HOPS = ("record", "due", "claim", "clear", "failure -> applied", "minus delay")
 

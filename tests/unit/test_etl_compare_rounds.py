@@ -1,0 +1,61 @@
+"""How ``benchmarks/bench_etl_compare.py`` orders, warms up and reports its runs (``rotated``, ``warm_up_size``,
+``step_spans``, ``rounds_table``): no configuration always runs first, every one is warmed up at scale first, and
+the spread of the rounds and each step's span are printed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import their siblings
+
+from _etl_stack import TINY_ORDERS, size_of
+from bench_etl_compare import rotated, rounds_table, step_spans, warm_up_size
+
+
+def test_each_round_rotates_the_configurations_so_that_each_runs_first_once() -> None:
+    configs = ("ours", "app", "plain")
+    rounds = [rotated(configs, r) for r in range(4)]
+    assert rounds[:3] == [("ours", "app", "plain"), ("app", "plain", "ours"), ("plain", "ours", "app")]
+    assert rounds[3] == configs, "round 4 starts the cycle again"
+    assert rotated(("ours",), 5) == ("ours",)
+
+
+def test_the_warm_up_is_a_fifth_of_the_first_size_and_none_when_that_is_tiny() -> None:
+    first = size_of("5", 217.9)
+    warm = warm_up_size("auto", first, 217.9)
+    assert warm is not None and warm["label"] == "warm"
+    assert warm["orders"] == first["orders"] // 5000 * 1000 and warm["customers"] == warm["orders"] // 10
+    assert warm_up_size("auto", size_of("tiny"), 217.9) is None, "a first size of tiny is its own warm-up"
+    assert warm_up_size("none", first, 217.9) is None
+    chosen = warm_up_size("tiny", first, 217.9)
+    assert chosen is not None and chosen["orders"] == TINY_ORDERS and chosen["label"] == "warm"
+    assert warm_up_size("1", first, 217.9) == {**size_of("1", 217.9), "label": "warm"}
+
+
+def test_a_runs_steps_span_their_subtasks_tries_and_skip_a_try_that_did_not_run() -> None:
+    """ours, one late failure of aggregate#0::
+
+        gen.0, gen.1 --> join.0 --> aggregate.0 (fails, then succeeds), aggregate.1 --> report.0
+    """
+    def attempt(task_id: str, started: float, ended: float, state: str = "success") -> dict[str, object]:
+        return {"task_id": task_id, "try": 1, "state": state, "queued": started, "started": started, "ended": ended}
+
+    timeline = [attempt("gen.clean.1", 0.5, 20.0), attempt("gen.clean.0", 0.4, 30.0), attempt("join.0", 30.2, 90.0),
+                attempt("aggregate.0", 90.3, 99.0, "failed"), attempt("aggregate.1", 90.3, 98.0),
+                attempt("report.0", 99.5, 99.5, "upstream_failed"), attempt("aggregate.0", 100.5, 104.0),
+                attempt("report.0", 104.3, 105.0)]
+    assert step_spans(timeline) == {"gen.clean": (0.4, 30.0), "join": (30.2, 90.0), "aggregate": (90.3, 104.0),
+                                    "report": (104.3, 105.0)}
+    plain = [attempt("gen_orders", 1.0, 10.0), attempt("join", 10.5, 50.0)]
+    assert list(step_spans(plain)) == ["gen_orders", "join"], "(b)'s task ids are its steps"
+
+
+def test_the_rounds_table_pairs_each_configurations_nth_run() -> None:
+    runs = [{"size": "5gb", "fail": True, "config": c, "wall_s": w}
+            for c, w in (("ours", 200.0), ("app", 300.0), ("plain", 400.0), ("app", 310.0), ("plain", 390.0),
+                         ("ours", 195.0))]
+    rows = rounds_table(runs, ("ours", "app", "plain")).splitlines()
+    assert rows[0] == "| size | failure | round | ours s | app s | plain s | ours ÷ app | ours ÷ plain |"
+    assert rows[2] == "| 5gb | yes | 1 | 200.0 | 300.0 | 400.0 | 0.67 | 0.50 |"
+    assert rows[3] == "| 5gb | yes | 2 | 195.0 | 310.0 | 390.0 | 0.63 | 0.50 |", "round 2 ran app, plain, ours"

@@ -39,10 +39,11 @@ no-failure run (every current manifest of the run), reached by scaling ``ORDERS`
 from the bytes per order measured at ``tiny`` (or ``--bytes-per-order``). The committed bytes of every run are
 printed. Ratios ours / app and ours / plain, and the size at which ours' failure wall time overtakes each
 baseline (linear interpolation between measured sizes, or a linear fit beyond them) follow, then each round side
-by side (:func:`rounds_table`: the spread a median hides) and, per Airflow configuration, each step's span in each
-run (:func:`step_spans`). Each run's CPU seconds by kind of process (``_etl_stack.CpuSampler``: Airflow, Spark JVM,
-Python workers, S3 server, (a)'s client) are printed with it. ``--json``: every run with its tries' timeline
-(queued, started, ended, from the trigger) and ours' step tasks' own phases.
+by side (:func:`rounds_table`: the spread a median hides), per Airflow configuration each step's span in each run
+(:func:`step_spans`), and each run cut into its three phases in a row (:func:`phases`). Each run's CPU seconds by
+kind of process (``_etl_stack.CpuSampler``: Airflow, Spark JVM, Python workers, S3 server, (a)'s client) are printed
+with it. ``--json``: every run with its tries' timeline (queued, started, ended, from the trigger) and ours' step
+tasks' own phases.
 """
 
 from __future__ import annotations
@@ -213,6 +214,30 @@ def steps_table(runs: list[dict[str, Any]], config: str) -> str:
     return "\n".join(rows)
 
 
+PHASES = ("generation", "join", "aggregate, failure, report")
+
+
+def phases(run: dict[str, Any]) -> dict[str, float]:
+    """An Airflow run of the ETL cut into its three phases in a row (seconds): the trigger to the last generator's or
+    cleaner's end, the join's span, the aggregate's first start to the report's end; ``between`` is the rest of the
+    wall time (Airflow's scheduling between the phases, the run's end)."""
+    spans = step_spans(run["timeline"])
+    generation = max(end for step, (_, end) in spans.items() if step.startswith(("gen", "clean")))
+    cut = {"generation": generation, "join": spans["join"][1] - spans["join"][0],
+           "aggregate, failure, report": spans["report"][1] - spans["aggregate"][0]}
+    return {**cut, "between": run["wall_s"] - sum(cut.values())}
+
+
+def phases_table(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> str:
+    """Markdown table: per phase (:func:`phases`), each Airflow configuration's seconds in each of its runs."""
+    airflow = [c for c in configs if c != "app"]
+    cut = {c: [phases(run) for run in runs if run["config"] == c and run.get("timeline")] for c in airflow}
+    rows = ["| phase | " + " | ".join(f"{c}, each run s" for c in airflow) + " |", "|---|" + "---|" * len(airflow)]
+    for name in (*PHASES, "between"):
+        rows.append(f"| {name} | " + " | ".join(" / ".join(f"{p[name]:.1f}" for p in cut[c]) for c in airflow) + " |")
+    return "\n".join(rows)
+
+
 def crossover(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list[dict[str, Any]]],
               baseline: str) -> str:
     """Where ours' failure wall time drops below ``baseline``'s, in GB committed."""
@@ -291,6 +316,8 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
     for config in configs:
         if config != "app":
             print(steps_table(runs, config))
+    if any(c != "app" for c in configs):
+        print(phases_table(runs, configs))
     if "ours" in configs:
         for baseline in (c for c in configs if c != "ours"):
             print(crossover(sizes, results, baseline))

@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import their siblings
 
 from _etl_stack import TINY_ORDERS, size_of
-from bench_etl_compare import rotated, rounds_table, step_spans, warm_up_size
+from bench_etl_compare import phases, phases_table, rotated, rounds_table, step_spans, warm_up_size
 
 
 def test_each_round_rotates_the_configurations_so_that_each_runs_first_once() -> None:
@@ -59,3 +59,22 @@ def test_the_rounds_table_pairs_each_configurations_nth_run() -> None:
     assert rows[0] == "| size | failure | round | ours s | app s | plain s | ours ÷ app | ours ÷ plain |"
     assert rows[2] == "| 5gb | yes | 1 | 200.0 | 300.0 | 400.0 | 0.67 | 0.50 |"
     assert rows[3] == "| 5gb | yes | 2 | 195.0 | 310.0 | 390.0 | 0.63 | 0.50 |", "round 2 ran app, plain, ours"
+
+
+def test_a_run_is_cut_into_its_three_phases_and_the_time_between_them() -> None:
+    """(b), one late failure::
+
+        gen_orders --> clean_orders --+
+        gen_lineitem --> clean_lineitem --> join --> aggregate (fails, retried) --> report
+    """
+    def attempt(task_id: str, started: float, ended: float, state: str = "success") -> dict[str, object]:
+        return {"task_id": task_id, "try": 1, "state": state, "queued": started, "started": started, "ended": ended}
+
+    timeline = [attempt("gen_orders", 1.0, 10.0), attempt("gen_lineitem", 1.0, 80.0),
+                attempt("clean_orders", 10.5, 85.0), attempt("clean_lineitem", 80.5, 170.0),
+                attempt("join", 171.0, 300.0), attempt("aggregate", 300.5, 311.0, "failed"),
+                attempt("aggregate", 312.0, 321.0), attempt("report", 321.5, 322.5)]
+    cut = phases({"timeline": timeline, "wall_s": 323.0})
+    assert cut == {"generation": 170.0, "join": 129.0, "aggregate, failure, report": 22.0, "between": 2.0}
+    table = phases_table([{"config": "plain", "timeline": timeline, "wall_s": 323.0}], ("app", "plain"))
+    assert table.splitlines()[2] == "| generation | 170.0 |", "(a) has no phases: it is one application"

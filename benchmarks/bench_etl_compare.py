@@ -27,10 +27,10 @@ aggregate -> report), each run without failure and with one late failure (``aggr
 
 **Warm-up and order.** Before the measured runs, one run of every measured configuration, without failure, at a
 fifth of the first size (``--warm-up``; none when the first size is ``tiny``, its own warm-up), not measured: the
-stack's JVM compiles the hot loops of each configuration's Spark jobs at scale and (b) loads ``s3a://``, costs that
-would otherwise fall on whichever configuration runs first (before 2026-11-29 that was ours in every round 1, and
-ours' round 1 was 19-42 s slower than its round 2). Round ``r`` runs the configurations in their order rotated by
-``r`` (:func:`rotated`).
+stack's JVM compiles the hot loops of each configuration's Spark jobs at scale and (b) loads ``s3a://``. Round ``r``
+runs the configurations in their order rotated by ``r`` (:func:`rotated`): the machine gets faster as a session goes
+on, for every configuration (on 2026-11-29 its joins ran 8-18 % faster in round 3 than in round 1, after the
+warm-up), so a fixed order would charge that to whichever configuration runs first, as it charged ours before.
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
@@ -68,10 +68,9 @@ DEFAULT_CONFIGS = ("ours", "app", "plain")
 # -- warm-up and order --------------------------------------------------------------------------------------------
 def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], size: dict[str, Any],
                  configs: tuple[str, ...], salts: Salts) -> None:
-    """One run of every measured configuration at ``size``, not measured (module rule: warm-up and order). The stack's
+    """One run of every measured configuration at ``size``, not measured (module rule: warm-up and order): the stack's
     JVM compiles the code each configuration's Spark jobs run at scale (the generators, the joins' sorts and
-    aggregations, each writer), and (b)'s first ``s3a://`` write loads its filesystem; a configuration run first in a
-    round would otherwise carry those costs."""
+    aggregations, each writer), and (b)'s first ``s3a://`` write loads its filesystem."""
     started = time.time()
     for config in configs:
         if config == "app":

@@ -1,7 +1,7 @@
 """How each configuration of ``bench_etl_compare.py`` runs the example ETL, shared by the ETL benchmarks: ours' and
 (b)'s DAG files (copies of ``dags/tpch_etl.py`` and ``etl_plain_airflow.py`` sized and with their injected failure
 placed), (a)'s application process (``python _etl_runs.py _app ...``: the same functions as one Spark job), one
-run of each, and the warm-up of ours and (a) at ``tiny``.
+run of each, each step task's own phases, and the warm-up runs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _etl_stack import Salts
+from airflow_region_failover.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 ETL = ROOT / "dags" / "tpch_etl.py"
@@ -231,25 +232,46 @@ def run_airflow(api: Any, dag_id: str, fail: bool, timeout: float, salt: int = 0
             "timeline": timeline}
 
 
-def step_timelines(api: Any, dag_id: str, run_id: str) -> dict[str, Any]:
-    """Each step task's last try's own phases (its summary's ``timeline``, as ``bench_breakdown.py`` reads it)."""
-    from bench_breakdown import tasks_of  # which imports this module
+def step_timeline(api: Any, dag_id: str, run_id: str, task_id: str) -> Timeline | None:
+    """A step task's last try's own phases (its summary's ``timeline``); ``None``: not a step task."""
+    try:
+        value = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")["value"]
+    except Exception:  # no return value: not a step task
+        return None
+    body = json.loads(value) if isinstance(value, str) else value
+    line = body.get("timeline") if isinstance(body, dict) else None
+    return Timeline.from_json(line) if line else None
 
-    return {t.task_id: t.timeline.to_json() for t in tasks_of(api, dag_id, run_id).values() if t.timeline}
+
+def step_timelines(api: Any, run: dict[str, Any]) -> dict[str, Any]:
+    """The own phases of each step task of ``run`` (a :func:`run_airflow` result), as JSON."""
+    found = {t: step_timeline(api, run["dag_id"], run["run_id"], t) for t in {a["task_id"] for a in run["timeline"]}}
+    return {task_id: line.to_json() for task_id, line in sorted(found.items()) if line is not None}
+
+
+def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], size: dict[str, Any],
+                 configs: tuple[str, ...], salts: Salts) -> None:
+    """One run of every configuration of ``configs`` at ``size`` (its ``dag_ids`` per Airflow configuration), not
+    measured: the stack's JVM compiles the code each configuration's Spark jobs run (the generators, the joins' sorts
+    and aggregations, each writer), (b)'s first ``s3a://`` write loads its filesystem, a fresh stack's first tasks
+    parse their DAG."""
+    started = time.time()
+    for config in configs:
+        if config == "app":
+            run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
+                    salts.next())
+        else:
+            api.wait_for_dag(size["dag_ids"][config], timeout=300)
+            run_airflow(api, size["dag_ids"][config], False, 7200.0, salts.next())
+    print(f"warm-up ({', '.join(configs)} at {size['label']}, not measured): {time.time() - started:.1f} s",
+          flush=True)
 
 
 def warm_up(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], dag_id: str, size: dict[str, Any],
             salts: Salts) -> None:
-    """One run of ours (``dag_id``) and one of (a) at ``size`` (``tiny``), not measured: a fresh stack's first
-    tasks and first Spark jobs pay one-off costs (the JVM's just-in-time compilation, the first DAG parse) that no
-    measured run of either configuration may carry."""
-    api.wait_for_dag(dag_id, timeout=300)
-    started = time.time()
-    run_airflow(api, dag_id, False, 7200.0, salts.next())
-    run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
-            salts.next())
-    print(f"warm-up (ours and (a) at {size['label']}, not measured): {time.time() - started:.1f} s", flush=True)
-
+    """:func:`warm_up_each` of ours (``dag_id``) and (a) at ``size`` (``tiny``): a fresh stack's first tasks and first
+    Spark jobs pay one-off costs that no measured run of either configuration may carry."""
+    warm_up_each(api, stack, procs, {**size, "dag_ids": {"ours": dag_id}}, ("ours", "app"), salts)
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_app":

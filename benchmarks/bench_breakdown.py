@@ -35,7 +35,7 @@ from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _breakdown import SCHEDULING, TaskTry, app_breakdown, compare, critical_path, markdown, overhead, run_breakdown
-from _etl_runs import _ts, ours_variant, run_airflow, run_app, warm_up
+from _etl_runs import _ts, ours_variant, run_airflow, run_app, step_timeline, warm_up
 from _etl_stack import (
     KINDS,
     Salts,
@@ -63,18 +63,8 @@ def tasks_of(api: Any, dag_id: str, run_id: str) -> dict[str, TaskTry]:
         task_id = ti["task_id"]
         out[task_id] = TaskTry(task_id, _ts(ti.get("queued_when")), _ts(ti["start_date"]) or 0.0,
                                _ts(ti["end_date"]) or 0.0, tuple(upstream.get(task_id, ())),
-                               _timeline(api, dag_id, run_id, task_id))
+                               step_timeline(api, dag_id, run_id, task_id))
     return out
-
-
-def _timeline(api: Any, dag_id: str, run_id: str, task_id: str) -> Timeline | None:
-    try:
-        value = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")["value"]
-    except Exception:  # no return value: not a step task
-        return None
-    body = json.loads(value) if isinstance(value, str) else value
-    line = body.get("timeline") if isinstance(body, dict) else None
-    return Timeline.from_json(line) if line else None
 
 
 def summaries_read_bytes(api: Any, dag_id: str, run_id: str, task_ids: list[str]) -> int:

@@ -54,35 +54,17 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_runs import PLAIN, ours_variant, plain_variant, run_airflow, run_app, step_timelines
+from _etl_runs import PLAIN, ours_variant, plain_variant, run_airflow, run_app, step_timelines, warm_up_each
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 
 CONFIGS = ("ours", "app", *PLAIN)
 DEFAULT_CONFIGS = ("ours", "app", "plain")
 
 
-# -- warm-up and order --------------------------------------------------------------------------------------------
-def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], size: dict[str, Any],
-                 configs: tuple[str, ...], salts: Salts) -> None:
-    """One run of every measured configuration at ``size``, not measured (module rule: warm-up and order): the stack's
-    JVM compiles the code each configuration's Spark jobs run at scale (the generators, the joins' sorts and
-    aggregations, each writer), and (b)'s first ``s3a://`` write loads its filesystem."""
-    started = time.time()
-    for config in configs:
-        if config == "app":
-            run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"], False, procs,
-                    salts.next())
-        else:
-            api.wait_for_dag(size["dag_ids"][config], timeout=300)
-            run_airflow(api, size["dag_ids"][config], False, 7200.0, salts.next())
-    print(f"warm-up ({', '.join(configs)} at {size['label']}, not measured): {time.time() - started:.1f} s",
-          flush=True)
-
-
+# -- order --------------------------------------------------------------------------------------------
 def rotated(configs: tuple[str, ...], round_number: int) -> tuple[str, ...]:
     """The order of the configurations in round ``round_number`` (0-based): rotated by one each round, so that no
     configuration always runs right after the same one or always first."""
@@ -294,7 +276,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
                         run["committed_bytes"], per_result = committed_bytes(stack.store, run["dag_id"],
                                                                              run["run_id"])
                         if config == "ours":  # each step task's own phases (its summary's timeline), for --json
-                            run["steps"] = step_timelines(api, run["dag_id"], run["run_id"])
+                            run["steps"] = step_timelines(api, run)
                         results.setdefault((label, config, fail), []).append(run)
                         runs.append({"size": label, "config": config, "fail": fail, "salt": salt, **run})
                         write_json(args.json, runs)  # after every run: a long measurement that stops keeps its runs

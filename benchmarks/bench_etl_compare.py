@@ -25,12 +25,14 @@ aggregate -> report), each run without failure and with one late failure (``aggr
 * **plain_store** = (b) on the provider's store: the same DAG persisting through ``ResultStore.write`` and reading
   through ``ResultStore.read`` instead (the baseline before hadoop-aws was reachable; not in the default configs).
 
-**Warm-up and order.** Before the measured runs, one run of every measured configuration, without failure, at a
-fifth of the first size (``--warm-up``; none when the first size is ``tiny``, its own warm-up), not measured: the
-stack's JVM compiles the hot loops of each configuration's Spark jobs at scale and (b) loads ``s3a://``. Round ``r``
-runs the configurations in their order rotated by ``r`` (:func:`rotated`): the machine gets faster as a session goes
-on, for every configuration (on 2026-11-29 its joins ran 8-18 % faster in round 3 than in round 1, after the
-warm-up), so a fixed order would charge that to whichever configuration runs first, as it charged ours before.
+**Warm-up and order.** Before the measured runs, one run of every measured configuration, without failure, at the
+first size (``--warm-up``; none when that is ``tiny``, its own warm-up), not measured. The three configurations
+share the stack's one Spark Connect JVM, and it is not at its steady state until it has run each one's jobs at full
+scale: on 2026-11-29, after a warm-up at a fifth of the size, ours' first 5 GB run still spent 22 CPU s or more
+compiling (``jstat -compiler``) against 13 and 11 in the next two, grew its heap from 4.4 to 6.9 GB with 5 s of
+concurrent marking (none after), and used 341 JVM CPU s against 307 (``benchmarks/README.md``). Round ``r`` runs
+the configurations in their order rotated by ``r`` (:func:`rotated`), so that what is left of that drift is not
+charged to whichever configuration always runs first, as it charged ours before.
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
@@ -306,13 +308,12 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
 
 
 def warm_up_size(wanted: str, first: dict[str, Any], bytes_per_order: float) -> dict[str, Any] | None:
-    """The warm-up's size (``--warm-up``): ``auto`` is a fifth of the first measured size's orders (enough rows for
-    the JVM to compile every hot loop), none when the first size is ``tiny`` (its own warm-up)."""
+    """The warm-up's size (``--warm-up``): ``auto`` is the first measured size (the JVM reaches its steady state only
+    at full scale: the module rule), none when that is ``tiny`` (its own warm-up)."""
     if wanted == "none" or (wanted == "auto" and first["label"] == "tiny"):
         return None
     if wanted == "auto":
-        orders = max(first["orders"] // 5000 * 1000, 1000)
-        return {"label": "warm", "orders": orders, "customers": max(orders // 10, 1)}
+        return {**first, "label": "warm"}
     return {**size_of(wanted, bytes_per_order), "label": "warm"}
 
 
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                              "runs before it in the content-addressed store); default: a new salt per run")
     parser.add_argument("--warm-up", default="auto",
                         help="size of the warm-up runs (one per configuration, not measured): 'tiny', a GB target, "
-                             "'none', or 'auto' (default: a fifth of the first size; none when that is tiny)")
+                             "'none', or 'auto' (default: the first size; none when that is tiny)")
     parser.add_argument("--json", help="write every run (with its tries' timeline: queued, started, ended) to this "
                                        "file")
     add_stack_arguments(parser)

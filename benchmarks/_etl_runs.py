@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_stack import Salts
+from _etl_stack import Salts, size_of
 from airflow_region_failover.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,10 +267,21 @@ def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], siz
           flush=True)
 
 
+def warm_up_size(wanted: str, first: dict[str, Any], bytes_per_order: float) -> dict[str, Any] | None:
+    """The warm-up's size (``--warm-up``): ``auto`` is the first measured size (the shared JVM reaches its steady
+    state only at full scale: ``bench_etl_compare.py``'s module rule), none when that is ``tiny`` (its own warm-up)."""
+    if wanted == "none" or (wanted == "auto" and first["label"] == "tiny"):
+        return None
+    if wanted == "auto":
+        return {**first, "label": "warm"}
+    return {**size_of(wanted, bytes_per_order), "label": "warm"}
+
+
 def warm_up(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], dag_id: str, size: dict[str, Any],
             salts: Salts) -> None:
-    """:func:`warm_up_each` of ours (``dag_id``) and (a) at ``size`` (``tiny``): a fresh stack's first tasks and first
-    Spark jobs pay one-off costs that no measured run of either configuration may carry."""
+    """:func:`warm_up_each` of ours (``dag_id``) and (a) at ``size``: a fresh stack's first tasks and first Spark jobs
+    pay one-off costs that no measured run of either configuration may carry (all of them only at full scale:
+    :func:`warm_up_size`)."""
     warm_up_each(api, stack, procs, {**size, "dag_ids": {"ours": dag_id}}, ("ours", "app"), salts)
 
 if __name__ == "__main__":

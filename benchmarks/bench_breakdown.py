@@ -3,8 +3,10 @@
 
 ``python benchmarks/bench_breakdown.py [--sizes 1,5] [--repeat N] [--same-salt] [--json FILE]``
 
-After one warm-up run of each at the tiny size (a fresh stack's first tasks and first Spark jobs pay one-off costs),
-per size ``--repeat`` pairs of runs without failure, ours then (a), each with a new DAG param ``salt`` (no run finds
+After one warm-up run of each at the first size (``--warm-up``, as ``bench_etl_compare.py``'s: a fresh stack's
+first tasks and first Spark jobs pay one-off costs, and its shared JVM reaches its steady state only at full scale),
+per size ``--repeat`` pairs of runs without failure, ours then (a) in odd pairs and (a) then ours in even ones (so
+that neither always runs first), each with a new DAG param ``salt`` (no run finds
 its outputs already in the content-addressed store; ``--same-salt``: every run the same salt, the scheduled-run
 case). Printed per size:
 
@@ -35,7 +37,7 @@ from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _breakdown import SCHEDULING, TaskTry, app_breakdown, compare, critical_path, markdown, overhead, run_breakdown
-from _etl_runs import _ts, ours_variant, run_airflow, run_app, step_timeline, warm_up
+from _etl_runs import _ts, ours_variant, run_airflow, run_app, step_timeline, warm_up, warm_up_size
 from _etl_stack import (
     KINDS,
     Salts,
@@ -195,21 +197,25 @@ def _plain(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def measure(args: argparse.Namespace, stack: Any, procs: list[Any], salts: Salts, warm: dict[str, Any],
+def measure(args: argparse.Namespace, stack: Any, procs: list[Any], salts: Salts, warm: dict[str, Any] | None,
             sizes: list[dict[str, Any]]) -> int:
-    """On the started stack: one warm-up pair at ``tiny``, then ``--repeat`` pairs (ours, (a)) per size, each size
-    reported; every figure written to ``--json``."""
+    """On the started stack: one warm-up pair at ``warm`` (none if ``None``), then ``--repeat`` pairs (ours, (a);
+    then (a), ours) per size, each size reported; every figure written to ``--json``."""
     figures = []
     raw = raw_speed(stack.store)
     print(f"raw boto3 speed of the server: {raw[0]:.0f} MB/s up, {raw[1]:.0f} MB/s down", flush=True)
     with stack.airflow.client() as api:
-        warm_up(api, stack, procs, warm["dag_id"], warm, salts)
+        if warm is not None:
+            warm_up(api, stack, procs, warm["dag_id"], warm, salts)
         for size in sizes:
             api.wait_for_dag(size["dag_id"], timeout=300)
             ours, apps = [], []
-            for _ in range(args.repeat):
-                ours.append(run_ours(stack, api, size["dag_id"], salts.next(), args.timeout))
-                apps.append(run_app_measured(stack, size, salts.next(), procs))
+            for pair in range(args.repeat):
+                for config in (("ours", "app") if pair % 2 == 0 else ("app", "ours")):
+                    if config == "ours":
+                        ours.append(run_ours(stack, api, size["dag_id"], salts.next(), args.timeout))
+                    else:
+                        apps.append(run_app_measured(stack, size, salts.next(), procs))
                 print(json.dumps({"size": size["label"], "ours_wall_s": ours[-1]["wall_s"],
                                   "app_wall_s": apps[-1]["wall_s"]}), flush=True)
             figures.append(report_size(size, ours, apps, raw))
@@ -224,12 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-salt", action="store_true", help="every run the same salt (the shared-store case)")
     parser.add_argument("--json", help="write every figure and timeline to this file")
     parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
+    parser.add_argument("--warm-up", default="auto",
+                        help="size of the warm-up pair (not measured): 'tiny', a GB target, 'none', or 'auto' "
+                             "(default: the first size; none when that is tiny)")
     add_stack_arguments(parser)
     args = parser.parse_args(argv)
     stack, procs, salts = stack_from(args), [], Salts(same=args.same_salt)
     sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
-    warm = size_of("tiny")
-    for size in [warm, *sizes]:
+    warm = warm_up_size(args.warm_up, sizes[0], args.bytes_per_order)
+    for size in [*([warm] if warm else []), *sizes]:
         size["dag_id"] = ours_variant(stack.dags, size["label"], size["orders"], size["customers"])
     return run_on(stack, lambda: measure(args, stack, procs, salts, warm, sizes), procs)
 

@@ -59,7 +59,16 @@ import sys
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_runs import PLAIN, ours_variant, plain_variant, run_airflow, run_app, step_timelines, warm_up_each
+from _etl_runs import (
+    PLAIN,
+    ours_variant,
+    plain_variant,
+    run_airflow,
+    run_app,
+    step_timelines,
+    warm_up_each,
+    warm_up_size,
+)
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 
 CONFIGS = ("ours", "app", *PLAIN)
@@ -305,16 +314,6 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
         for baseline in (c for c in configs if c != "ours"):
             print(crossover(sizes, results, baseline))
     return 0
-
-
-def warm_up_size(wanted: str, first: dict[str, Any], bytes_per_order: float) -> dict[str, Any] | None:
-    """The warm-up's size (``--warm-up``): ``auto`` is the first measured size (the JVM reaches its steady state only
-    at full scale: the module rule), none when that is ``tiny`` (its own warm-up)."""
-    if wanted == "none" or (wanted == "auto" and first["label"] == "tiny"):
-        return None
-    if wanted == "auto":
-        return {**first, "label": "warm"}
-    return {**size_of(wanted, bytes_per_order), "label": "warm"}
 
 
 # -- main ---------------------------------------------------------------------------------------------------------

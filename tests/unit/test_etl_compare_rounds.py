@@ -9,8 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import their siblings
 
+from _etl_runs import warm_up_size
 from _etl_stack import TINY_ORDERS, size_of
-from bench_etl_compare import phases, phases_table, rotated, rounds_table, step_spans, warm_up_size
+from bench_etl_compare import phases, phases_table, rotated, rounds_table, step_spans
 
 
 def test_each_round_rotates_the_configurations_so_that_each_runs_first_once() -> None:

@@ -267,6 +267,13 @@ def warm_up_each(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], siz
           flush=True)
 
 
+def rotated(configs: tuple[str, ...], round_number: int) -> tuple[str, ...]:
+    """The order of the configurations in round ``round_number`` (0-based): rotated by one each round, so that no
+    configuration always runs right after the same one or always first."""
+    turn = round_number % len(configs)
+    return configs[turn:] + configs[:turn]
+
+
 def warm_up_size(wanted: str, first: dict[str, Any], bytes_per_order: float) -> dict[str, Any] | None:
     """The warm-up's size (``--warm-up``): ``auto`` is the first measured size (the shared JVM reaches its steady
     state only at full scale: ``bench_etl_compare.py``'s module rule), none when that is ``tiny`` (its own warm-up)."""

@@ -1,12 +1,12 @@
 """Where the time goes: the example ETL as ours (region failover) and as (a) one Spark application, side by side on
 ``bench_etl_compare.py``'s stack, cut into what each task did and what each kind of process burnt.
 
-``python benchmarks/bench_breakdown.py [--sizes 1,5] [--repeat N] [--same-salt] [--json FILE]``
+``python benchmarks/bench_breakdown.py [--sizes 1,5] [--repeat N] [--warm-up SIZE] [--same-salt] [--json FILE]``
 
 After one warm-up run of each at the first size (``--warm-up``, as ``bench_etl_compare.py``'s: a fresh stack's
 first tasks and first Spark jobs pay one-off costs, and its shared JVM reaches its steady state only at full scale),
 per size ``--repeat`` pairs of runs without failure, ours then (a) in odd pairs and (a) then ours in even ones (so
-that neither always runs first), each with a new DAG param ``salt`` (no run finds
+that neither always runs first: :func:`_etl_runs.rotated`), each with a new DAG param ``salt`` (no run finds
 its outputs already in the content-addressed store; ``--same-salt``: every run the same salt, the scheduled-run
 case). Printed per size:
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _breakdown import SCHEDULING, TaskTry, app_breakdown, compare, critical_path, markdown, overhead, run_breakdown
-from _etl_runs import _ts, ours_variant, run_airflow, run_app, step_timeline, warm_up, warm_up_size
+from _etl_runs import _ts, ours_variant, rotated, run_airflow, run_app, step_timeline, warm_up, warm_up_size
 from _etl_stack import (
     KINDS,
     Salts,
@@ -211,7 +211,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], salts: Salts
             api.wait_for_dag(size["dag_id"], timeout=300)
             ours, apps = [], []
             for pair in range(args.repeat):
-                for config in (("ours", "app") if pair % 2 == 0 else ("app", "ours")):
+                for config in rotated(("ours", "app"), pair):
                     if config == "ours":
                         ours.append(run_ours(stack, api, size["dag_id"], salts.next(), args.timeout))
                     else:

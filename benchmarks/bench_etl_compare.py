@@ -31,8 +31,8 @@ share the stack's one Spark Connect JVM, and it is not at its steady state until
 scale: on 2026-11-29, after a warm-up at a fifth of the size, ours' first 5 GB run still spent 22 CPU s or more
 compiling (``jstat -compiler``) against 13 and 11 in the next two, grew its heap from 4.4 to 6.9 GB with 5 s of
 concurrent marking (none after), and used 341 JVM CPU s against 307 (``benchmarks/README.md``). Round ``r`` runs
-the configurations in their order rotated by ``r`` (:func:`rotated`), so that what is left of that drift is not
-charged to whichever configuration always runs first, as it charged ours before.
+the configurations in their order rotated by ``r`` (:func:`_etl_runs.rotated`), so that what is left of that drift
+is not charged to whichever configuration always runs first, as it charged ours before.
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
@@ -63,6 +63,7 @@ from _etl_runs import (
     PLAIN,
     ours_variant,
     plain_variant,
+    rotated,
     run_airflow,
     run_app,
     step_timelines,
@@ -76,13 +77,6 @@ DEFAULT_CONFIGS = ("ours", "app", "plain")
 
 
 # -- order --------------------------------------------------------------------------------------------
-def rotated(configs: tuple[str, ...], round_number: int) -> tuple[str, ...]:
-    """The order of the configurations in round ``round_number`` (0-based): rotated by one each round, so that no
-    configuration always runs right after the same one or always first."""
-    turn = round_number % len(configs)
-    return configs[turn:] + configs[:turn]
-
-
 # -- the store ----------------------------------------------------------------------------------------------------
 def committed_bytes(store: Any, dag_id: str, run_id: str) -> tuple[int, dict[str, int]]:
     """Bytes of every current manifest of the run (total and per result), plus the Parquet files the ``"s3a"``

@@ -1,6 +1,6 @@
-"""How ``benchmarks/bench_etl_compare.py`` orders, warms up and reports its runs (``rotated``, ``warm_up_size``,
-``step_spans``, ``rounds_table``): no configuration always runs first, every one is warmed up at scale first, and
-the spread of the rounds and each step's span are printed."""
+"""How ``benchmarks/bench_etl_compare.py`` (and ``bench_breakdown.py``) order, warm up and report their runs
+(``_etl_runs.rotated`` and ``warm_up_size``, ``step_spans``, ``rounds_table``): no configuration always runs first,
+every one is warmed up at full scale first, and the spread of the rounds and each step's span are printed."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import their siblings
 
-from _etl_runs import warm_up_size
+from _etl_runs import rotated, warm_up_size
 from _etl_stack import TINY_ORDERS, size_of
-from bench_etl_compare import phases, phases_table, rotated, rounds_table, step_spans
+from bench_etl_compare import phases, phases_table, rounds_table, step_spans
 
 
 def test_each_round_rotates_the_configurations_so_that_each_runs_first_once() -> None:
@@ -20,6 +20,7 @@ def test_each_round_rotates_the_configurations_so_that_each_runs_first_once() ->
     assert rounds[:3] == [("ours", "app", "plain"), ("app", "plain", "ours"), ("plain", "ours", "app")]
     assert rounds[3] == configs, "round 4 starts the cycle again"
     assert rotated(("ours",), 5) == ("ours",)
+    assert [rotated(("ours", "app"), pair) for pair in range(3)] == [("ours", "app"), ("app", "ours"), ("ours", "app")]
 
 
 def test_the_warm_up_is_the_first_size_and_none_when_that_is_tiny() -> None:

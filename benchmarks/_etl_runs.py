@@ -291,6 +291,7 @@ def warm_up(api: Any, stack: Any, procs: list[subprocess.Popen[bytes]], dag_id: 
     :func:`warm_up_size`)."""
     warm_up_each(api, stack, procs, {**size, "dag_ids": {"ours": dag_id}}, ("ours", "app"), salts)
 
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_app":
         sys.exit(app_main(sys.argv[2:]))

@@ -76,7 +76,6 @@ CONFIGS = ("ours", "app", *PLAIN)
 DEFAULT_CONFIGS = ("ours", "app", "plain")
 
 
-# -- order --------------------------------------------------------------------------------------------
 # -- the store ----------------------------------------------------------------------------------------------------
 def committed_bytes(store: Any, dag_id: str, run_id: str) -> tuple[int, dict[str, int]]:
     """Bytes of every current manifest of the run (total and per result), plus the Parquet files the ``"s3a"``

@@ -5,7 +5,8 @@
 Rules: everything runs on 127.0.0.1 in a temporary home and is stopped on exit (Ctrl-C, SIGTERM, SIGHUP, or right
 after the run with ``--exit``; if the demo is killed, its guard process stops the rest). It prints the UI address
 and the admin credentials first, then each task state change, then what was restarted and why (the failover
-history) and the final state of the run and of every task.
+history) and the final state of the run and of every task. The home is removed on exit unless the demo failed (an
+error, or a run that did not succeed): then it is kept, and named, for the stack's logs.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, time
     stop_on_signals()
     home = Path(tempfile.mkdtemp(prefix="rf-demo-"))
     stack = Standalone(REPO_ROOT / "dags", home, port)
+    errored, failed = True, False  # kept for the logs when either holds (module rule)
     try:
         stack.start()
         airflow = stack.airflow
@@ -84,6 +86,7 @@ def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, time
                  f"(see {airflow.url}/dags/{DAG_ID}/runs/{run_id})")
             state = _follow(api, run_id, timeout)
             _summary(api, logs, run_id, state)
+            errored, failed = False, state != "success"
             _say(f"\nThe run's Failover tab (graph, restarted regions and why, timeline): "
                  f"{airflow.url}/dags/{DAG_ID}/runs/{run_id}/plugin/region_failover")
         if keep_open:
@@ -91,14 +94,19 @@ def run_demo(fail_once: bool = True, keep_open: bool = True, port: int = 0, time
                  "Ctrl-C to stop everything.")
             while True:
                 time.sleep(3600)
-        return 0 if state == "success" else 1
+        return 1 if failed else 0
     except KeyboardInterrupt:
+        errored = False
         return 0
     finally:
         _say("Stopping ...")
         stack.stop()
         stop_guarded()
-        shutil.rmtree(home, ignore_errors=True)
+        if errored or failed:
+            _say(f"Kept the demo's home for its logs: {home} (the components' in {home / 'airflow'}/*.log, the tasks' "
+                 f"under {home / 'airflow' / 'logs'}); remove it when done")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,20 +13,19 @@ from devtools import demo
 
 
 class Stack:
-    """A stack whose start raises ``error`` (``None``: it starts, and the run ends in ``state``)."""
+    """A stack whose start raises ``error``; it records that it was stopped."""
 
-    def __init__(self, error: BaseException | None) -> None:
+    def __init__(self, error: BaseException) -> None:
         self.error, self.stopped = error, False
 
     def start(self) -> None:
-        if self.error is not None:
-            raise self.error
+        raise self.error
 
     def stop(self) -> None:
         self.stopped = True
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, error: BaseException | None) -> tuple[Path, list[str], Any]:
+def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, error: BaseException) -> tuple[Path, list[str], Any]:
     home = tmp_path / "rf-demo-x"
     home.mkdir()
     (home / "airflow").mkdir()

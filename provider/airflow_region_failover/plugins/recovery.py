@@ -142,6 +142,8 @@ def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSp
     return result
 
 
+#: How often a clear answered 5xx is sent, when its tries show it did not clear (:func:`_clear`).
+CLEAR_TRIES = 3
 #: S3 error codes of a server that is busy or restarting: the same request may succeed later.
 TRANSIENT_S3_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
                                 "RequestTimeTooSkewed", "ServiceUnavailable", "InternalError", "500", "503"})
@@ -192,19 +194,34 @@ def apply_due(services: Services, dag_id: str, run_id: str, who: str = WHO,
 def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[str, int]:
     """Clear ``tasks``; returns ``task -> the try the clear stopped``. A clear whose answer was lost is never
     sent again (it may have cleared, and a second clear would kill the tries the first started): the tasks'
-    tries tell whether it took effect."""
+    tries tell whether it took effect. A clear answered 5xx has ended: unless its tries show it cleared, it is sent
+    again, up to :data:`CLEAR_TRIES` (the standalone stack's API server answers 500 when its event loop gives up on
+    SQLite's lock, ``standalone/sqlite.py``)."""
     before = {t: n for t, n in tries_of(api.task_instances(dag_id, run_id)).items() if t in tasks}
-    try:
-        return tries_of(api.clear(dag_id, run_id, list(tasks)))
-    except ClearOutcomeUnknown:
-        instances = api.task_instances(dag_id, run_id)
-        after = tries_of(instances)
-        states = {str(ti.get("task_id")): str(ti.get("state")) for ti in instances}
-        if any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
-               for t, n in before.items()):
-            log.warning("region failover: the clear of %s/%s took effect though its answer was lost", dag_id, run_id)
-            return before
-        raise
+    for attempt in range(CLEAR_TRIES):
+        try:
+            return tries_of(api.clear(dag_id, run_id, list(tasks)))
+        except RestError as exc:
+            answered = not isinstance(exc, ClearOutcomeUnknown) and exc.status is not None and exc.status >= 500
+            if not (answered or isinstance(exc, ClearOutcomeUnknown)):
+                raise
+            if _took_effect(api, dag_id, run_id, before):
+                log.warning("region failover: the clear of %s/%s took effect though its answer was %s", dag_id,
+                            run_id, exc.status or "lost")
+                return before
+            if not answered or attempt == CLEAR_TRIES - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _took_effect(api: Any, dag_id: str, run_id: str, before: Mapping[str, int]) -> bool:
+    """Whether a clear of ``before``'s tasks took effect: a task is at a later try, or back to waiting."""
+    instances = api.task_instances(dag_id, run_id)
+    after = tries_of(instances)
+    states = {str(ti.get("task_id")): str(ti.get("state")) for ti in instances}
+    return any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
+               for t, n in before.items())
 
 
 def _refused_for_good(exc: RestError) -> bool:

@@ -8,10 +8,10 @@ Rules:
   failed tasks, run left as is) would leave a failed run failed and its cleared tasks never scheduled.
 - Calls are bounded: a timeout per request and a few retries — of idempotent calls only (GET, PATCH, PUT), on
   connection errors and 5xx answers. A POST is re-sent only when it never reached the server (connection
-  refused), a trigger also when its answer was lost (below); a POST clear whose answer was lost raises
+  refused), a trigger also when its answer was lost or was a 5xx (below); a POST clear whose answer was lost raises
   :class:`ClearOutcomeUnknown` instead, since a second clear would kill the tries the first one started. A
-  trigger names its run itself (:func:`manual_run_id` unless the caller names it), so one whose answer was lost is
-  sent again: a 409 for that id on a later try means an earlier try created the run.
+  trigger names its run itself (:func:`manual_run_id` unless the caller names it), so one whose answer was lost or
+  failed is sent again: a 409 for that id on a later try means an earlier try created the run.
 - A JWT that expired (401) is fetched again once; a pre-issued token from the connection is read again from the
   connection once (whoever issues tokens rotates them there).
 """
@@ -128,7 +128,7 @@ class AirflowRestClient:
 
     def _send(self, method: str, path: str, *, auth: bool = True, named: bool = False, **kw: Any) -> httpx.Response:
         """One call with the module's retries. ``named``: a POST that names what it creates (a trigger's run id), sent
-        again after a lost answer too; a 409 after a lost answer is returned, as that earlier try's success."""
+        again after a lost or 5xx answer too; a 409 after such an answer is returned, as that earlier try's success."""
         idempotent = method in ("GET", "PATCH", "PUT", "DELETE")
         last, refreshed, lost = "", False, False
         for attempt in range(RETRIES):
@@ -148,13 +148,13 @@ class AirflowRestClient:
                         continue
                 if resp.status_code == 409 and named and lost:
                     return resp
-                if resp.status_code >= 400 and (resp.status_code < 500 or not idempotent):
-                    raise RestError(f"{method} {path} -> HTTP {resp.status_code}: {resp.text[:300]}",
-                                    resp.status_code)
                 if resp.status_code < 400:
                     return resp
-                last = f"HTTP {resp.status_code}"
-            time.sleep(0.2 * (attempt + 1))
+                if resp.status_code < 500 or not (idempotent or named):
+                    raise RestError(f"{method} {path} -> HTTP {resp.status_code}: {resp.text[:300]}",
+                                    resp.status_code)
+                last, lost = f"HTTP {resp.status_code}", lost or named
+            time.sleep(0.2 * (attempt + 1) * (0.5 + secrets.SystemRandom().random()))  # apart from the others'
         raise RestError(f"{method} {path} failed after {RETRIES} attempts ({last})")
 
     def _renew_credentials(self) -> bool:

@@ -37,7 +37,7 @@ from typing import IO, Any
 
 import psutil
 
-from airflow_region_failover.plugins.rest import DEFAULT_TIMEOUT, AirflowRestClient, ApiCredentials, RestError
+from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials, RestError
 from airflow_region_failover.standalone import processes, sqlite
 from airflow_region_failover.standalone.processes import ensure_guard, free_ports, inherited_environment, register
 from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
@@ -245,10 +245,8 @@ class AirflowStack:
         return ApiCredentials(self.url, name, self.passwords.get(name, self.password))
 
     def client(self) -> AirflowRestClient:
-        """A new REST client logged in as the admin user (close it when done). On SQLite it waits for an answer as
-        long as the components wait for the write lock, plus the request's work (:data:`sqlite.ANSWER_TIMEOUT_S`)."""
-        timeout = DEFAULT_TIMEOUT if self.database_url else sqlite.ANSWER_TIMEOUT_S
-        return AirflowRestClient(self.credentials(), timeout=timeout)
+        """A new REST client logged in as the admin user (close it when done)."""
+        return AirflowRestClient(self.credentials())
 
     # -- processes --------------------------------------------------------------------------------------------
     def _run_once(self, args: list[str], env: dict[str, str], timeout: float) -> None:

@@ -22,6 +22,36 @@ class RefusingApi(FakeApi):
         raise RestError(f"POST /api/v2/dags/{dag_id}/clearTaskInstances -> HTTP 403: forbidden", 403)
 
 
+class FailingOnceApi(FakeApi):
+    """An API whose first clear is answered HTTP 500 (the standalone stack's API server gave up on SQLite's lock
+    on its event loop, ``standalone/sqlite.py``), having cleared nothing — or, ``took_effect``, having cleared."""
+
+    def __init__(self, took_effect: bool = False) -> None:
+        super().__init__([{"task_id": "c.0", "try_number": 1, "state": "failed"},
+                          {"task_id": "d.0", "try_number": 1, "state": "upstream_failed"}])
+        self.took_effect, self.sent = took_effect, 0
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> list[dict[str, Any]]:
+        self.sent += 1
+        if self.sent == 1:
+            if self.took_effect:
+                self.instances = [{"task_id": t, "try_number": 2, "state": "queued"} for t in task_ids]
+            raise RestError(f"POST /api/v2/dags/{dag_id}/clearTaskInstances -> HTTP 500: Database error", 500)
+        return super().clear(dag_id, run_id, task_ids)
+
+
+def test_a_clear_answered_http_500_is_sent_again_unless_it_took_effect() -> None:
+    """A 5xx is an answer: the request has ended, so the tries tell whether it cleared. Not cleared: sent again at
+    once (before, the decision stayed ``applying`` until a watcher found it stuck, 60 s later); cleared: not again."""
+    for took_effect in (False, True):
+        logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+        api = FailingOnceApi(took_effect)
+        handle_failure(DAG, RUN, failure(), budget_spec(), services(logs, api), now=lambda: 100.0)
+        applied = apply_due(services(logs, api), DAG, RUN, "test", now=lambda: 101.0)
+        assert applied is not None and applied.status.value == "applied", took_effect
+        assert api.sent == (1 if took_effect else 2), took_effect
+
+
 def test_a_clear_the_api_refuses_for_good_does_not_block_the_run_for_ever() -> None:
     """403/404 will not change by retrying: the decision is abandoned (with the reason) instead of staying
     ``applying`` for ever, costing S3 requests every second and blocking every later decision."""

@@ -148,3 +148,35 @@ def test_waiting_for_a_runs_end_outlasts_an_api_server_that_stopped_answering_fo
     with pytest.raises(RestError) as refused:
         client.final_state("d", "r", timeout=60, poll=0.0)
     assert refused.value.status == 404
+
+
+@pytest.mark.parametrize("created_by_the_500", [False, True])
+def test_a_trigger_answered_http_500_is_sent_again_under_its_run_id(monkeypatch: pytest.MonkeyPatch,
+                                                                    created_by_the_500: bool) -> None:
+    """The standalone stack's API server answers 500 "Database error" when its event loop gives up waiting for
+    SQLite's lock (``standalone/sqlite.py``): the trigger is sent again under the same id, and a 409 then is the run
+    the 500-answered try created."""
+    import json
+
+    runs: list[str] = []
+    answers: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        run_id = str(json.loads(request.content)["dag_run_id"])
+        if run_id in runs:
+            answers.append(409)
+            return httpx.Response(409, json={"detail": f"DAGRun with dag_run_id: '{run_id}' already exists"})
+        if not answers:
+            if created_by_the_500:
+                runs.append(run_id)
+            answers.append(500)
+            return httpx.Response(500, json={"detail": {"reason": "Database error"}})
+        runs.append(run_id)
+        answers.append(200)
+        return httpx.Response(200, json={"dag_run_id": run_id})
+
+    serve(monkeypatch, handler)
+    client = rest.AirflowRestClient(rest.ApiCredentials("http://api", token="t"))
+    run_id = client.trigger("d", {})
+    assert runs == [run_id]
+    assert answers == [500, 409 if created_by_the_500 else 200]

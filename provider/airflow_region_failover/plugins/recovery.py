@@ -198,30 +198,36 @@ def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[
     again, up to :data:`CLEAR_TRIES` (the standalone stack's API server answers 500 when its event loop gives up on
     SQLite's lock, ``standalone/sqlite.py``)."""
     before = {t: n for t, n in tries_of(api.task_instances(dag_id, run_id)).items() if t in tasks}
-    for attempt in range(CLEAR_TRIES):
+    sent = 0
+    while True:
+        sent += 1
         try:
             return tries_of(api.clear(dag_id, run_id, list(tasks)))
-        except RestError as exc:
-            answered = not isinstance(exc, ClearOutcomeUnknown) and exc.status is not None and exc.status >= 500
-            if not (answered or isinstance(exc, ClearOutcomeUnknown)):
-                raise
-            if _took_effect(api, dag_id, run_id, before):
-                log.warning("region failover: the clear of %s/%s took effect though its answer was %s", dag_id,
-                            run_id, exc.status or "lost")
+        except ClearOutcomeUnknown:
+            if _took_effect(api, dag_id, run_id, before, "lost"):
                 return before
-            if not answered or attempt == CLEAR_TRIES - 1:
+            raise
+        except RestError as exc:
+            if exc.status is None or exc.status < 500:
                 raise
-            time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+            if _took_effect(api, dag_id, run_id, before, f"HTTP {exc.status}"):
+                return before
+            if sent == CLEAR_TRIES:
+                raise
+        time.sleep(0.2 * sent)
 
 
-def _took_effect(api: Any, dag_id: str, run_id: str, before: Mapping[str, int]) -> bool:
-    """Whether a clear of ``before``'s tasks took effect: a task is at a later try, or back to waiting."""
+def _took_effect(api: Any, dag_id: str, run_id: str, before: Mapping[str, int], answer: str) -> bool:
+    """Whether a clear of ``before``'s tasks, answered ``answer``, took effect: a task is at a later try, or back
+    to waiting."""
     instances = api.task_instances(dag_id, run_id)
     after = tries_of(instances)
     states = {str(ti.get("task_id")): str(ti.get("state")) for ti in instances}
-    return any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
+    took = any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
                for t, n in before.items())
+    if took:
+        log.warning("region failover: the clear of %s/%s took effect though its answer was %s", dag_id, run_id, answer)
+    return took
 
 
 def _refused_for_good(exc: RestError) -> bool:

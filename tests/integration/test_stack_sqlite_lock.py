@@ -24,6 +24,7 @@ import pytest
 from airflow_region_failover.plugins import rest
 from airflow_region_failover.standalone import sqlite
 from airflow_region_failover.standalone.airflow_stack import AirflowStack
+from tests.support.sqlite_lock import hold_write_lock
 
 HELD_S = 15.0  # longer than pysqlite's default busy timeout (5 s) plus importing Airflow
 CONCURRENT, ROUNDS = 8, 4  # before the fix, one round in three of 8 concurrent triggers deadlocked
@@ -47,16 +48,6 @@ with DAG("tiny", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
 """
 
 
-def _hold_write_lock(db: Path, ready: threading.Event) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO t VALUES (1)")
-    ready.set()
-    time.sleep(HELD_S)
-    conn.execute("COMMIT")
-    conn.close()
-
-
 def test_a_component_of_the_stack_waits_for_a_write_lock_held_longer_than_five_seconds(tmp_path: Path) -> None:
     stack = AirflowStack(dags_folder=tmp_path / "dags", home=tmp_path / "home", port=1)
     stack.home.mkdir()  # type: ignore[union-attr]
@@ -66,7 +57,7 @@ def test_a_component_of_the_stack_waits_for_a_write_lock_held_longer_than_five_s
         conn.execute("PRAGMA journal_mode=WAL")  # as Airflow leaves its DB (utils/orm_event_handlers.py)
         conn.execute("CREATE TABLE t (x INTEGER)")
     ready = threading.Event()
-    holder = threading.Thread(target=_hold_write_lock, args=(db, ready))
+    holder = threading.Thread(target=hold_write_lock, args=(db, ready, HELD_S, 1))
     holder.start()
     try:
         assert ready.wait(10)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from airflow_region_failover.standalone import sqlite
+from tests.support.sqlite_lock import hold_write_lock
 
 HELD_S = 3.0
 
@@ -38,16 +39,6 @@ def _insert(db: Path, value: int) -> float:
     return time.monotonic() - started
 
 
-def _hold(db: Path, ready: threading.Event) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO t VALUES (0)")
-    ready.set()
-    time.sleep(HELD_S)
-    conn.execute("COMMIT")
-    conn.close()
-
-
 @pytest.fixture()
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "airflow.db"
@@ -59,7 +50,7 @@ def db(tmp_path: Path) -> Path:
 
 def _while_held(db: Path, write: object) -> object:
     ready = threading.Event()
-    holder = threading.Thread(target=_hold, args=(db, ready))
+    holder = threading.Thread(target=hold_write_lock, args=(db, ready, HELD_S, 0))
     holder.start()
     try:
         assert ready.wait(10)

@@ -41,7 +41,7 @@ from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of,
 from airflow_region_failover.naming import OPERATOR_NAME
 from bench_etl_compare import report_rows
 
-PLOT = Path(__file__).resolve().parent / "chaos.png"
+PLOT = Path("chaos.png")  # in the current directory; the docs' plot is drawn from the run's record
 ATTEMPTS = 1000
 GIVE_UP = 3.0
 
@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=parse_sizes, default=["5"], help="comma-separated GB targets (default 5)")
     parser.add_argument("--intervals", default="60,120,240", help="failure intervals in seconds (default 60,120,240)")
     parser.add_argument("--configs", default="ours,app", help="subset of ours,app")
-    parser.add_argument("--plot", type=Path, default=PLOT, help=f"PNG to write (default {PLOT.name})")
+    parser.add_argument("--plot", type=Path, default=PLOT,
+                        help=f"PNG to write (default {PLOT.name} in the current directory)")
     parser.add_argument("--json", help="write every figure to this file")
     parser.add_argument("--replot", type=Path, help="draw the plot again from a --json file of an earlier run")
     add_stack_arguments(parser)

@@ -1,7 +1,7 @@
 """The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
 
 ``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain,plain_store]
-[--warm-up SIZE] [--json FILE]``
+[--warm-up SIZE] [--json FILE] [--record PATH]``
 
 One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
 and serve every run. Per size, three configurations of ``dags/tpch_etl.py`` (generators -> clean -> join ->
@@ -45,7 +45,9 @@ by side (:func:`rounds_table`: the spread a median hides), per Airflow configura
 (:func:`step_spans`), and each run cut into its three phases in a row (:func:`phases`). Each run's CPU seconds by
 kind of process (``_etl_stack.CpuSampler``: Airflow, Spark JVM, Python workers, S3 server, (a)'s client) are printed
 with it. ``--json``: every run with its tries' timeline (queued, started, ended, from the trigger) and ours' step
-tasks' own phases.
+tasks' own phases. ``--record PATH``: the run's record (``_record.py``, built by ``_etl_record.py``: each round's
+wall times and ratios, the command, date and time, commit, machine and load average at the start and the end), for
+``benchmarks/results/`` (name it ``YYYY-MM-DD-topic.json``; the page ``docs/performance.md`` is generated from there).
 """
 
 from __future__ import annotations
@@ -56,9 +58,12 @@ import json
 import statistics
 import subprocess
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_record import etl_record
 from _etl_runs import (
     PLAIN,
     ours_variant,
@@ -71,6 +76,7 @@ from _etl_runs import (
     warm_up_size,
 )
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
+from _record import git_commit, load_average, this_machine, write
 
 CONFIGS = ("ours", "app", *PLAIN)
 DEFAULT_CONFIGS = ("ours", "app", "plain")
@@ -306,7 +312,22 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
     if "ours" in configs:
         for baseline in (c for c in configs if c != "ours"):
             print(crossover(sizes, results, baseline))
+    if args.record:
+        write_record(Path(args.record), args, runs, sizes, configs)
     return 0
+
+
+def write_record(path: Path, args: argparse.Namespace, runs: list[dict[str, Any]], sizes: list[dict[str, Any]],
+                 configs: tuple[str, ...]) -> None:
+    """``--record``: this run's record, the start as :func:`main` noted it in ``args.started``."""
+    started, load, end = args.started, args.load_at_start, datetime.now(timezone.utc)
+    meta = {"question": f"The example ETL at {', '.join(s['label'] for s in sizes)}: ours against "
+                        f"{', '.join(c for c in configs if c != 'ours')}, failures {args.failures}, at {args.fail_at}",
+            "command": " ".join(["python", *sys.argv]), "date": started.strftime("%Y-%m-%d"),
+            "time_utc": f"{started:%H:%M}–{end:%H:%M}", "commit": git_commit(), "machine": this_machine(),
+            "load": f"{load} at the start, {load_average()} at the end"}
+    write(path, etl_record(path.stem, runs, sizes, meta))
+    print(f"record: {path}", flush=True)
 
 
 # -- main ---------------------------------------------------------------------------------------------------------
@@ -332,9 +353,12 @@ def main(argv: list[str] | None = None) -> int:
                              "'none', or 'auto' (default: the first size; none when that is tiny)")
     parser.add_argument("--json", help="write every run (with its tries' timeline: queued, started, ended) to this "
                                        "file")
+    parser.add_argument("--record", help="write the run's record (benchmarks/_record.py) to this file, e.g. "
+                                         "benchmarks/results/YYYY-MM-DD-etl-compare-5gb.json")
     add_stack_arguments(parser)
     parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
     args = parser.parse_args(argv)
+    args.started, args.load_at_start = datetime.now(timezone.utc), load_average()
     configs = tuple(c for c in CONFIGS if c in args.configs.split(","))
     stack, procs = stack_from(args), []
     sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]

@@ -1,16 +1,20 @@
 """How ``benchmarks/bench_etl_compare.py`` (and ``bench_breakdown.py``) order, warm up and report their runs
-(``_etl_runs.rotated`` and ``warm_up_size``, ``step_spans``, ``rounds_table``): no configuration always runs first,
-every one is warmed up at full scale first, and the spread of the rounds and each step's span are printed."""
+(``_etl_runs.rotated`` and ``warm_up_size``, ``step_spans``, ``rounds_table``, ``_etl_record.etl_record``): no
+configuration always runs first, every one is warmed up at full scale first, the spread of the rounds and each step's
+span are printed, and ``--record`` writes the rounds as a record that loads."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import their siblings
 
+from _etl_record import etl_record
 from _etl_runs import rotated, warm_up_size
 from _etl_stack import TINY_ORDERS, size_of
+from _record import dumps, from_json
 from bench_etl_compare import phases, phases_table, rounds_table, step_spans
 
 
@@ -80,3 +84,20 @@ def test_a_run_is_cut_into_its_three_phases_and_the_time_between_them() -> None:
     assert cut == {"generation": 170.0, "join": 129.0, "aggregate, failure, report": 22.0, "between": 2.0}
     table = phases_table([{"config": "plain", "timeline": timeline, "wall_s": 323.0}], ("app", "plain"))
     assert table.splitlines()[2] == "| generation | 170.0 |", "(a) has no phases: it is one application"
+
+
+def test_the_record_of_a_run_holds_each_rounds_wall_times_and_ratios_and_loads_back() -> None:
+    runs = [{"size": "5gb", "config": c, "fail": True, "wall_s": w}
+            for c, w in (("ours", 187.3), ("app", 312.3), ("plain", 326.3), ("app", 321.8), ("plain", 312.4),
+                         ("ours", 184.3))]
+    sizes = [{"label": "5gb", "orders": 22_946_000, "customers": 2_294_600, "gb": 0.563}]
+    meta = {"question": "q", "command": "python bench_etl_compare.py", "date": "2026-11-29", "time_utc": "11:26–12:22",
+            "commit": "eeabcfd", "machine": "2 CPUs", "load": "load average 0.1 / 0.1 / 0.1"}
+    record = etl_record("2026-11-29-etl-compare-5gb", runs, sizes, meta)
+    assert [r.label for r in record.rounds] == ["5gb, round 1 (ours, app, plain)", "5gb, round 2 (app, plain, ours)"]
+    assert record.values("ours_fail_s") == [187.3, 184.3]
+    assert record.values("ours_over_app_fail") == [0.6, 0.573]
+    assert record.values("ours_over_plain_fail") == [0.574, 0.59]
+    assert {f.of for f in record.figures} == {"ours_fail_s", "app_fail_s", "ours_over_app_fail", "ours_over_plain_fail"}
+    assert "22,946,000 orders" in record.data_size and "0.563 GB" in record.data_size
+    assert from_json(json.loads(dumps(record)), "a record") == record

@@ -1,0 +1,65 @@
+"""The record (``benchmarks/_record.py``) of one ``bench_etl_compare.py`` run, for its ``--record PATH``.
+
+One round per (size, round number), in the order the rounds ran; its label says the size, the round and the order
+of the configurations in it. Its values, per configuration ``c``: ``c_s`` (wall time without a failure) and
+``c_fail_s`` (with the late failure), and ours ÷ each other configuration, ``ours_over_c`` and
+``ours_over_c_fail``. With more than one size every name ends in ``@<size>`` (``ours_fail_s@5gb``), so that a
+figure never mixes sizes. The figures: each ratio, and ours' and (a)'s wall times, over the rounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _record import SCHEMA, Figure, Record, Round, Value
+
+NAMES = {"app": "(a) one Spark application", "plain": "(b) plain Airflow with Spark's s3a writer",
+         "plain_store": "(b) plain Airflow on the provider's store"}
+
+
+def _rounds(runs: list[dict[str, Any]], several: bool) -> list[Round]:
+    """The runs (as ``--json`` writes them: size, config, fail, wall_s) grouped into rounds, in run order."""
+    seen: dict[tuple[str, bool, str], int] = {}
+    walls: dict[tuple[str, int], dict[tuple[str, bool], float]] = {}
+    for run in runs:
+        key = (run["size"], run["fail"], run["config"])
+        number = seen[key] = seen.get(key, 0) + 1
+        walls.setdefault((run["size"], number), {})[(run["config"], run["fail"])] = float(run["wall_s"])
+    rounds = []
+    for (size, number), wall in walls.items():
+        suffix = f"@{size}" if several else ""
+        values = [Value(f"{config}{'_fail' if fail else ''}_s{suffix}", w) for (config, fail), w in wall.items()]
+        values += [Value(f"ours_over_{config}{'_fail' if fail else ''}{suffix}", round(wall[("ours", fail)] / w, 3))
+                   for (config, fail), w in wall.items() if config != "ours" and ("ours", fail) in wall]
+        order = list(dict.fromkeys(config for config, _ in wall))
+        rounds.append(Round(f"{size}, round {number} ({', '.join(order)})", tuple(values)))
+    return rounds
+
+
+def _figures(rounds: list[Round]) -> list[Figure]:
+    names = sorted({v.name for r in rounds for v in r.values})
+    figures = []
+    for name in names:
+        base, _, size = name.partition("@")
+        fail = "one late failure" if "_fail" in base else "no failure"
+        where = f"ETL {size or 'run'}, {fail}"
+        if base.startswith("ours_over_"):
+            other = base.removeprefix("ours_over_").removesuffix("_fail")
+            figures.append(Figure(f"{where}: ours ÷ {NAMES.get(other, other)}", "×", 2, name, None, None, False,
+                                  None))
+        elif base in ("ours_s", "ours_fail_s", "app_s", "app_fail_s"):
+            who = "ours" if base.startswith("ours") else "(a)"
+            figures.append(Figure(f"{where}: {who}", "s", 1, name, None, None, False, None))
+    return figures
+
+
+def etl_record(record_id: str, runs: list[dict[str, Any]], sizes: list[dict[str, Any]], meta: dict[str, Any]) -> Record:
+    """The record of ``runs`` at ``sizes`` (``label``, ``orders``, ``customers``, ``gb`` once measured);
+    ``meta``: question, command, date, time_utc, commit, machine, load (free text, as the script found them)."""
+    rounds = _rounds(runs, several=len(sizes) > 1)
+    data = "; ".join(f"{s['label']}: {s['orders']:,} orders, {s['customers']:,} customers"
+                     + (f", ours commits {s['gb']:.3f} GB" if "gb" in s else "") for s in sizes)
+    return Record(SCHEMA, record_id, meta["question"], "benchmarks/bench_etl_compare.py", meta["command"],
+                  meta["date"], meta["time_utc"], meta["commit"], data, meta["machine"], meta["load"],
+                  tuple(rounds), tuple(_figures(rounds)), None, None,
+                  "Written by bench_etl_compare.py --record; the configurations' order rotates from round to round.")

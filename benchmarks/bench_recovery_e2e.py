@@ -1,6 +1,6 @@
 """Region vs full restart of the example ETL on a real Airflow 3 + Spark Connect + SeaweedFS, in one session.
 
-``python benchmarks/bench_recovery_e2e.py [--repeat N] [--write-readme]``
+``python benchmarks/bench_recovery_e2e.py [--repeat N] [--record PATH]``
 
 One stack serves every run: a baseline run without failure, then ``fail_once`` runs (``aggregate#0`` fails on its
 first try — a late step) of ``tpch_etl`` (region failover) and of ``tpch_etl_full`` (the same file with
@@ -9,7 +9,8 @@ first try — a late step) of ``tpch_etl`` (region failover) and of ``tpch_etl_f
 * wall time of the run (trigger -> success) and recovery time (failure -> run success);
 * Spark work: task-seconds of all task tries, and task-seconds rerun after the failure (tries started after it);
 * failure -> clear latency (failure recorded -> REST clear returned) from the failover history.
-The ratio columns are full / region in the same session, so machine load affects both sides alike.
+The ratio columns are full / region in the same session, so machine load affects both sides alike. ``--record
+PATH``: the medians as a record (``_record.py``: one round, ``<variant>_<figure>``), for ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.store.s3a import with_jars
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "benchmarks" / "README.md"
-BEGIN, END = "<!-- bench_recovery_e2e:begin -->", "<!-- bench_recovery_e2e:end -->"
+NAMES = {"wall_s": "wall_s", "recovery_s": "recovery_s", "task_s": "task_s", "rerun_task_s": "rerun_task_s",
+         "tasks_rerun": "tasks_cleared", "clear_latency_s": "clear_latency_s"}
+"""Each measured figure's name in a record."""
 
 
 def full_variant(target: Path) -> Path:
@@ -98,16 +100,27 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
     return "\n".join(rows)
 
 
-def write_readme(text: str) -> None:
-    """Replace (or append) this benchmark's section of benchmarks/README.md; nothing else is touched."""
-    readme = README.read_text() if README.exists() else "# Benchmarks\n"
-    section = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in readme and END in readme:
-        head, rest = readme.split(BEGIN, 1)
-        readme = head + section + rest.split(END, 1)[1]
-    else:
-        readme = readme.rstrip("\n") + "\n\n" + section + "\n"
-    README.write_text(readme)
+def write_record(path: Path, results: dict[str, list[dict[str, float]]], started: datetime, load: str) -> None:
+    """``--record``: the medians per variant as one round of a record, the figures region's and full's."""
+    from _record import SCHEMA, Figure, Record, Round, Value, git_commit, load_average, this_machine, write
+
+    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
+    values = tuple(Value(f"{variant}_{NAMES[f]}", float(x)) for variant, figures in med.items()
+                   for f, x in figures.items() if f in NAMES)
+    figures = tuple(Figure(f"Recovery end to end, {variant}: {label}", unit, 1 if unit == "s" else 0,
+                           f"{variant}_{name}", None, None, False, None)
+                    for variant in ("region", "full")
+                    for name, label, unit in (("recovery_s", "failure → run success", "s"),
+                                              ("tasks_cleared", "tasks cleared", "tasks")))
+    runs = len(next(iter(results.values())))
+    write(path, Record(SCHEMA, path.stem, "After one late failure, how long do region failover and a full restart "
+                       "take to success, and what do they rerun?", "benchmarks/bench_recovery_e2e.py",
+                       " ".join(["python", *sys.argv]), f"{started:%Y-%m-%d}",
+                       f"{started:%H:%M}–{datetime.now(timezone.utc):%H:%M}", git_commit(),
+                       "the example ETL tpch_etl at its default size", this_machine(),
+                       f"{load} at the start, {load_average()} at the end",
+                       (Round(f"medians of {runs} run(s) per variant", values),), figures, None, None, ""))
+    print(f"record: {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,8 +134,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument("--record", type=Path, help="write the medians as a record (benchmarks/_record.py) to this "
+                                                    "file, e.g. benchmarks/results/YYYY-MM-DD-recovery-e2e.json")
     args = parser.parse_args(argv)
+    from _record import load_average
+
+    started, load = datetime.now(timezone.utc), load_average()
     work = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
     dags = merged_dags_folder(work / "dags", ROOT / "dags" / "tpch_etl.py", full_variant(work))
     s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
@@ -146,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({k: v[-1] for k, v in results.items()}), flush=True)
         text = table(results)
         print(text)
-        if args.write_readme:
-            write_readme(_section(text, args.repeat))
+        if args.record:
+            write_record(args.record, results, started, load)
         return 0
     finally:
         if stack is not None:
@@ -155,21 +172,6 @@ def main(argv: list[str] | None = None) -> int:
         spark.cleanup()
         s3.cleanup()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _section(text: str, repeat: int) -> str:
-    return (
-        "## Recovery end to end: region vs full restart (bench_recovery_e2e.py)\n\n"
-        "Example ETL `tpch_etl` (14 tasks) on a real Airflow 3.3.2 (SQLite, LocalExecutor), one Spark Connect "
-        "server (`local[2]`) and SeaweedFS, all on this 2-core machine shared with other jobs; `fail_once` makes "
-        "`aggregate#0` (a late step) fail on its first try. `full` is the same DAG with "
-        f"`failover_strategy=\"full\"`. Medians of {repeat} run(s) per column, same session.\n\n" + text + "\n\n"
-        "Spark work = the summed duration of task tries (each try is one Spark Connect session doing that "
-        "subtask's reads, compute and writes). The failure -> clear latency covers the worker recording the "
-        "decision in S3, the 1 s merge window, the failed task process exiting, Airflow marking the downstream "
-        "tasks `upstream_failed` and the scheduler's watcher (polling every 1 s) clearing through the REST API; "
-        "the fixed-delay backoff (`1 s`) is then waited by the restarted task itself.\n"
-    )
 
 
 if __name__ == "__main__":

@@ -3,10 +3,10 @@ parses, and the reference pages say what the code declares.
 
 ``mkdocs build --strict`` (``mkdocs.yml``: ``validation`` of links, anchors and the nav set to ``warn``) turns a
 broken link, a missing anchor or a page left out of the nav into a failed build; the pages outside ``docs/``
-(README.md, ARCHITECTURE.md, benchmarks/README.md) are checked here with the same slug rule. The reference checks
-keep one source of truth (the options table is ``tests/unit/test_conf.py``'s): the CLI page against the
-argument parser, the errors page against ``exceptions.__all__``, the architecture's layer list against the import
-contract's ``LAYER``.
+(README.md, ARCHITECTURE.md, benchmarks/README.md and the investigations' notes in benchmarks/notes/) are checked
+here with the same slug rule. The reference checks keep one source of truth (the options table is
+``tests/unit/test_conf.py``'s): the CLI page against the argument parser, the errors page against
+``exceptions.__all__``, the architecture's layer list against the import contract's ``LAYER``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from tests.unit.test_imports import LAYER
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-ROOT_PAGES = ("README.md", "ARCHITECTURE.md", "benchmarks/README.md")
+ROOT_PAGES = ("README.md", "ARCHITECTURE.md", "benchmarks/README.md",
+              *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks" / "notes").glob("*.md")))
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 

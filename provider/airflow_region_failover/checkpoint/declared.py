@@ -7,7 +7,7 @@ Rules (checked when the DAG file renders, each a :class:`~.exceptions.GraphError
   producer step or result name); the head's other inputs are handed over whole at every epoch. The sliced input
   must be BLOCKING (its committed objects are what the epochs cut), and keyed (``partition_by``) for the
   ``key-groups`` cut;
-* every member runs once per epoch, seed 002's barrier passing through the whole chain: a member that declares
+* every member runs once per epoch, as a checkpoint barrier passes through every operator: a member that declares
   ``checkpoint=`` gets its state and returns ``(output, new_state)``; one that does not must be per-row
   (its output over the whole input is the union of its outputs per slice). Members declaring ``checkpoint=``
   agree on ``epochs``, ``cut``, ``sliced_input`` and ``enabled``: one plan for the chain;

@@ -1,7 +1,7 @@
 """Keyed state as immutable sorted runs, in the manner of an LSM tree: what changed, and how runs merge. Arrow only
 (no boto3, Spark or Airflow): every rule here is tested on its own.
 
-Seed 003 (Flink's incremental checkpoints on RocksDB): "each checkpoint contains only the state change since the
+Flink's incremental checkpoints on RocksDB: "each checkpoint contains only the state change since the
 previous checkpoint ... we also must record changes that delete state in an incremental checkpoint"; RocksDB
 writes "all entries sorted by their key" into immutable sstables, and "the newer mappings ... overwrite mappings
 for keys that also existed in [older tables]. For key 7, we can also see a delete (or antimatter) entry that, when
@@ -10,8 +10,8 @@ merged, results in omitting key 7 in the merge result."
 Rules:
 
 * A state table has the declared state columns plus :data:`KEY_GROUP` (the row's key group, computed by the
-  engine from the key, seed 001); its key columns identify a row: never null, never twice
-  (:func:`normalise` refuses either, naming the step). Tables are kept sorted by ``(key group, key)``.
+  engine from the key: VLDB'17's "atomic unit for re-allocation"); its key columns identify a row: never null, never
+  twice (:func:`normalise` refuses either, naming the step). Tables are kept sorted by ``(key group, key)``.
 * A *run* is a state table plus :data:`DELETED`: a tombstone row carries the key and nulls. :func:`diff` of the
   previous and the current state is one run with the changed keys only: rows whose key is new or whose values
   differ (upserts) and a tombstone per key that disappeared (deletions). A *base* run (:func:`base_run`) is a

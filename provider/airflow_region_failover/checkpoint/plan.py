@@ -1,9 +1,9 @@
 """Epoch plans: the deterministic cut of a checkpointed subtask's sliced input into ordered epochs. Pure.
 
-Seed 002: "barriers cut the stream into epochs ... A barrier separates the records in the data stream into the set
-of records that goes into the current snapshot, and the records that go into the next snapshot." A bounded,
-committed input needs no barriers in flight: the cut is computed from the input's manifests before the first epoch,
-the same way by every try, so "the position S_n" of seed 002 is simply "after epoch n".
+Flink's stream fault-tolerance docs: "barriers cut the stream into epochs ... A barrier separates the records in the
+data stream into the set of records that goes into the current snapshot, and the records that go into the next
+snapshot." A bounded, committed input needs no barriers in flight: the cut is computed from the input's manifests
+before the first epoch, the same way by every try, so their "position S_n" is simply "after epoch n".
 
 Rules:
 
@@ -14,7 +14,7 @@ Rules:
   least one object. An input without objects is one epoch with nothing in it (the function still runs once).
 * ``key-groups`` cut: the subtask's key-group range of the (keyed) sliced input is split into ``min(epochs,
   len(range))`` contiguous sub-ranges, ``[start + k*n//E, start + (k+1)*n//E)``; epoch ``k`` reads the rows of its
-  sub-range (VLDB'17, seed 001: "a key-group [is] the atomic unit for re-allocation").
+  sub-range (VLDB'17: "a key-group [is] the atomic unit for re-allocation").
 * The plan's :attr:`EpochPlan.fingerprint` (SHA-256 of its canonical JSON: the cut, every epoch's objects by hash
   or range, and the members' declarations) is what a checkpoint records: a try resumes only a checkpoint taken
   under an equal plan.

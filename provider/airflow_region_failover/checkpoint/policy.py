@@ -1,10 +1,10 @@
 """When state runs are compacted, and which checkpoints are retained. Pure (standard library only).
 
-Compaction (seed 003: "a background task called compaction is constantly merging sstables to consolidate
-potential duplicate entries for each key ... Old sstables are eventually replaced by the sstable that is the result
-of merging them ... accept a small amount of redundant state writing to incrementally introduce merged/consolidated
-replacements for previous checkpoints"), with the rules of RocksDB's universal compaction, in order, over a
-member's runs *after* this checkpoint's delta was added (oldest, the base, first):
+Compaction (Flink's incremental checkpoints: "a background task called compaction is constantly merging sstables to
+consolidate potential duplicate entries for each key ... Old sstables are eventually replaced by the sstable that is
+the result of merging them ... accept a small amount of redundant state writing to incrementally introduce
+merged/consolidated replacements for previous checkpoints"), with the rules of RocksDB's universal compaction, in
+order, over a member's runs *after* this checkpoint's delta was added (oldest, the base, first):
 
 1. **Size amplification**: when the deltas together exceed ``max_size_amplification`` percent of the base, every
    run is merged into a new base (a full compaction: its tombstones vanish).
@@ -15,7 +15,7 @@ member's runs *after* this checkpoint's delta was added (oldest, the base, first
 
 Otherwise nothing is merged: the checkpoint re-references every older run and uploads only its delta.
 
-Retention (Flink's ``state.checkpoints.num-retained``, seed 003: "we assume that the number of retained checkpoints
+Retention (Flink's ``state.checkpoints.num-retained``: "we assume that the number of retained checkpoints
 is configured to 2, so that Flink will always keep the two latest checkpoints and older checkpoints are pruned"):
 after a checkpoint completes, a subtask keeps its ``num_retained`` newest completed checkpoints (by sequence
 number) and drops the others — their manifests only; a shared file a retained checkpoint still lists stays.

@@ -2,16 +2,16 @@
 
 Rules:
 
-* **Resume** (seed 002: "Upon a failure, Flink selects the latest completed checkpoint k ... and gives each operator
-  the state that was snapshotted as part of checkpoint k"): a try resumes the completed checkpoint of its subtask
-  in this run with the highest sequence number whose *identity* equals its own — the BLOCKING inputs it reads
-  (content checksums, key groups), the code fingerprint, the epoch plan and the initial state (:class:`Identity`).
-  A checkpoint taken under another identity is never resumed (its state was computed from other data or code);
-  when none matches the try starts from the first epoch and says why (:func:`choose`: the first difference of the
-  newest checkpoint). Only complete checkpoints exist as manifests, so a checkpoint half-written by a killed try is
-  never seen; one whose state cannot be read back is skipped for the next (:mod:`.runner`). A run that turned reuse
-  off (``region_failover_reuse: false``) resumes nothing.
-* **Initial state** (VLDB'17, seed 001: "For π parallel instances, each instance receives a range of key-groups
+* **Resume** (Flink's stream fault-tolerance docs: "Upon a failure, Flink selects the latest completed checkpoint k
+  ... and gives each operator the state that was snapshotted as part of checkpoint k"): a try resumes the completed
+  checkpoint of its subtask in this run with the highest sequence number whose *identity* equals its own — the
+  BLOCKING inputs it reads (content checksums, key groups), the code fingerprint, the epoch plan and the initial state
+  (:class:`Identity`). A checkpoint taken under another identity is never resumed (its state was computed from other
+  data or code); when none matches the try starts from the first epoch and says why (:func:`choose`: the first
+  difference of the newest checkpoint). Only complete checkpoints exist as manifests, so a checkpoint half-written by
+  a killed try is never seen; one whose state cannot be read back is skipped for the next (:mod:`.runner`). A run that
+  turned reuse off (``region_failover_reuse: false``) resumes nothing.
+* **Initial state** (VLDB'17: "For π parallel instances, each instance receives a range of key-groups
   ... by assigning contiguous key-groups we eliminate unnecessary seeks"): by default empty. With
   ``execution.state-recovery.path`` (a run id of the DAG, or ``latest``), it is the state of that run's final
   checkpoints (the checkpoint after its last epoch) of the same step, like Flink's restore from a retained

@@ -10,7 +10,7 @@ travel between the loop and the engine as Arrow tables). Rules:
 * **Epoch**: the engine runs every member of the chain on the epoch's slice (a member's state as of the previous
   epoch in, its new state out) and stores the tail's outputs of the epoch as objects at once; they are never
   recomputed by this try.
-* **Checkpoint** — the barrier of seed 002 inside one task: "operators snapshot their state at the point in time
+* **Checkpoint** — the checkpoint barrier inside one task: "operators snapshot their state at the point in time
   when they have received all snapshot barriers from their input streams ... all updates to the state from records
   before the barriers will have been made, and no updates that depend on records from after the barriers". At an
   epoch boundary that is due (:func:`~.policy.due`; always after the last epoch) every stateful member's state is
@@ -158,8 +158,9 @@ def _start(settings: Settings, identity: Identity,
 
 
 def _restored(settings: Settings, manifest: CheckpointManifest, step: str) -> _Member:
-    """Member ``step``'s state as ``manifest`` recorded it: its runs merged (seed 002: "the operators start with the
-    state of the latest full snapshot and then apply a series of incremental snapshot updates to that state")."""
+    """Member ``step``'s state as ``manifest`` recorded it: its runs merged (Flink's stream fault-tolerance docs: "the
+    operators start with the state of the latest full snapshot and then apply a series of incremental snapshot updates
+    to that state")."""
     key = settings.state_keys[step]
     saved = manifest.state_of(step)
     if saved is None:

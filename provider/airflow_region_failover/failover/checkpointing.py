@@ -1,13 +1,13 @@
 """What a checkpointed step declares, and the checkpointing options — Flink's checkpoints for batch steps.
 
-FLIP-1 (seed 000): "batch jobs do not perform any checkpoints and are hence completely restarted in case of a task
+FLIP-1: "batch jobs do not perform any checkpoints and are hence completely restarted in case of a task
 failure". A step declared with a :class:`Checkpoint` is not: it processes its BLOCKING input in ordered *epochs*
 and carries keyed *state* from one epoch to the next, and after an epoch a checkpoint is committed, so a later try
-of that subtask restores the latest complete checkpoint and redoes only the epochs after it. Seed 002 is the model:
-"barriers cut the stream into epochs ... Upon a failure, Flink selects the latest completed checkpoint *k* ... and
-gives each operator the state that was snapshotted as part of checkpoint *k*. The sources are set to start reading
-the stream from position S_k." Here the input is bounded and already committed, so "position S_k" is an epoch
-boundary of a deterministic cut (:class:`EpochCut`) of that input. The restart set does not change: what a
+of that subtask restores the latest complete checkpoint and redoes only the epochs after it. Flink's stream fault
+tolerance is the model: "barriers cut the stream into epochs ... Upon a failure, Flink selects the latest completed
+checkpoint *k* ... and gives each operator the state that was snapshotted as part of checkpoint *k*. The sources are
+set to start reading the stream from position S_k." Here the input is bounded and already committed, so "position S_k"
+is an epoch boundary of a deterministic cut (:class:`EpochCut`) of that input. The restart set does not change: what a
 restarted checkpointed subtask redoes does.
 
 Declaration rules (checked when the DAG file renders, one :class:`~.graph.errors.GraphError` naming the step):
@@ -42,7 +42,8 @@ key                                         default     meaning
 ==========================================  ==========  =====================================================
 
 The two compaction keys mirror RocksDB's universal compaction (``level0_file_num_compaction_trigger``,
-``max_size_amplification_percent``), as Flink's incremental checkpoints rely on RocksDB's compaction (seed 003).
+``max_size_amplification_percent``), as Flink's incremental checkpoints rely on RocksDB's compaction ("a background
+task called compaction is constantly merging sstables").
 Every bad value is one :class:`~.graph.errors.OptionError` naming the key, the value and the fix.
 """
 

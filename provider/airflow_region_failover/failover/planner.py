@@ -95,7 +95,7 @@ class _RegionWalk:
                     )
 
     def _downstream(self, region: int) -> None:
-        """Rule 2: every consumer region of a partition this region produces restarts."""
+        """Downstream (rule 2 above): every consumer region of a partition this region produces restarts."""
         region_index = self.topology.regions.region_index
         for k in self.topology.produces[region]:
             if k in self._seen_produced:

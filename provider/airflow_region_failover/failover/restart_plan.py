@@ -15,11 +15,13 @@ class Reason(str, Enum):
     """Why a region restarts (the first rule that pulled it in)."""
 
     FAILED = "failed"
-    """It contains the failed subtask (rule 1)."""
+    """It contains the failed subtask: the walk starts at its region."""
     PRODUCER_UNAVAILABLE = "producer-unavailable"
-    """It produces a BLOCKING partition that a restarting region needs and that is not available (rule 2)."""
+    """It produces a BLOCKING partition that a restarting region needs and that is not available (upstream:
+    "each result partition the region consumes that is not available pulls in its producer's region")."""
     CONSUMER = "consumer"
-    """It consumes a partition of a restarting region (rule 3): a re-produced result may differ."""
+    """It consumes a partition of a restarting region (downstream: "every consumer region of every partition the
+    region produces is pulled in, whatever its state, because a re-produced result may differ")."""
     FULL = "full"
     """Only the ``full`` failover strategy restarts it."""
 

@@ -11,8 +11,8 @@ Dense exchanges are never expanded edge by edge: each :class:`~.subtasks.Partiti
 consumers in O(|producers| + |consumers|) union operations (rule 1), and in the region graph a group with more than
 one producer and more than one consumer becomes a *hub* node (producer regions -> hub -> consumer regions), which
 keeps reachability — hence the strongly connected components among regions — exactly as the full N x M graph
-(rule 2, Flink's "logical region" shortcut). Region building is O(subtasks + groups) up to union-find's near-
-constant factor.
+(rule 2 above, merging BLOCKING cycles; Flink's "logical region" shortcut). Region building is O(subtasks + groups) up
+to union-find's near- constant factor.
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ def _number_subtasks(graph: JobGraph) -> tuple[dict[str, int], list[SubtaskId]]:
 
 
 def _merge_blocking_cycles(roots: list[int], groups: list[IndexedGroup]) -> list[int]:
-    """Map every subtask to a representative, merging regions that share a BLOCKING cycle (rule 2)."""
+    """Map every subtask to a representative, merging regions that share a BLOCKING cycle (rule 2 above:
+    "regions that form a cycle through BLOCKING exchanges are merged into one region")."""
     dense = {root: i for i, root in enumerate(dict.fromkeys(roots))}
     adjacency: list[list[int]] = [[] for _ in dense]
     for g in groups:

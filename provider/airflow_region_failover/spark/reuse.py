@@ -1,7 +1,9 @@
 """Keeping a restarted consumer's committed result instead of recomputing it — only when that is safe.
 
 Flink restarts every consumer of a re-produced result, because a re-produced result may differ. Going beyond
-Flink (DESIGN rule 2), a restarted try (try > 1, ``region`` failover strategy) keeps its committed outputs when:
+Flink ("a finished consumer restarted by this cascade keeps its committed result when the exact
+(sub)partitions it reads came back byte-identical and its code fingerprint is unchanged"), a restarted try (try > 1,
+``region`` failover strategy) keeps its committed outputs when:
 
 1. **our clear started it as a consumer restart**: the run's decision log says the first try after one of our
    clears is this one, and its region restarts only because it reads a re-produced result (``consumer``). A try

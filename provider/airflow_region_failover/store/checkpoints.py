@@ -5,10 +5,10 @@
 Rules:
 
 * A checkpoint manifest is the commit record of one consistent cut of a chain subtask after epoch ``epoch`` —
-  seed 002's snapshot: "for each parallel stream data source, the offset/position in the stream when the snapshot
+  Flink's snapshot: "for each parallel stream data source, the offset/position in the stream when the snapshot
   was started; for each operator, a pointer to the state that was stored as part of the snapshot". The position
   is ``epoch`` of the epoch plan ``plan``; the pointers are each member's sorted state files (:class:`StateRun`,
-  oldest first: a base run, then deltas of upserts and deletions, seed 003's sstables). It also lists what the
+  oldest first: a base run, then deltas of upserts and deletions, RocksDB's sstables). It also lists what the
   epochs up to ``epoch`` wrote to each output result (:class:`ResultObjects`), so a resumed try commits those
   objects without recomputing them.
 * It is written last, with ``If-None-Match: *``, after every object it lists is stored (content-addressed,
@@ -18,7 +18,7 @@ Rules:
   match its own.
 * Every object it lists is a shared object, so the derived shared registry (:mod:`.registry`) counts one reference
   per retained checkpoint manifest, as Flink's SharedStateRegistry "increases the counts for all files that are
-  referenced in the new checkpoint by 1" and, when a checkpoint is dropped, decreases them (seed 003): dropping a
+  referenced in the new checkpoint by 1" and, when a checkpoint is dropped, decreases them: dropping a
   checkpoint here deletes its manifest, and the sweep deletes a file no retained manifest lists.
 * Decoding rejects unknown formats and versions and every malformed field, naming the key.
 """

@@ -37,7 +37,7 @@ was: Spark's writer cuts a file at a row count from Spark's estimate of a row (:
 the Parquet bytes (the demo's line items: 16 B estimated, ~5 B stored), so 16 MiB gave ~5 MB objects; at ~5 GB a
 consuming task's inputs were then ~25-65 objects each, HEADed by the store and listed again by Spark (2.7 s of a
 join's set-up, 3.5-5.1 s of an aggregate's), and the same rows took 11 % more bytes in them. With 64 MiB: 1.5 s and
-2.0-2.6 s, 11 % fewer bytes committed (1.61 -> 1.44 GB), the S3 server's CPU 31.8 -> 24.7 s (``benchmarks/notes/2026-11-27-64-mib-objects.md``,
+2.0-2.6 s, 11 % fewer bytes committed (1.61 -> 1.44 GB), the S3 server's CPU 31.8 -> 24.7 s (``benchmarks/notes/``,
 "64 MiB objects"). Still one PUT each (``content.SINGLE_PUT_BYTES``). Memory: the Python path holds at most two
 objects per writing Spark task (:mod:`.parquet`) and ``upload_threads`` per reading one (:mod:`.reading`); the
 driver holds ``upload_threads`` of Spark's files while it uploads them (:mod:`.local_write`)."""

@@ -2,7 +2,7 @@
 in an array, picked by the row's tag, where Spark's ``partitionBy`` projects, copies and looks up every row.
 
 Why: a keyed write through ``partitionBy`` cost 3.8x an unkeyed write of the same columns in JVM CPU (the ETL's
-kept line-item columns, ``benchmarks/notes/2026-11-27-format-2-side-by-side.md``): Spark's concurrent writer projects each row's partition values,
+kept line-item columns, ``benchmarks/notes/``): Spark's concurrent writer projects each row's partition values,
 copies them and looks its writer up in a hash map, then projects the row again without the tag. The files are the
 same bytes either way (the same writer factory, ``ParquetFileFormat.prepareWrite``, the same rows in the same
 order, the same names), so which path wrote a result never changes its content addresses or its reuse. Rows of

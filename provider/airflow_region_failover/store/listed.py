@@ -1,7 +1,7 @@
 """A JVM read that Spark does not list (``jvm/ListedParquet.java``, built into the keyed writer's jar): the same
 file scan as ``spark.read.schema(s).parquet(*urls)`` over the same objects, its file index filled from the
 manifest's sizes instead of asking S3 (``spark.read.parquet`` sends two HEADs and a LIST per object through
-``s3a://`` while it resolves the read: ~70 ms per read of a keyed consumer, ``benchmarks/notes/2026-11-28-listed-reader-not-adopted.md``).
+``s3a://`` while it resolves the read: ~70 ms per read of a keyed consumer, ``benchmarks/notes/``).
 
 Rules:
 

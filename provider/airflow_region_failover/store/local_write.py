@@ -13,7 +13,7 @@ Rules:
   ``local-cluster`` master, or a standalone master on loopback, where no worker of another host can register) and
   a probe must succeed. With a ``local`` master the executors are the driver's JVM, so the probe asks that JVM
   only, without a Spark job (a job queues behind every other session's tasks: 11-15 s on the critical path of
-  the ETL at 1 GB, ``benchmarks/notes/2026-11-23-operator-chaining.md``): this process creates a file named by a fresh token in a fresh 0700
+  the ETL at 1 GB, ``benchmarks/notes/``): this process creates a file named by a fresh token in a fresh 0700
   directory, and the driver must find it (``spark.read.schema(...).parquet(...)`` analysed: the driver lists the
   path, reads nothing). A JVM that can list this process's 0700 directory runs as its user (or root), so it can
   write there too. Any other master (executors in JVMs of their own):
@@ -33,7 +33,7 @@ Rules:
 * **A keyed write does not sort**: the keyed writer keeps a writer per subpartition open; through Spark's
   ``partitionBy`` (:data:`UNSORTED`), which plans a sort of every row by the tag so that
   each task has one file open at a time; the sort made the write 1.6x the same write unpartitioned (20 M rows,
-  2 cores, ``benchmarks/notes/2026-11-26-keyed-writes-without-sort.md``). The write turns Spark's planned write off for its duration and lets each
+  2 cores, ``benchmarks/notes/``). The write turns Spark's planned write off for its duration and lets each
   task keep one writer per subpartition open, up to :data:`MAX_OPEN_WRITERS`; past that Spark sorts the rows
   left (correct, slower). Rows reach each writer in the task's order, so a restart writes the same bytes. The
   cost is memory: open Parquet writers share 95 % of the JVM's heap, each counted at its 128 MB row group, and
@@ -46,7 +46,7 @@ Rules:
   does not pay (ids, keys, amounts: near-unique values), falls back to PLAIN in format 1 but to
   ``DELTA_BINARY_PACKED`` (integers) or ``DELTA_BYTE_ARRAY`` (strings) in format 2: the ETL's kept line-item
   columns took 137.9 MB instead of 254.5 MB for 11 % less JVM CPU, and read back faster
-  (``benchmarks/notes/2026-11-27-kept-columns-format-2.md``). Spark (3.3 on), pyarrow, DuckDB and delta-rs read these pages; a reader that does
+  (``benchmarks/notes/``). Spark (3.3 on), pyarrow, DuckDB and delta-rs read these pages; a reader that does
   not (old Hive or Impala) should read results through Spark or :meth:`~.facade.ResultStore.read_arrow`.
 * **No dictionary for wide decimals** (:func:`write_options`): a decimal of more than 18 digits is a
   ``FIXED_LEN_BYTE_ARRAY`` column, which format 1 never dictionary-encodes and format 2 does. parquet-mr's dictionary
@@ -62,7 +62,7 @@ Rules:
   producer's order (the ETL's ``l_orderkey``, 7 rows per key, increasing within a task) fills dictionaries of ~131,000
   keys per column chunk whose ids take more bytes than the key's deltas. The ETL's line items at 4 M orders, in 64 MiB
   files: 83.3 MB in 3.66 JVM CPU s with it, 69.6 MB in 2.84 s without (in 1 M-row files, 115.2 MB in 6.35 s against
-  69.7 MB in 3.60 s: ``benchmarks/notes/2026-11-29-key-dictionary.md``). A key is near-unique or clustered; the other integer columns keep
+  69.7 MB in 3.60 s: ``benchmarks/notes/``). A key is near-unique or clustered; the other integer columns keep
   parquet-mr's choice (a low-cardinality code whose values lie far apart is smaller with a dictionary).
 * **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
   the Python path's order (:attr:`.parquet.Piece.order`).

@@ -11,7 +11,7 @@ Rules:
   for longer than the grace, like any uncommitted attempt. A long Spark job's early objects are thus never
   taken for garbage before its manifest lists them. A completed *checkpoint* manifest
   (``_checkpoints.v1/<step>/P/c<seq>.json``, :mod:`.checkpoints`) holds one reference to each object it lists,
-  exactly like a result manifest (seed 003: "the shared state registry tracks the number of checkpoints that
+  exactly like a result manifest (Flink: "the shared state registry tracks the number of checkpoints that
   reference a shared file"; dropping a checkpoint deletes its manifest).
   Retention (:func:`.lifecycle.apply_retention`, the settings
   ``store_keep_last_runs`` / ``store_keep_days``) decides which manifests are retained by releasing the others, so

@@ -16,7 +16,7 @@ Rules:
   ``secret``/``access.key``/``token`` from its UI.
 * **Objects listed on the driver.** Spark lists more than ``spark.sql.sources.parallelPartitionDiscovery.threshold``
   (32) paths with a Spark job, which queues behind every other session's running tasks (+11.7 s on the critical
-  path of the ETL at 5 GB, ``benchmarks/notes/2026-11-26-keyed-writes-without-sort.md``); the store has just HEADed each object it reads, so a read of
+  path of the ETL at 5 GB, ``benchmarks/notes/``); the store has just HEADed each object it reads, so a read of
   up to :data:`DRIVER_LISTING_MAX` objects raises the threshold while Spark resolves it
   (:func:`listed_on_driver`): one HEAD per object from the driver, no job. Spark Connect resolves a frame again
   when it runs it unless the session still holds the resolved plan (its plan cache); a read resolved again

@@ -87,7 +87,7 @@ def test_flink_no_strategy_when_checkpointing_enabled() -> None:  # testNoStrate
     assert strategy.attempts_before_reset_backoff == JAVA_INT_MAX
 
 
-def test_flink_defaults() -> None:  # RestartStrategyOptions defaults (Flink >= 1.19), as DESIGN.md lists them
+def test_flink_defaults() -> None:  # RestartStrategyOptions defaults (Flink >= 1.19's option names and defaults)
     assert FixedDelayConfig() == FixedDelayConfig(attempts=1, delay_ms=1_000)
     assert FailureRateConfig() == FailureRateConfig(1, 60_000, 1_000)
     assert ExponentialDelayConfig() == ExponentialDelayConfig(1_000, 60_000, 1.5, 3_600_000, 0.1, JAVA_INT_MAX)

@@ -1,6 +1,7 @@
-"""Keeping a restarted consumer's committed result (DESIGN rule 2, :mod:`airflow_region_failover.spark.reuse`),
-against a fake store view (single-module unit tests). Unless a test says otherwise, the try was started by our
-clear as a consumer restart and runs the code that committed the result.
+"""Keeping a restarted consumer's committed result (:mod:`airflow_region_failover.spark.reuse`: "a finished consumer
+restarted by this cascade keeps its committed result when the exact (sub)partitions it reads came back
+byte-identical and its code fingerprint is unchanged"), against a fake store view (single-module unit tests). Unless a
+test says otherwise, the try was started by our clear as a consumer restart and runs the code that committed the result.
 
     gen#0 ==> join#0 ==> report#0        gen (deterministic) --BLOCKING BROADCAST--> join
     gen#1 ==> join#1 ==/                 join --BLOCKING--> report;  side --PIPELINED--> tail

@@ -47,7 +47,7 @@ import scala.Function1;
  * each value of a <em>flat</em> row straight to its column's writer. Spark's own {@code write} drives parquet-mr's
  * record consumer field by field (its per-level field markers, a closure per field, the consumer's null
  * bookkeeping): 12-18 % of a keyed write's JVM CPU for the ETL's rows ({@code benchmarks/bench_keyed_write.py},
- * {@code benchmarks/notes/2026-11-28-flat-writer.md}). For a row of top-level primitive columns the consumer's only effects are
+ * {@code benchmarks/notes/}). For a row of top-level primitive columns the consumer's only effects are
  * {@code ColumnWriter.write(value, 0, maxDefinitionLevel)} per present value, {@code writeNull(0, 0)} per absent one
  * and {@code ColumnWriteStore.endRecord()} per row, so this class makes exactly those calls, with the values Spark's
  * writers compute (the same date and timestamp rebasing, the same decimal encodings): the same pages, row groups

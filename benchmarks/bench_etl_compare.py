@@ -30,9 +30,10 @@ first size (``--warm-up``; none when that is ``tiny``, its own warm-up), not mea
 share the stack's one Spark Connect JVM, and it is not at its steady state until it has run each one's jobs at full
 scale: on 2026-11-29, after a warm-up at a fifth of the size, ours' first 5 GB run still spent 22 CPU s or more
 compiling (``jstat -compiler``) against 13 and 11 in the next two, grew its heap from 4.4 to 6.9 GB with 5 s of
-concurrent marking (none after), and used 341 JVM CPU s against 307 (``benchmarks/notes/2026-11-29-jvm-warm-up.md``). Round ``r`` runs
-the configurations in their order rotated by ``r`` (:func:`_etl_runs.rotated`), so that what is left of that drift
-is not charged to whichever configuration always runs first, as it charged ours before.
+concurrent marking (none after), and used 341 JVM CPU s against 307
+(``benchmarks/notes/2026-11-29-jvm-warm-up.md``). Round ``r`` runs the configurations in their order rotated by ``r``
+(:func:`_etl_runs.rotated`), so that what is left of that drift is not charged to whichever configuration always runs
+first, as it charged ours before.
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``

@@ -31,7 +31,8 @@ would). The session has the pinned s3a jars (``--jars``, default ``.venv/jars``)
 consumers read with Spark's own Parquet reader (the store's JVM path) unless ``--jvm-io off``; the store cuts
 objects of ``--max-object-mb`` (default: the store's default). ``--warm-rounds`` full-size rounds run first and are
 printed but left out of the table: the JVM's steady state, as on the long-lived Spark Connect server the step tasks
-share (the first full-size round has been the slowest one in every session, benchmarks/notes/2026-11-27-plain-airflow-with-s3a.md).
+share (the first full-size round has been the slowest one in every session,
+``benchmarks/notes/2026-11-27-plain-airflow-with-s3a.md``).
 """
 
 from __future__ import annotations

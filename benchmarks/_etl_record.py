@@ -1,4 +1,5 @@
-"""The record (``benchmarks/_record.py``) of one ``bench_etl_compare.py`` run, for its ``--record PATH``.
+"""The record (``benchmarks/_record.py``) of one ``bench_etl_compare.py`` or ``bench_breakdown.py`` run, for their
+``--record PATH``.
 
 One round per (size, round number), in the order the rounds ran; its label says the size, the round and the order
 of the configurations in it. Its values, per configuration ``c``: ``c_s`` (wall time without a failure) and
@@ -36,13 +37,14 @@ def _rounds(runs: list[dict[str, Any]], several: bool) -> list[Round]:
     return rounds
 
 
-def _figures(rounds: list[Round]) -> list[Figure]:
+def _figures(rounds: list[Round], only: str) -> list[Figure]:
+    """The figures over ``rounds``; ``only``: the size's label when there is one size (the names carry no size)."""
     names = sorted({v.name for r in rounds for v in r.values})
     figures = []
     for name in names:
         base, _, size = name.partition("@")
         fail = "one late failure" if "_fail" in base else "no failure"
-        where = f"ETL {size or 'run'}, {fail}"
+        where = f"ETL {size or only}, {fail}"
         if base.startswith("ours_over_"):
             other = base.removeprefix("ours_over_").removesuffix("_fail")
             figures.append(Figure(f"{where}: ours ÷ {NAMES.get(other, other)}", "×", 2, name, None, None, False,
@@ -53,13 +55,15 @@ def _figures(rounds: list[Round]) -> list[Figure]:
     return figures
 
 
-def etl_record(record_id: str, runs: list[dict[str, Any]], sizes: list[dict[str, Any]], meta: dict[str, Any]) -> Record:
+def etl_record(record_id: str, runs: list[dict[str, Any]], sizes: list[dict[str, Any]], meta: dict[str, Any],
+               script: str = "benchmarks/bench_etl_compare.py") -> Record:
     """The record of ``runs`` at ``sizes`` (``label``, ``orders``, ``customers``, ``gb`` once measured);
     ``meta``: question, command, date, time_utc, commit, machine, load (free text, as the script found them)."""
     rounds = _rounds(runs, several=len(sizes) > 1)
     data = "; ".join(f"{s['label']}: {s['orders']:,} orders, {s['customers']:,} customers"
                      + (f", ours commits {s['gb']:.3f} GB" if "gb" in s else "") for s in sizes)
-    return Record(SCHEMA, record_id, meta["question"], "benchmarks/bench_etl_compare.py", meta["command"],
+    return Record(SCHEMA, record_id, meta["question"], script, meta["command"],
                   meta["date"], meta["time_utc"], meta["commit"], data, meta["machine"], meta["load"],
-                  tuple(rounds), tuple(_figures(rounds)), None, None,
-                  "Written by bench_etl_compare.py --record; the configurations' order rotates from round to round.")
+                  tuple(rounds), tuple(_figures(rounds, sizes[0]["label"])), None, None,
+                  f"Written by {script.split('/')[-1]} --record; the configurations' order rotates from round to "
+                  "round.")

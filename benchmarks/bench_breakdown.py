@@ -1,7 +1,8 @@
 """Where the time goes: the example ETL as ours (region failover) and as (a) one Spark application, side by side on
 ``bench_etl_compare.py``'s stack, cut into what each task did and what each kind of process burnt.
 
-``python benchmarks/bench_breakdown.py [--sizes 1,5] [--repeat N] [--warm-up SIZE] [--same-salt] [--json FILE]``
+``python benchmarks/bench_breakdown.py [--sizes 1,5] [--repeat N] [--warm-up SIZE] [--same-salt] [--json FILE]
+[--record PATH]``
 
 After one warm-up run of each at the first size (``--warm-up``, as ``bench_etl_compare.py``'s: a fresh stack's
 first tasks and first Spark jobs pay one-off costs, and its shared JVM reaches its steady state only at full scale),
@@ -22,6 +23,9 @@ case). Printed per size:
 * **the physically necessary cost**: (a)'s wall, plus the bytes ours committed and read moved at the raw speed of the
   same server (boto3, 16 MiB objects on 4 threads, measured in the same session), plus Airflow's scheduling
   between the dependent tasks of the critical path (upstream done -> queued; not the wait for a free slot).
+
+``--json``: every figure and timeline; ``--record PATH``: each pair's wall times and ours ÷ (a) as a record
+(``_record.py``, built by ``_etl_record.py``), for ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -33,10 +37,13 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _breakdown import SCHEDULING, TaskTry, app_breakdown, compare, critical_path, markdown, overhead, run_breakdown
+from _etl_record import etl_record
 from _etl_runs import _ts, ours_variant, rotated, run_airflow, run_app, step_timeline, warm_up, warm_up_size
 from _etl_stack import (
     KINDS,
@@ -48,6 +55,7 @@ from _etl_stack import (
     stack_from,
     write_json,
 )
+from _record import git_commit, load_average, this_machine, write
 from airflow_region_failover.timeline import Timeline
 from bench_etl_compare import committed_bytes
 
@@ -220,7 +228,26 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], salts: Salts
                                   "app_wall_s": apps[-1]["wall_s"]}), flush=True)
             figures.append(report_size(size, ours, apps, raw))
     write_json(args.json, figures)
+    if args.record:
+        write_record(Path(args.record), args, figures, sizes)
     return 0
+
+
+def write_record(path: Path, args: argparse.Namespace, figures: list[dict[str, Any]],
+                 sizes: list[dict[str, Any]]) -> None:
+    """``--record``: each pair's wall times and ours ÷ (a) as a record (``_etl_record.py``), the start as
+    :func:`main` noted it in ``args.started``."""
+    runs = [{"size": f["size"]["label"], "config": config, "fail": False, "wall_s": f[config][number]["wall_s"]}
+            for f in figures for number in range(min(len(f["ours"]), len(f["app"])))
+            for config in rotated(("ours", "app"), number)]
+    end = datetime.now(timezone.utc)
+    meta = {"question": f"Without a failure at {', '.join(s['label'] for s in sizes)}, how long does ours take "
+                        "against (a) one Spark application?",
+            "command": " ".join(["python", *sys.argv]), "date": f"{args.started:%Y-%m-%d}",
+            "time_utc": f"{args.started:%H:%M}–{end:%H:%M}", "commit": git_commit(), "machine": this_machine(),
+            "load": f"{args.load_at_start} at the start, {load_average()} at the end"}
+    write(path, etl_record(path.stem, runs, sizes, meta, "benchmarks/bench_breakdown.py"))
+    print(f"record: {path}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,12 +256,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="run pairs per size (default 1)")
     parser.add_argument("--same-salt", action="store_true", help="every run the same salt (the shared-store case)")
     parser.add_argument("--json", help="write every figure and timeline to this file")
+    parser.add_argument("--record", help="write the pairs' record (benchmarks/_record.py) to this file, e.g. "
+                                         "benchmarks/results/YYYY-MM-DD-breakdown-5gb.json")
     parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
     parser.add_argument("--warm-up", default="auto",
                         help="size of the warm-up pair (not measured): 'tiny', a GB target, 'none', or 'auto' "
                              "(default: the first size; none when that is tiny)")
     add_stack_arguments(parser)
     args = parser.parse_args(argv)
+    args.started, args.load_at_start = datetime.now(timezone.utc), load_average()
     stack, procs, salts = stack_from(args), [], Salts(same=args.same_salt)
     sizes = [size_of(wanted, args.bytes_per_order) for wanted in args.sizes]
     warm = warm_up_size(args.warm_up, sizes[0], args.bytes_per_order)

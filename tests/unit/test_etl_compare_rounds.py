@@ -5,8 +5,10 @@ span are printed, and ``--record`` writes the rounds as a record that loads."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import their siblings
@@ -14,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # t
 from _etl_record import etl_record
 from _etl_runs import rotated, warm_up_size
 from _etl_stack import TINY_ORDERS, size_of
-from _record import dumps, from_json
+from _record import dumps, from_json, load
+from bench_breakdown import write_record
 from bench_etl_compare import phases, phases_table, rounds_table, step_spans
 
 
@@ -101,3 +104,14 @@ def test_the_record_of_a_run_holds_each_rounds_wall_times_and_ratios_and_loads_b
     assert {f.of for f in record.figures} == {"ours_fail_s", "app_fail_s", "ours_over_app_fail", "ours_over_plain_fail"}
     assert "22,946,000 orders" in record.data_size and "0.563 GB" in record.data_size
     assert from_json(json.loads(dumps(record)), "a record") == record
+
+
+def test_the_breakdowns_record_keeps_each_pairs_order_and_loads(tmp_path: Path) -> None:
+    size = {"label": "5gb", "orders": 22_946_000, "customers": 2_294_600}
+    figures = [{"size": size, "ours": [{"wall_s": 178.8}, {"wall_s": 173.0}],
+                "app": [{"wall_s": 144.3}, {"wall_s": 149.1}]}]
+    args = argparse.Namespace(started=datetime(2026, 11, 29, 12, 49, tzinfo=timezone.utc), load_at_start="load 0.1")
+    write_record(tmp_path / "2026-11-29-breakdown-5gb.json", args, figures, [size])
+    record = load(tmp_path / "2026-11-29-breakdown-5gb.json")
+    assert [r.label for r in record.rounds] == ["5gb, round 1 (ours, app)", "5gb, round 2 (app, ours)"]
+    assert record.values("ours_over_app") == [1.239, 1.16] and record.script == "benchmarks/bench_breakdown.py"

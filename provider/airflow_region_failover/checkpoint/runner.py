@@ -3,10 +3,14 @@
 The loop is the same for every engine (:class:`Engine`: the Spark one is :mod:`~..spark.checkpointed`; states
 travel between the loop and the engine as Arrow tables). Rules:
 
-* **Start**: the try resumes the best checkpoint :func:`~.recovery.choose` offers whose state can be read back
-  (one that cannot is skipped, saying why), restoring every stateful member's state and the output objects of the
-  epochs it covers; otherwise it starts from the first epoch with the initial state. Either way it logs why and
-  records it (:class:`~..store.checkpoints.TryRecord`) before the first epoch runs.
+* **Start**: the try resumes the best checkpoint :func:`~.recovery.choose` offers that is still *complete* — every
+  output object it lists is there as the store checks an object (:class:`~..store.availability.ObjectCheck`:
+  present, of its recorded size, of its SHA-256 where the server keeps one) and its state can be read back — as
+  Flink restores "the latest completed checkpoint" (seed 002): one with a lost piece (an object a consumer found
+  corrupt and moved aside) is skipped for an older one, saying why, and the epochs after the one resumed are run
+  again, writing the lost objects anew. It restores every stateful member's state and the output objects of the
+  epochs it covers; without a complete checkpoint it starts from the first epoch with the initial state. Either
+  way it logs why and records it (:class:`~..store.checkpoints.TryRecord`) before the first epoch runs.
 * **Epoch**: the engine runs every member of the chain on the epoch's slice (a member's state as of the previous
   epoch in, its new state out) and stores the tail's outputs of the epoch as objects at once; they are never
   recomputed by this try.
@@ -36,6 +40,7 @@ from airflow_region_failover.checkpoint.recovery import Identity, choose
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import ManifestError, NotAvailable, StepOutputError
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
+from airflow_region_failover.store.availability import ObjectCheck
 from airflow_region_failover.store.checkpoints import (
     CheckpointManifest,
     MemberState,
@@ -135,24 +140,32 @@ def run_epochs(settings: Settings, plan: EpochPlan, engine: Engine, listener: Li
 
 def _start(settings: Settings, identity: Identity,
            epochs: int) -> tuple[dict[str, _Member], dict[str, ResultObjects], TryRecord]:
-    """The members' states, the outputs so far and the try record: from the best readable checkpoint, or the
-    initial ones (module rule)."""
+    """The members' states, the outputs so far and the try record: from the best complete checkpoint (its outputs
+    there, its state readable), or the initial ones (module rule)."""
     candidates, why = choose(settings.storage.completed(), identity, settings.opted_out)
+    storage = settings.storage
+    check = ObjectCheck(storage.objects, storage.keys, verify_checksums=False, threads=settings.targets[0].threads)
     for manifest in candidates:
+        lost = check.problems([o for r in manifest.outputs for o in r.objects])
+        if lost:
+            log.warning("checkpoint %d of %s is not complete (%s); trying an older one", manifest.seq,
+                        storage.subtask, lost[0])
+            why = f"checkpoint {manifest.seq} is not complete: {lost[0]}"
+            continue
         try:
             members = {step: _restored(settings, manifest, step) for step in settings.state_keys}
         except (NotAvailable, ManifestError) as exc:
             log.warning("checkpoint %d of %s cannot be restored (%s); trying an older one", manifest.seq,
-                        settings.storage.subtask, exc)
+                        storage.subtask, exc)
             why = f"checkpoint {manifest.seq} could not be restored ({exc})"
             continue
         reason = (f"resumed from checkpoint {manifest.seq} (after epoch {manifest.epoch} of {epochs}, taken by try "
                   f"{manifest.try_number}): epochs 0..{manifest.epoch} are not recomputed")
-        log.info("%s: %s", settings.storage.subtask, reason)
+        log.info("%s: %s", storage.subtask, reason)
         record = TryRecord(settings.try_number, now_iso(), epochs, manifest.seq, manifest.epoch, reason)
         return members, {o.result: o for o in manifest.outputs}, record
     reason = f"starts from the first epoch of {epochs}: {why}"
-    log.info("%s: %s", settings.storage.subtask, reason)
+    log.info("%s: %s", storage.subtask, reason)
     members = {step: _Member(key, settings.initial[step]) for step, key in settings.state_keys.items()}
     return members, {}, TryRecord(settings.try_number, now_iso(), epochs, 0, -1, reason)
 

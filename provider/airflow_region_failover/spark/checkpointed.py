@@ -12,6 +12,9 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
   write_objects`), cut into subpartitions for keyed consumers. A returned state is cast to the declared schema and
   tagged with each row's key group (Spark's own hash, :func:`~..store.parquet.key_group_column`) before it goes to
   the loop as Arrow;
+* what an epoch's job read through Spark's own reader is confirmed unchanged after it
+  (:func:`~..store.reading.confirm_unchanged`), once per job that read it: the epoch's slice after its epoch only,
+  the inputs read whole after every epoch (each epoch's job scans them again) — HEADs linear in the epochs;
 * the initial state is empty, or — with ``execution.state-recovery.path`` in the job's options or the run's conf
   — taken from an earlier run's final checkpoints (:func:`~..checkpoint.recovery.recover`, rescaled by key-group
   range);
@@ -43,6 +46,7 @@ from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
 from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.store.parquet import Target, Written, key_group_column
+from airflow_region_failover.store.reading import JvmRead
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,6 +97,8 @@ class SparkEngine:
     targets: Mapping[str, Target]
     whole: dict[str, DataFrame] | None = None
     """The head's inputs other than the sliced one, once read (:meth:`_whole`)."""
+    whole_reads: tuple[JvmRead, ...] = ()
+    """What of :attr:`whole` Spark's own reader reads: every epoch's job scans it again."""
 
     def plan(self) -> EpochPlan:
         """The epoch plan of this try (module rule)."""
@@ -115,7 +121,9 @@ class SparkEngine:
         if self.whole is None:
             keep = EpochCut(self.chain.declaration.cut) is EpochCut.KEY_GROUPS
             others = {e: refs for e, refs in self.run.refs.items() if keep or e != self.chain.sliced}
+            before = len(self.run.io.jvm_reads)
             self.whole = read_inputs(self.spark, replace(self.run, refs=others)) if others else {}
+            self.whole_reads = tuple(self.run.io.jvm_reads[before:])
         return self.whole
 
     def _manifest(self, ref: PartitionRef) -> Any:
@@ -149,7 +157,9 @@ class SparkEngine:
 
     def run_epoch(self, epoch: Epoch, states: Mapping[str, pa.Table]) -> EpochResult:
         """Every member on ``epoch``'s slice, stateful ones with their state (module rule)."""
-        inputs = {**self._whole, input_name(self.chain.sliced): self._slice(epoch)}
+        whole = self._whole
+        before = len(self.run.io.jvm_reads)
+        inputs = {**whole, input_name(self.chain.sliced): self._slice(epoch)}
         new_states: dict[str, pa.Table] = {}
         returned: object = None
         for member, sctx, fn in zip(self.run.members, self.run.contexts, self.run.functions, strict=True):
@@ -168,7 +178,8 @@ class SparkEngine:
             outputs[result] = self.run.io.store.write_objects(frame, self.targets[result],
                                                               cut_of(self.run.graph, result))
             schemas[result] = frame.schema.json()
-        self.run.io.store.confirm_unchanged(self.run.io.jvm_reads)  # what Spark read is what was checked
+        # what this epoch's job read through Spark's own reader is what was checked (module rule)
+        self.run.io.store.confirm_unchanged((*self.whole_reads, *self.run.io.jvm_reads[before:]))
         return EpochResult(outputs, schemas, new_states)
 
     def _schema(self, step: str) -> Any:

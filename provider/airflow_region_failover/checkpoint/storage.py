@@ -12,6 +12,11 @@ Rules:
   ``If-None-Match: *`` under the next sequence number, after every shared object it lists was confirmed present and
   fresh within the grace floor's bound, as a result commit does (:mod:`~.store.content`): never half-visible. Two
   writers racing for one number (a zombie try) both keep their checkpoints: the loser takes the next number.
+* Sequence numbers are checkpoint ids, unique per subtask across its tries, as Flink's checkpoint id counter
+  survives restarts (seed 002: "Each barrier carries the ID of the snapshot whose records it pushed in front of
+  it"; the id names one snapshot): the next one is 1 + the highest id any try recorded, its manifests *and* its
+  completion notes (:meth:`CheckpointStorage.next_seq`), so a manifest dropped or deleted behind the store's back
+  never lends its id to a later try's checkpoint, and the history credits each id to the try that took it.
 * Dropping a checkpoint deletes its manifest only; the files it listed go when no retained manifest lists them
   (the derived registry's sweep). Try records (:class:`~.store.checkpoints.TryRecord`) say where each try started.
 """
@@ -94,6 +99,12 @@ class CheckpointStorage:
         """The sequence numbers of the completed checkpoints (one LIST, nothing read)."""
         return sorted(seq for kind, seq, _ in self._names() if kind == "c")
 
+    def next_seq(self) -> int:
+        """The id the next checkpoint takes: 1 + the highest any try of the subtask recorded — its manifests and
+        its completion notes, which outlive a manifest dropped by retention or deleted behind the store's back
+        (module rule; one LIST)."""
+        return 1 + max((s for kind, s, _ in self._names() if kind in "cn"), default=0)
+
     def _load(self, seq: int, key: str) -> Listed:
         body = self.objects.get(key)
         if body is None:
@@ -123,7 +134,7 @@ class CheckpointStorage:
         :class:`IncompleteCommit` when an object it lists is missing or the store is too slow."""
         where = f"checkpoint of {self.subtask} in {self.keys.dag_id}/{self.keys.run_id}"
         for _ in range(COMMIT_TRIES):
-            seq = 1 + max((s for kind, s, _ in self._names() if kind == "c"), default=0)
+            seq = self.next_seq()
             candidate, key = replace(manifest, seq=seq), self.keys.checkpoint(self.subtask, seq)
             began = time.monotonic()
             confirm_shared(self.objects, self.objects.layout, candidate.objects(), where, self.min_grace_seconds)

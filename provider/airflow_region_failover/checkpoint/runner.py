@@ -22,14 +22,20 @@ travel between the loop and the engine as Arrow tables). Rules:
   now and then), and one manifest covering all members and the outputs so far is committed last
   (:mod:`.storage`). Then retention drops the checkpoints beyond ``state.checkpoints.num-retained`` and this
   writer's announcements go (the manifest holds the references now).
-* **End**: the loop returns the outputs of every epoch; the caller commits them as the partition's result.
+* **Live writer**: from the start to the last checkpoint the try renews every output writer's heartbeat
+  (:class:`~..store.lifecycle.Heartbeat`, every quarter of the grace floor), so the sweeper keeps the objects it
+  announced — an epoch's outputs and a checkpoint's state runs, which no manifest lists until the next
+  checkpoint — however long an epoch or a checkpoint takes (the live-writer rule of :mod:`~..store.lifecycle`).
+* **End**: the loop returns the outputs of every epoch; the caller commits them as the partition's result
+  (:meth:`~..store.facade.ResultStore.commit_written`, which renews the same heartbeat while it commits).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,6 +55,7 @@ from airflow_region_failover.store.checkpoints import (
     TryRecord,
 )
 from airflow_region_failover.store.commit import now_iso
+from airflow_region_failover.store.lifecycle import Heartbeat
 from airflow_region_failover.store.parquet import Target, Written
 
 if TYPE_CHECKING:
@@ -117,6 +124,23 @@ class _Member:
 
 def run_epochs(settings: Settings, plan: EpochPlan, engine: Engine, listener: Listener | None = None) -> Outcome:
     """Run the epochs of ``plan`` from the best checkpoint (module rules) and return what they wrote."""
+    with _alive(settings):
+        return _run(settings, plan, engine, listener)
+
+
+@contextlib.contextmanager
+def _alive(settings: Settings) -> Iterator[None]:
+    """Every output writer's heartbeat (:class:`~..store.lifecycle.Heartbeat`), renewed while the loop runs (module
+    rule), as an ordinary write's is while it writes and commits."""
+    storage = settings.storage
+    with contextlib.ExitStack() as stack:
+        for target in settings.targets:
+            key = target.keys.heartbeat(target.partition, target.attempt, target.writer)
+            stack.enter_context(Heartbeat(storage.objects, key, storage.min_grace_seconds))
+        yield
+
+
+def _run(settings: Settings, plan: EpochPlan, engine: Engine, listener: Listener | None) -> Outcome:
     identity = replace(settings.identity, plan=plan.fingerprint)
     members, outputs, started = _start(settings, identity, len(plan))
     settings.storage.record_try(started)

@@ -48,6 +48,12 @@ Rules:
   succeeded, to a Delta Lake table (``publish_mode="append"`` or ``"overwrite"``), exactly once per run
   (:mod:`~airflow_region_failover.publication`; task ``<step>.publish``); a bad table name or mode raises at once,
   a non-sink step or a table published twice when the job renders;
+* ``exchange="AUTO"`` on an edge (or ``RegionJob(default_exchange="AUTO")`` for every edge that names no
+  exchange) leaves BLOCKING-or-fused to the provider (:mod:`~airflow_region_failover.graph.auto`,
+  :mod:`~airflow_region_failover.planning`). An AUTO result whose fusing is impossible is BLOCKING in every plan
+  (:func:`unfusable` says why): a consumer that is checkpointed (its epochs cut committed objects), a script step
+  at either end (it runs in its own Spark application), or ends on different Spark connections. Until a plan is
+  stored for a run, a job renders with every AUTO result BLOCKING (:meth:`RegionJob.render`);
 * options use Flink's key names; unset keys come from ``[region_failover]`` in airflow.cfg
   (:func:`~airflow_region_failover.conf.restart_defaults`), then the job's own ``options``, then
   ``failover_strategy``/``restart_strategy`` (layered by :func:`~airflow_region_failover.failover.options.resolve`).
@@ -72,6 +78,8 @@ from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
 from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph import auto
+from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.chains import EdgeKey
 from airflow_region_failover.graph.ids import SubtaskId, check_step_id
@@ -98,8 +106,10 @@ class RegionJob:
         options: Mapping[str, object] | None = None,
         spark_conn_id: str | None = None,
         chaining: bool = True,
+        default_exchange: Exchange | str = Exchange.BLOCKING,
     ) -> None:
         self._builder = JobGraphBuilder()
+        self._default_exchange = Exchange.parse(default_exchange, where="RegionJob(default_exchange=...)")
         self._chaining = chaining
         self._impls: dict[str, StepImpl] = {}
         self._publications: dict[str, Publication] = {}
@@ -164,7 +174,7 @@ class RegionJob:
         source: str,
         target: str,
         *,
-        exchange: Exchange | str = Exchange.BLOCKING,
+        exchange: Exchange | str | None = None,
         distribution: Distribution | str | None = None,
         result: str | None = None,
         partition_by: list[str] | tuple[str, ...] = (),
@@ -173,6 +183,9 @@ class RegionJob:
         columns: list[str] | tuple[str, ...] = (),
     ) -> RegionJob:
         """Declare that ``target`` consumes ``source``'s result (checked by :meth:`render`).
+
+        ``exchange``: ``"BLOCKING"``, ``"PIPELINED"`` or ``"AUTO"`` (the provider chooses; module rules); default
+        the job's ``default_exchange`` (BLOCKING unless set).
 
         ``partition_by=["col", ...]`` makes the exchange keyed (``ALL_TO_ALL``): consumer j reads only the rows
         whose key hashes into its key groups (``max_parallelism`` key groups, default 128). Without it the
@@ -183,6 +196,7 @@ class RegionJob:
         (BLOCKING only) persists only those columns of what the producer returns — the columns its consumers read
         (they must include ``partition_by`` and ``cluster_by``); the others are never encoded, uploaded or read.
         """
+        exchange = self._default_exchange if exchange is None else exchange
         self._builder.edge(source, target, exchange=exchange, distribution=distribution, result=result,
                            partition_by=partition_by, max_parallelism=max_parallelism, cluster_by=cluster_by,
                            columns=columns)
@@ -223,14 +237,20 @@ class RegionJob:
         """The effective, validated options: ``[region_failover]`` defaults overridden by this job's."""
         return resolve(conf.restart_defaults(), self._options)
 
-    def render(self, dag: DAG | None = None) -> RenderedJob:
+    def render(self, dag: DAG | None = None, plan: ExchangePlan | None = None) -> RenderedJob:
         """Validate everything and build the TaskGroups and tasks in ``dag`` (default: the current DAG).
 
-        Call it last in the DAG file: tasks created afterwards would copy the (large) job document param.
+        ``plan`` resolves the AUTO edges (default: every AUTO result BLOCKING; an unfusable result stays BLOCKING
+        whatever the plan says). Call it last in the DAG file: tasks created afterwards would copy the (large) job
+        document param.
         """
         dag = dag or _current_dag()
         _check_dag_id(dag.dag_id)
-        graph = self.graph()
+        declared = self.graph()
+        pinned = unfusable(declared, self._impls)
+        chosen = plan or ExchangePlan()
+        graph = auto.resolve(declared, ExchangePlan({r: Choice.BLOCKING if r in pinned else c
+                                                for r, c in chosen.choices.items()}))
         publications = tuple(self._publications.values())
         check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications)
@@ -274,6 +294,25 @@ def chain_breaks(graph: JobGraph, impls: Mapping[str, StepImpl], chaining: bool 
             continue
         breaks[(edge.source, edge.target)] = reason
     return breaks
+
+
+def unfusable(graph: JobGraph, impls: Mapping[str, StepImpl]) -> dict[str, str]:
+    """The AUTO results no plan may fuse, with the reason (module rules): they stay BLOCKING."""
+    reasons: dict[str, str] = {}
+    for edge in graph.edges:
+        if edge.exchange is not Exchange.AUTO or edge.result in reasons:
+            continue
+        source, target = impls[edge.source], impls[edge.target]
+        scripts = [i.step_id for i in (source, target) if i.script is not None]
+        if target.checkpoint is not None:
+            reasons[edge.result] = (f"consumer {edge.target!r} is checkpointed: its epochs cut committed objects, "
+                                    "so its input is BLOCKING")
+        elif scripts:
+            reasons[edge.result] = f"script step {scripts[0]!r} runs in its own Spark application"
+        elif source.spark_conn_id != target.spark_conn_id:
+            reasons[edge.result] = (f"Spark connections differ ({source.spark_conn_id!r} vs "
+                                    f"{target.spark_conn_id!r}): one fused region runs in one Spark application")
+    return reasons
 
 
 def _current_dag() -> DAG:

@@ -18,10 +18,12 @@ _E = TypeVar("_E", bound=Enum)
 
 
 class Exchange(str, Enum):
-    """How a result is exchanged: ``PIPELINED`` (ephemeral, same attempt) or ``BLOCKING`` (persisted)."""
+    """How a result is exchanged: ``PIPELINED`` (ephemeral, same attempt), ``BLOCKING`` (persisted) or ``AUTO``
+    (declared only: a plan, :mod:`.auto`, resolves it to BLOCKING or fused — PIPELINED — before anything runs)."""
 
     PIPELINED = "PIPELINED"
     BLOCKING = "BLOCKING"
+    AUTO = "AUTO"
 
     @classmethod
     def parse(cls, value: object, *, where: str) -> Exchange:

@@ -10,7 +10,8 @@ one exchange; a step consumes a result at most once; the steps form no cycle. Ex
 without ``partition_by`` is the deprecated spelling of ``BROADCAST`` (accepted with a
 :class:`DistributionDeprecation` warning); the keyed consumers of one result agree on its key, key groups and
 parallelism (one result is cut into subpartitions one way). ``cluster_by`` (non-empty, unique column names)
-only on BLOCKING edges; the edges of one result that declare it agree on it (an edge without it inherits it:
+only on BLOCKING (or AUTO: they apply when the plan persists the result) edges; the edges of one result that
+declare it agree on it (an edge without it inherits it:
 one result is stored one way). ``columns`` (non-empty, unique column names: the columns the persisted result
 keeps) the same, and they include every ``partition_by`` and ``cluster_by`` column of the result's edges (the
 producer cuts and sorts what it keeps). Steps come back in a deterministic topological
@@ -99,9 +100,9 @@ def _check_persisted_columns(edge: Edge, option: str, where: str) -> Edge:
     """The per-edge rules of ``cluster_by`` and ``columns`` (module docstring): a column list on a BLOCKING edge
     only; the edge with it as a tuple."""
     columns = _column_list(getattr(edge, option), option, where)
-    if columns and edge.exchange is not Exchange.BLOCKING:
+    if columns and edge.exchange is Exchange.PIPELINED:
         raise GraphError(f"{where}: {option} applies to BLOCKING (persisted) results, not "
-                         f"{edge.exchange.value}; use exchange='BLOCKING' or drop {option}")
+                         f"{edge.exchange.value}; use exchange='BLOCKING' (or 'AUTO') or drop {option}")
     changes: dict[str, Any] = {option: columns}
     return replace(edge, **changes)
 

@@ -28,7 +28,7 @@ def test_cluster_by_is_kept_on_a_blocking_edge_with_or_without_a_key() -> None:
     [
         ({"exchange": "PIPELINED", "cluster_by": ["k"]},
          "edge 'a' -> 'b': cluster_by applies to BLOCKING (persisted) results, not PIPELINED; use "
-         "exchange='BLOCKING' or drop cluster_by"),
+         "exchange='BLOCKING' (or 'AUTO') or drop cluster_by"),
         ({"exchange": "BLOCKING", "cluster_by": "k"}, "edge 'a' -> 'b': cluster_by='k' must be a list of column "
                                                       "names"),
         ({"exchange": "BLOCKING", "cluster_by": ["k", "k"]}, "cluster_by=['k', 'k'] must name distinct, non-empty"),

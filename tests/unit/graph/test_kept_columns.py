@@ -29,7 +29,7 @@ def test_columns_are_kept_on_a_blocking_edge_in_their_order() -> None:
     [
         ({"exchange": "PIPELINED", "columns": ["k"]},
          "edge 'a' -> 'b': columns applies to BLOCKING (persisted) results, not PIPELINED; use "
-         "exchange='BLOCKING' or drop columns"),
+         "exchange='BLOCKING' (or 'AUTO') or drop columns"),
         ({"exchange": "BLOCKING", "columns": "k"}, "edge 'a' -> 'b': columns='k' must be a list of column names"),
         ({"exchange": "BLOCKING", "columns": ["k", "k"]}, "columns=['k', 'k'] must name distinct, non-empty"),
         ({"exchange": "BLOCKING", "columns": [""]}, "must name distinct, non-empty columns"),

@@ -1,0 +1,117 @@
+"""Exchange plans: what each ``AUTO`` result of a graph becomes for one run, and the concrete graph that follows.
+
+Rules:
+
+* an edge declared ``exchange="AUTO"`` leaves the choice to the provider; edges of one result share it (one
+  result, one exchange), so a plan decides per AUTO *result* (named like its edge, ``"<from>-><to>"``, unless the
+  edge names it);
+* an :class:`ExchangePlan` maps every AUTO result to :class:`Choice` ``BLOCKING`` (committed to the store, as
+  declared BLOCKING edges are) or ``FUSED`` (its producer and consumer regions merge into one region: Flink's
+  pipelined region). An AUTO result the plan does not name is ``BLOCKING`` — the conservative default (the run
+  measures what a later choice needs, and a failure restarts the least);
+* :func:`resolve` turns a graph with AUTO edges into a concrete one: a ``BLOCKING`` result's edges become
+  BLOCKING, a ``FUSED`` one's PIPELINED (``cluster_by`` and ``columns``, which shape a persisted result, are
+  dropped). Regions, restart sets, chains and rendering then follow the plan through the existing algorithms,
+  with no special case. Edges declared BLOCKING or PIPELINED are never changed;
+* a plan naming a result that is not AUTO in the graph is an error naming it (a stale plan of an edited DAG).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from airflow_region_failover.graph.elements import Exchange
+from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.graph.model import JobGraph
+
+
+class Choice(str, Enum):
+    """What an AUTO result becomes in a plan."""
+
+    BLOCKING = "BLOCKING"
+    FUSED = "FUSED"
+
+
+@dataclass(frozen=True)
+class ExchangePlan:
+    """Per AUTO result id, its :class:`Choice`; results not named are BLOCKING (module rule).
+
+    JSON: ``{"choices": {"clean->join": "FUSED", "join->report": "BLOCKING"}}`` (:meth:`to_json`).
+    """
+
+    choices: Mapping[str, Choice] = field(default_factory=dict)
+
+    def choice(self, result_id: str) -> Choice:
+        """The choice for ``result_id`` (BLOCKING when not named)."""
+        return self.choices.get(result_id, Choice.BLOCKING)
+
+    def with_choice(self, result_id: str, choice: Choice) -> ExchangePlan:
+        """This plan with ``result_id`` set to ``choice``."""
+        return ExchangePlan({**self.choices, result_id: choice})
+
+    @property
+    def fused(self) -> tuple[str, ...]:
+        """The results this plan fuses, sorted."""
+        return tuple(sorted(r for r, c in self.choices.items() if c is Choice.FUSED))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (choices sorted by result id)."""
+        return {"choices": {r: self.choices[r].value for r in sorted(self.choices)}}
+
+    @classmethod
+    def from_json(cls, document: object) -> ExchangePlan:
+        """Parse :meth:`to_json`'s form; :class:`GraphError` naming the offending entry."""
+        if not isinstance(document, dict) or set(document) != {"choices"} or not isinstance(document["choices"],
+                                                                                           dict):
+            raise GraphError(f"exchange plan {document!r} must be {{\"choices\": {{<result>: \"BLOCKING\" | "
+                             "\"FUSED\"}}}")
+        choices: dict[str, Choice] = {}
+        for result_id, value in document["choices"].items():
+            if value not in {c.value for c in Choice}:
+                raise GraphError(f"exchange plan: result {result_id!r} has choice {value!r}; use BLOCKING or FUSED")
+            choices[str(result_id)] = Choice(value)
+        return cls(choices)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ExchangePlan):
+            return NotImplemented
+        return _normal(self) == _normal(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(_normal(self).items())))
+
+
+def _normal(plan: ExchangePlan) -> dict[str, Choice]:
+    """The plan without its BLOCKING entries (they equal the default): two plans that run alike are equal."""
+    return {r: c for r, c in plan.choices.items() if c is Choice.FUSED}
+
+
+def auto_results(graph: JobGraph) -> tuple[str, ...]:
+    """The ids of the graph's AUTO results, in order of first declaration."""
+    return tuple(r.id for r in graph.results if r.exchange is Exchange.AUTO)
+
+
+def all_of(graph: JobGraph, choice: Choice, pinned: frozenset[str] = frozenset()) -> ExchangePlan:
+    """The plan giving every AUTO result ``choice`` — except ``pinned`` ones, which stay BLOCKING."""
+    return ExchangePlan({r: Choice.BLOCKING if r in pinned else choice for r in auto_results(graph)})
+
+
+def resolve(graph: JobGraph, plan: ExchangePlan) -> JobGraph:
+    """The concrete graph of ``graph`` under ``plan`` (module rules): no AUTO edge left."""
+    auto = set(auto_results(graph))
+    stale = sorted(set(plan.choices) - auto)
+    if stale:
+        known = ", ".join(sorted(auto)) or "none"
+        raise GraphError(f"exchange plan names result {stale[0]!r}, which is not an AUTO result of this graph "
+                         f"(AUTO results: {known}); plan again for the current DAG")
+    edges = []
+    for edge in graph.edges:
+        if edge.exchange is Exchange.AUTO and plan.choice(edge.result) is Choice.FUSED:
+            edge = replace(edge, exchange=Exchange.PIPELINED, cluster_by=(), columns=())
+        elif edge.exchange is Exchange.AUTO:
+            edge = replace(edge, exchange=Exchange.BLOCKING)
+        edges.append(edge)
+    return JobGraph.of(graph.steps, edges)

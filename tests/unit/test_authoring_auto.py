@@ -1,0 +1,92 @@
+"""AUTO edges in a DAG file: the job default, the plan a render follows, and the edges no plan may fuse.
+
+    (gen#0) --AUTO--> (clean#0) --AUTO--> (sink#0)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+
+from airflow_region_failover import GraphError, RegionJob
+from airflow_region_failover.authoring import unfusable
+from airflow_region_failover.failover.checkpointing import Checkpoint
+from airflow_region_failover.graph.auto import Choice, ExchangePlan
+from airflow_region_failover.graph.elements import Exchange
+from airflow_region_failover.job import job_of
+
+
+def noop(spark: Any, inputs: Any, context: Any) -> None:
+    return None
+
+
+def _job(**kwargs: Any) -> RegionJob:
+    job = RegionJob(default_exchange="AUTO", **kwargs)
+    job.step("gen", noop)
+    job.step("clean", noop)
+    job.step("sink", noop)
+    job.edge("gen", "clean", distribution="POINTWISE").edge("clean", "sink", distribution="POINTWISE")
+    return job
+
+
+def test_the_job_default_makes_edges_auto() -> None:
+    assert [e.exchange for e in _job().graph().edges] == [Exchange.AUTO, Exchange.AUTO]
+    job = RegionJob()  # the default stays BLOCKING
+    job.step("a", noop)
+    job.step("b", noop)
+    assert job.edge("a", "b").graph().edges[0].exchange is Exchange.BLOCKING
+
+
+def test_a_bad_default_exchange_is_named() -> None:
+    with pytest.raises(GraphError, match=r"RegionJob\(default_exchange=...\): exchange 'SOMETIMES' is unknown; use "
+                                         "PIPELINED or BLOCKING or AUTO"):
+        RegionJob(default_exchange="SOMETIMES")
+
+
+def test_render_without_a_plan_persists_every_auto_result() -> None:
+    with DAG("auto_default", schedule=None) as dag:
+        _job().render()
+    spec = job_of(dag)
+    assert spec is not None and [e.exchange for e in spec.graph.edges] == [Exchange.BLOCKING, Exchange.BLOCKING]
+    assert len(spec.topology.regions.regions) == 3
+
+
+def test_render_follows_the_plan() -> None:
+    with DAG("auto_fused", schedule=None) as dag:
+        _job().render(plan=ExchangePlan({"gen->clean": Choice.FUSED}))
+    spec = job_of(dag)
+    assert spec is not None and [e.exchange for e in spec.graph.edges] == [Exchange.PIPELINED, Exchange.BLOCKING]
+    assert [r.steps for r in spec.topology.regions.regions] == [("gen", "clean"), ("sink",)]
+
+
+def test_an_unfusable_result_stays_blocking_whatever_the_plan(tmp_path: Path) -> None:
+    script = tmp_path / "sink.py"
+    script.write_text("")
+    job = RegionJob(default_exchange="AUTO")
+    job.step("gen", noop)
+    job.step("clean", noop, spark_conn_id="other")
+    job.step("sink", script=str(script))
+    job.edge("gen", "clean", distribution="POINTWISE").edge("clean", "sink", distribution="POINTWISE")
+    reasons = unfusable(job.graph(), job._impls)
+    assert reasons == {"gen->clean": "Spark connections differ (None vs 'other'): one fused region runs in one Spark "
+                                     "application",
+                       "clean->sink": "script step 'sink' runs in its own Spark application"}
+    with DAG("auto_pinned", schedule=None) as dag:
+        job.render(plan=ExchangePlan({"gen->clean": Choice.FUSED, "clean->sink": Choice.FUSED}))
+    spec = job_of(dag)
+    assert spec is not None and {e.exchange for e in spec.graph.edges} == {Exchange.BLOCKING}
+
+
+def test_a_checkpointed_consumer_pins_its_input() -> None:
+    def stateful(spark: Any, inputs: Any, state: Any, context: Any) -> None:
+        return None
+
+    job = RegionJob(default_exchange="AUTO")
+    job.step("gen", noop)
+    job.step("sessions", stateful, checkpoint=Checkpoint(state_key=["user"], state_schema="user string",
+                                                          epochs=2, cut="objects"))
+    job.edge("gen", "sessions")
+    assert "checkpointed" in unfusable(job.graph(), job._impls)["gen->sessions"]

@@ -2,9 +2,9 @@
 
 Rule (the root's contract): a message is one line that names the offender — the step, edge, option, key,
 partition, connection or request — and the fix. The root and the errors of the pure core (:class:`GraphError`,
-:class:`OptionError`, :class:`InvalidStateError`) are defined in the core (``graph/``, ``failover/``), which may
-import nothing above itself; they are re-exported here, and every error of the adapters is defined here.
-Catch :class:`RegionFailoverError` to catch them all.
+:class:`OptionError`, :class:`InvalidStateError`, :class:`HistoryError`) are defined in the core (``graph/``,
+``failover/``, ``planning/``), which may import nothing above itself; they are re-exported here, and every error
+of the adapters is defined here. Catch :class:`RegionFailoverError` to catch them all.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from airflow_region_failover.failover.backoff.base import InvalidStateError
 from airflow_region_failover.graph.errors import GraphError, OptionError, RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.planning.history import HistoryError
 
 __all__ = [
     "AlreadyCommitted",
@@ -23,6 +24,7 @@ __all__ = [
     "DiskTooFull",
     "GraceTooShort",
     "GraphError",
+    "HistoryError",
     "IncompleteCommit",
     "InputUnavailable",
     "InvalidStateError",

@@ -1,0 +1,180 @@
+"""The expected completion time of an exchange plan at a failure rate, and its spread: the one formula.
+
+The model (the standard one for work that restarts from its start; Young 1974, Daly 2006, and Flint, EuroSys
+2016, which chooses what to checkpoint from it):
+
+* a plan resolves the graph (:func:`~.graph.auto.resolve`) and so its failover regions
+  (:func:`~.graph.regions.compute_regions`); each region restarts from its start, independently of the others,
+  when one of its subtasks fails. A BLOCKING result is paid on every run: its producers' write seconds and its
+  consumers' read seconds join the subtasks' work (Mantri, OSDI 2010: protect an output when recomputing it
+  would cost more than copying it — here, in expectation);
+* a region's wall time per attempt ``W`` is the longest path through its steps, a step costing its slowest
+  subtask in the region (compute + its share of reads and writes); its exposure ``S`` is the sum over its
+  subtasks of the same seconds. Failures arrive at ``λ`` per task-second, each step at its own rate
+  (:mod:`.rate`), so an attempt meets ``m = Σ λ_step·seconds`` over its subtasks failures on average (``λ·S``
+  at one rate) and fails with probability ``1 − e^{−m}``; with ``R`` seconds lost per
+  restart (the restart's scheduling and session start), the region's completion time has mean
+
+      E = (e^{m} − 1) · (W/m + R)          (→ W as m → 0; with S = W it is (e^{λW} − 1)/λ + R(e^{λW} − 1))
+
+  and the variance of a geometric sum: ``N`` failed attempts (mean q/p, variance q/p², p = e^{−m}, q = 1 − p),
+  each losing a time ``X`` exponential at the wall rate ``m/W`` cut at ``W``, plus ``R``:
+  ``Var = E[N]·Var(X) + Var(N)·(E[X] + R)²``;
+* the plan's completion time is the longest path through the region graph (regions joined by BLOCKING results)
+  weighted by each region's ``E`` — independent regions run side by side, as Airflow runs them given slots — and
+  its spread the square root of the variances summed along that path (PERT's approximation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_region_failover.graph.auto import ExchangePlan, resolve
+from airflow_region_failover.graph.elements import Exchange
+from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.graph.regions import Regions, compute_regions
+from airflow_region_failover.planning.estimates import Estimates
+
+DEFAULT_RESTART_SECONDS = 10.0
+"""R: seconds a restart loses besides the lost work (Airflow clearing and scheduling the tasks, a Spark session)."""
+_TINY = 1e-6
+
+
+def expected_time(work: float, failures: float, restart_seconds: float = 0.0) -> float:
+    """Mean completion time of ``work`` wall seconds meeting ``failures`` (m) failures per attempt on average."""
+    if failures < _TINY:
+        return work * (1 + failures / 2) + restart_seconds * failures
+    return math.expm1(failures) * (work / failures + restart_seconds)
+
+
+def time_variance(work: float, failures: float, restart_seconds: float = 0.0) -> float:
+    """Variance of that completion time (module rule)."""
+    if work <= 0 or failures <= 0:
+        return 0.0
+    if failures < _TINY:  # at most one failure, at a uniform point of the attempt
+        return failures * (work * work / 3 + work * restart_seconds + restart_seconds ** 2)
+    p = math.exp(-failures)
+    q = -math.expm1(-failures)
+    scale = work / failures  # 1 / the wall rate
+    lost = scale - work * p / q  # E[X | X < W]
+    lost_square = (2 * scale * scale - p * (work * work + 2 * work * scale + 2 * scale * scale)) / q
+    failed_attempts, attempts_variance = q / p, q / (p * p)
+    return failed_attempts * max(lost_square - lost * lost, 0.0) + attempts_variance * (lost + restart_seconds) ** 2
+
+
+@dataclass(frozen=True)
+class RegionCost:
+    """One region of a plan: its steps, wall seconds ``work`` and ``task_seconds`` per attempt, and its time."""
+
+    region: str
+    steps: tuple[str, ...]
+    work: float
+    task_seconds: float
+    expected: float
+    variance: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"region": self.region, "steps": list(self.steps), "work": round(self.work, 3),
+                "task_seconds": round(self.task_seconds, 3), "expected": round(self.expected, 3),
+                "spread": round(math.sqrt(self.variance), 3)}
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    """A plan's expected completion seconds and their standard deviation (``spread``), with the regions and the
+    critical path (region ids) they came from."""
+
+    plan: ExchangePlan
+    expected: float
+    spread: float
+    regions: tuple[RegionCost, ...]
+    critical_path: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"plan": self.plan.to_json(), "expected_seconds": round(self.expected, 3),
+                "spread_seconds": round(self.spread, 3), "critical_path": list(self.critical_path),
+                "regions": [r.to_json() for r in self.regions]}
+
+
+def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_task_second: Mapping[str, float],
+              restart_seconds: float = DEFAULT_RESTART_SECONDS) -> PlanCost:
+    """The expected completion time of ``graph`` (with its AUTO edges) under ``plan``, each step failing at its
+    rate ``per_task_second[step]`` (module rules)."""
+    concrete = resolve(graph, plan)
+    regions = compute_regions(concrete)
+    costs = _subtask_seconds(concrete, estimates)
+    region_costs = []
+    for region in regions.regions:
+        work = _longest_path(concrete, region.steps, {s: max(costs[(s, t.index)] for t in region.subtasks
+                                                             if t.step == s) for s in region.steps})
+        exposure = sum(costs[(t.step, t.index)] for t in region.subtasks)
+        failures = sum(per_task_second[t.step] * costs[(t.step, t.index)] for t in region.subtasks)
+        region_costs.append(RegionCost(region.id, region.steps, work, exposure,
+                                       expected_time(work, failures, restart_seconds),
+                                       time_variance(work, failures, restart_seconds)))
+    expected, variance, path = _critical_path(regions, region_costs)
+    return PlanCost(plan, expected, math.sqrt(variance), tuple(region_costs), path)
+
+
+def _subtask_seconds(graph: JobGraph, estimates: Estimates) -> dict[tuple[str, int], float]:
+    """Each subtask's seconds per attempt: compute, plus its share of its BLOCKING inputs' reads and outputs'
+    writes (a result no run measured costs nothing here: :mod:`.estimates`)."""
+    seconds: dict[tuple[str, int], float] = {}
+    for step in graph.steps:
+        io = 0.0
+        for result in graph.outputs(step.id):
+            found = estimates.results.get(result.id)
+            if result.exchange is Exchange.BLOCKING and found is not None:
+                io += found.write_seconds.value / step.parallelism
+        for edge in graph.inputs(step.id):
+            found = estimates.results.get(edge.result)
+            if edge.exchange is Exchange.BLOCKING and found is not None:
+                io += found.read_seconds.value / step.parallelism / len(graph.result(edge.result).consumers)
+        for index in range(step.parallelism):
+            seconds[(step.id, index)] = estimates.steps[step.id].seconds(index) + io
+    return seconds
+
+
+def _longest_path(graph: JobGraph, steps: tuple[str, ...], cost: dict[str, float]) -> float:
+    """The longest path through ``steps`` (in topological order) along the graph's edges among them."""
+    inside = set(steps)
+    finish: dict[str, float] = {}
+    for step in steps:
+        before = [finish[e.source] for e in graph.inputs(step) if e.source in inside and e.source in finish]
+        finish[step] = max(before, default=0.0) + cost[step]
+    return max(finish.values(), default=0.0)
+
+
+def _critical_path(regions: Regions, costs: list[RegionCost]) -> tuple[float, float, tuple[str, ...]]:
+    """The longest path through the region graph by expected time: (expected, variance, region ids)."""
+    successors: list[set[int]] = [set() for _ in costs]
+    for group in regions.groups():
+        if group.group.edge.exchange is not Exchange.BLOCKING:
+            continue
+        sources = {regions.region_index[p] for p in group.producers}
+        targets = {regions.region_index[c] for c in group.consumers}
+        for s in sources:
+            successors[s].update(t for t in targets if t != s)
+    indegree = [0] * len(costs)
+    for targets in successors:
+        for t in targets:
+            indegree[t] += 1
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    best: list[tuple[float, float, tuple[int, ...]]] = [(c.expected, c.variance, (i,)) for i, c in enumerate(costs)]
+    while ready:
+        node = ready.pop()
+        expected, variance, path = best[node]
+        for t in successors[node]:
+            candidate = (expected + costs[t].expected, variance + costs[t].variance, (*path, t))
+            if candidate[0] > best[t][0] or (candidate[0] == best[t][0] and len(path) + 1 > len(best[t][2])):
+                best[t] = candidate
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    expected, variance, path = max(best, key=lambda b: b[0], default=(0.0, 0.0, ()))
+    return expected, variance, tuple(costs[i].region for i in path)

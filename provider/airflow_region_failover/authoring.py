@@ -77,8 +77,7 @@ from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
 from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
-from airflow_region_failover.graph import jsonformat
-from airflow_region_failover.graph import auto
+from airflow_region_failover.graph import auto, jsonformat
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.chains import EdgeKey

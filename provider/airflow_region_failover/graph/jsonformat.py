@@ -12,8 +12,8 @@
 ``partition_by`` and ``max_parallelism`` (keyed ``ALL_TO_ALL`` edges only; default 128) are optional;
 ``exchange`` is ``PIPELINED``, ``BLOCKING`` or ``AUTO`` (the provider chooses per run, :mod:`.auto`);
 ``cluster_by`` (BLOCKING or AUTO edges: sorted, content-defined files) and ``columns`` (BLOCKING or AUTO
-edges: the columns the persisted result keeps) are optional and written only when set, so documents without them are unchanged (still
-version 2); ``distribution`` defaults to ``ALL_TO_ALL`` on an edge with
+edges: the columns the persisted result keeps) are optional and written only when set, so documents without
+them are unchanged (still version 2); ``distribution`` defaults to ``ALL_TO_ALL`` on an edge with
 ``partition_by`` and to ``BROADCAST`` otherwise.
 Version 1 (no keys) is still read: its ``ALL_TO_ALL`` (also its default) meant every consumer reads every
 partition whole, and is read as ``BROADCAST`` with a deprecation warning; in version 2 ``ALL_TO_ALL`` without

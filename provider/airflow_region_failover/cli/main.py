@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_region_failover.cli import advise
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.options import FailoverStrategy
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dot", help="print Graphviz DOT of the steps coloured by region")
     p.add_argument("graph", help="job graph JSON file")
     p.set_defaults(run=_dot)
+    advise.add_parser(sub)
     _add_lazy_commands(sub)
     return parser
 

@@ -1,0 +1,126 @@
+"""``region-failover advise GRAPH --history FILE [--json]``: what the planner would choose for a job's AUTO edges.
+
+Rules:
+
+* ``GRAPH`` is the job graph (the JSON format of docs/reference/json-format.md, with its AUTO edges);
+  the history comes from a :class:`~.planning.history.HistorySource`. Wired today: a history file
+  (:class:`FileHistory`, the JSON of :meth:`~.planning.history.History.to_json`); reading earlier runs' task
+  summaries, manifests and Airflow's failed tries for a DAG id is not wired yet;
+* it prints, per AUTO result, the expected completion time with it persisted and with it fused (the other results
+  as chosen), the choice, and the figures used with the runs they came from; then the expected completion time and
+  spread at the measured failure rates of every AUTO result BLOCKING, every one fused (one Spark application, less
+  what cannot be fused) and the chosen plan; ``--json`` prints the whole decision instead
+  (:meth:`~.planning.choice.Decision.to_json`);
+* pure: it imports no Airflow, boto3 or pyspark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+
+from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.planning.choice import Decision, Policy, decide
+from airflow_region_failover.planning.estimates import Figure
+from airflow_region_failover.planning.history import History, HistoryError
+from airflow_region_failover.planning.model import PlanCost
+
+
+@dataclass(frozen=True)
+class FileHistory:
+    """A history read from a JSON file (whatever DAG id is asked for)."""
+
+    path: str
+
+    def history(self, dag_id: str) -> History:
+        """The file's runs; :class:`HistoryError` naming the file if it cannot be read or parsed."""
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except OSError as exc:
+            raise HistoryError(f"cannot read history file {self.path!r}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise HistoryError(f"history file {self.path!r} is not valid JSON: {exc}") from None
+        try:
+            return History.from_json(document)
+        except HistoryError as exc:
+            raise HistoryError(f"history file {self.path!r}: {exc}") from None
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Declare ``advise`` on the CLI's sub-parsers."""
+    p = sub.add_parser("advise", help="print the plan the provider would choose for a job's AUTO edges, and why")
+    p.add_argument("graph", help="job graph JSON file (with AUTO edges)")
+    p.add_argument("--history", required=True, metavar="FILE",
+                   help='the runs to plan from: JSON {"runs": [...]} (docs/user/auto-plans.md)')
+    p.add_argument("--json", action="store_true", help="print the whole decision as JSON")
+    p.set_defaults(run=advise_command)
+
+
+def advise_command(args: argparse.Namespace) -> int:
+    """Print the decision for the graph after the history (module rules); exit 0."""
+    graph = jsonformat.load(args.graph)
+    decision = decide(graph, FileHistory(args.history).history(args.graph), Policy())
+    sys.stdout.write(json.dumps(decision.to_json(), indent=2) + "\n" if args.json else format_decision(decision))
+    return 0
+
+
+def format_decision(decision: Decision) -> str:
+    """The decision as text (module rules)."""
+    rate = decision.rate
+    span = f"{rate.runs[0]} .. {rate.runs[-1]}" if rate.runs else "none"
+    lines = [f"history: {len(rate.runs)} run(s), {span}",
+             f"failure rate: {rate.per_task_hour:.3g} per task-hour (± {rate.spread_per_task_hour:.2g}; "
+             f"{rate.failures} failed tries in {rate.task_hours:.3g} task-hours over {len(rate.runs)} run(s), "
+             f"prior {rate.prior_per_task_hour:g} per task-hour weighing {rate.prior_task_hours:g} task-hours)"]
+    failing = {s: r for s, r in decision.step_rates.items() if r.failures}
+    for step, step_rate in failing.items():
+        lines.append(f"  step {step}: {step_rate.per_task_hour:.3g} per task-hour ({step_rate.failures} failed "
+                     f"tries in {step_rate.task_hours * 3600:.0f} task-seconds)")
+    lines.append(f"decision: {decision.reason}")
+    lines.append("")
+    lines.append(f"{'AUTO result':<28} {'choice':<9} {'if persisted':>13} {'if fused':>10}  figures")
+    figures = decision.estimates
+    for edge in decision.edges:
+        persist = "-" if edge.persist is None else f"{edge.persist:.1f} s"
+        fuse = "-" if edge.fuse is None else f"{edge.fuse:.1f} s"
+        found = None if figures is None else figures.results.get(edge.result)
+        used = ("not measured" if found is None else
+                f"{found.bytes.value / 1e6:.1f} MB {_runs(found.bytes)}, write {_seconds(found.write_seconds)}, "
+                f"read {_seconds(found.read_seconds)}")
+        if edge.pinned:
+            used += f"; stays BLOCKING: {edge.pinned}"
+        lines.append(f"{edge.result:<28} {edge.choice.value:<9} {persist:>13} {fuse:>10}  {used}")
+    if figures is not None:
+        lines.append("")
+        lines.append("steps (seconds per subtask, median over runs):")
+        for measured in figures.steps.values():
+            seconds = ", ".join(f"{s:.1f}" for s in measured.subtask_seconds)
+            lines.append(f"  {measured.step}: {seconds} {_runs(Figure(0.0, measured.runs))}")
+    lines.append("")
+    lines.append(f"{'plan':<28} {'expected':>10} {'spread':>8}")
+    for name, cost in (("all BLOCKING", decision.all_blocking), ("all fused", decision.all_fused),
+                       ("chosen", decision.chosen)):
+        lines.append(_plan_line(name, cost))
+    return "\n".join(lines) + "\n"
+
+
+def _plan_line(name: str, cost: PlanCost | None) -> str:
+    if cost is None:
+        return f"{name:<28} {'-':>10} {'-':>8}  (not costed: too little history)"
+    fused = ", ".join(cost.plan.fused) or "none"
+    return f"{name:<28} {cost.expected:>8.1f} s {cost.spread:>6.1f} s  fused: {fused}"
+
+
+def _seconds(figure: Figure) -> str:
+    return f"{figure.value:.1f} s {'(estimated from bytes)' if figure.estimated else _runs(figure)}"
+
+
+def _runs(figure: Figure) -> str:
+    """Which runs a figure came from: their count, and their ids when they are few (``--json`` lists them all)."""
+    runs = figure.runs
+    if not runs:
+        return "(default)"
+    return f"({len(runs)} runs)" if len(runs) > 2 else f"(run {', '.join(runs)})"

@@ -78,7 +78,7 @@ def reused_partitions(graph: JobGraph, restart: Iterable[SubtaskId]) -> list[str
     reused: set[PartitionId] = set()
     for subtask in restarting:
         for edge, parts in consumed_partitions(graph, subtask).items():
-            if edge.exchange is Exchange.BLOCKING:
+            if edge.exchange is not Exchange.PIPELINED:  # BLOCKING, or AUTO in an unresolved graph's default plan
                 reused.update(p for p in parts if SubtaskId(edge.source, p.index) not in restarting)
     return sorted(str(p) for p in reused)
 

@@ -7,6 +7,9 @@ Rule (Flink's ``SchedulingPipelinedRegionComputeUtil``):
 2. Regions that form a cycle through BLOCKING exchanges are merged into one region (a cycle would make each
    wait for the other's blocking result): the strongly connected components of the region graph.
 
+An ``AUTO`` edge of a graph not resolved by a plan (:mod:`.auto`) counts as BLOCKING in both rules: an unresolved
+graph has the regions of its default plan.
+
 Dense exchanges are never expanded edge by edge: each :class:`~.subtasks.PartitionGroup` joins its producers and
 consumers in O(|producers| + |consumers|) union operations (rule 1), and in the region graph a group with more than
 one producer and more than one consumer becomes a *hub* node (producer regions -> hub -> consumer regions), which
@@ -145,7 +148,7 @@ def _merge_blocking_cycles(roots: list[int], groups: list[IndexedGroup]) -> list
     dense = {root: i for i, root in enumerate(dict.fromkeys(roots))}
     adjacency: list[list[int]] = [[] for _ in dense]
     for g in groups:
-        if g.group.edge.exchange is not Exchange.BLOCKING:
+        if g.group.edge.exchange is Exchange.PIPELINED:
             continue
         sources = {dense[roots[p]] for p in g.producers}
         targets = {dense[roots[c]] for c in g.consumers}

@@ -93,3 +93,14 @@ def test_cluster_by_stays_refused_on_pipelined_edges() -> None:
     builder = JobGraphBuilder().step("a").step("b").edge("a", "b", exchange="PIPELINED", cluster_by=["x"])
     with pytest.raises(GraphError, match=r"cluster_by applies to BLOCKING .* \(or 'AUTO'\)"):
         builder.build()
+
+
+def test_an_unresolved_graph_has_the_regions_of_its_default_plan() -> None:
+    """AUTO edges count as BLOCKING wherever a graph is used unresolved (the CLI on a JSON file), cycles included:
+
+        (a#0) --PIPELINED--> (c#0)        {a, c} -> b -> {a, c} is a cycle through BLOCKING (AUTO) results,
+          \\--AUTO--> (b#0) --AUTO--/     so the three make one region
+    """
+    graph = (JobGraphBuilder().step("a").step("b").step("c").edge("a", "c", exchange="PIPELINED")
+             .edge("a", "b", exchange="AUTO").edge("b", "c", exchange="AUTO").build())
+    assert _regions(graph) == _regions(resolve(graph, ExchangePlan())) == [["a#0", "b#0", "c#0"]]

@@ -8,6 +8,8 @@ Rules:
 * The spec travels in the DAG param :data:`~.naming.JOB_PARAM` as a versioned JSON document
   (:meth:`JobSpec.to_document`), so the scheduler (serialized DAG) and every worker (parsed DAG) read the same
   job with :func:`job_of`.
+* Its graph is concrete: no AUTO edge is left (a plan resolved them, :mod:`~.graph.auto`), so everything that
+  runs it sees BLOCKING and PIPELINED edges only.
 * Its chains (:mod:`~.graph.chains`) follow from the graph and the edges the DAG file refuses to chain
   (``chain_breaks``, e.g. a script step's edges), which the document carries too: the scheduler names the tasks
   of a restart exactly as the DAG file rendered them (:attr:`JobSpec.names`).
@@ -41,6 +43,7 @@ from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.auto import auto_results
 from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
@@ -64,6 +67,12 @@ class JobSpec:
     options: Mapping[str, str]
     chain_breaks: Mapping[EdgeKey, str] = field(default_factory=dict)
     publications: tuple[Publication, ...] = ()
+
+    def __post_init__(self) -> None:
+        pending = auto_results(self.graph)
+        if pending:
+            raise GraphError(f"result {pending[0]!r} is still AUTO: a job runs a concrete graph; resolve it with an "
+                             "exchange plan first (graph.auto.resolve, as RegionJob.render does)")
 
     def publication(self, step_id: str) -> Publication | None:
         """The publication of ``step_id``'s sink result, or ``None``."""

@@ -16,7 +16,7 @@ from airflow_region_failover.authoring import unfusable
 from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from airflow_region_failover.graph.elements import Exchange
-from airflow_region_failover.job import job_of
+from airflow_region_failover.job import JobSpec, job_of
 
 
 def noop(spark: Any, inputs: Any, context: Any) -> None:
@@ -90,3 +90,8 @@ def test_a_checkpointed_consumer_pins_its_input() -> None:
                                                           epochs=2, cut="objects"))
     job.edge("gen", "sessions")
     assert "checkpointed" in unfusable(job.graph(), job._impls)["gen->sessions"]
+
+
+def test_a_job_spec_refuses_an_unresolved_graph() -> None:
+    with pytest.raises(GraphError, match=r"result 'gen->clean' is still AUTO: a job runs a concrete graph"):
+        JobSpec(_job().graph(), {})

@@ -87,3 +87,16 @@ def test_skew_sets_the_wall_time_and_every_subtask_the_exposure() -> None:
                      {"a": 0.001, "b": 0.001})
     (region,) = cost.regions
     assert (region.work, region.task_seconds) == (95.0, 105.0)
+
+
+def test_side_by_side_regions_count_once_on_the_longest_path() -> None:
+    """(a#0) -AUTO-> (c#0) <-AUTO- (b#0): a and b run side by side, so the plan takes max(a, b) + c."""
+    graph = (JobGraphBuilder().step("a").step("b").step("c").edge("a", "c", exchange="AUTO")
+             .edge("b", "c", exchange="AUTO").build())
+    run = RunRecord("r1", (StepTimes("a", (30.0,)), StepTimes("b", (70.0,)), StepTimes("c", (10.0,))),
+                    (ResultBytes("a->c", 0, 0.0, 0.0), ResultBytes("b->c", 0, 0.0, 0.0)), {}, 110.0)
+    cost = plan_cost(graph, ExchangePlan(), estimate(graph, History((run,))), {"a": 0.0, "b": 0.0, "c": 0.0})
+    assert cost.expected == 80.0 and cost.critical_path == ("r1", "r2")
+    fused = plan_cost(graph, ExchangePlan({"a->c": Choice.FUSED, "b->c": Choice.FUSED}),
+                      estimate(graph, History((run,))), {"a": 0.0, "b": 0.0, "c": 0.0})
+    assert [r.work for r in fused.regions] == [80.0]

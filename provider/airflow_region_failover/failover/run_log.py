@@ -88,6 +88,24 @@ class FailureRecord:
 
 
 @dataclass(frozen=True)
+class TaskSnapshot:
+    """One task instance as the REST API listed it: its state (``None``: no state yet) and try number."""
+
+    state: str | None
+    try_number: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"state": self.state, "try_number": self.try_number}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TaskSnapshot:
+        """Parse the JSON form."""
+        state = body.get("state")
+        return cls(None if state in (None, "none", "None") else str(state), int(body.get("try_number") or 0))
+
+
+@dataclass(frozen=True)
 class RegionRecord:
     """One region of a decision: its subtasks and why it restarts."""
 
@@ -301,3 +319,8 @@ def _frozen_or_none(mapping: Mapping[str, Any] | None) -> Mapping[str, Any] | No
 def tries_of(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """``task_id -> try_number`` of task instances as Airflow's REST API lists them (a clear's answer)."""
     return {str(ti["task_id"]): int(ti.get("try_number") or 0) for ti in records}
+
+
+def snapshots_of(records: Iterable[Mapping[str, Any]]) -> dict[str, TaskSnapshot]:
+    """``task_id -> (state, try_number)`` of task instances as Airflow's REST API lists them."""
+    return {str(ti["task_id"]): TaskSnapshot.from_json(ti) for ti in records}

@@ -14,7 +14,9 @@ Rules (Flink's ``DefaultScheduler#handleTaskFailure`` on Airflow):
   exactly one process clears), clear exactly its task instances in the same run through the public REST API
   (``only_failed: false, reset_dag_runs: true``), mark it ``applied`` with the tries it cleared and the run's
   clear count, then publish the metrics and the run note. A clear the API refuses for good (4xx) abandons the
-  decision with the reason; a clear whose answer was lost is verified against the tasks' tries, never re-sent.
+  decision with the reason; a clear whose answer was lost is verified against the tasks' states before it, never
+  re-sent; one answered 5xx is sent again unless a task shows it took effect (its try increased, or it went from
+  a finished state to a waiting one: :mod:`~airflow_region_failover.failover.clear_evidence`).
 Why REST and not the ORM: the worker, where an ordinary failure is seen, has no metadata-DB access in Airflow 3;
 the public API is versioned, authorised and audited, and the same code runs in worker and scheduler.
 """
@@ -32,6 +34,7 @@ from typing import Any
 from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.exceptions import ClearOutcomeUnknown, ConditionFailed, RestError, StoreUnreachable
 from airflow_region_failover.failover.availability import BeingProduced
+from airflow_region_failover.failover.clear_evidence import evidence
 from airflow_region_failover.failover.handler import (
     FailureHandler,
     HandlingResult,
@@ -41,7 +44,14 @@ from airflow_region_failover.failover.handler import (
     mark_applied,
     reused_partitions,
 )
-from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, tries_of
+from airflow_region_failover.failover.run_log import (
+    Decision,
+    DecisionStatus,
+    FailureRecord,
+    TaskSnapshot,
+    snapshots_of,
+    tries_of,
+)
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import subtasks_of
@@ -172,7 +182,7 @@ def apply_due(services: Services, dag_id: str, run_id: str, who: str = WHO,
     if claimed is None:
         return None
     try:
-        cleared = _clear(api, dag_id, run_id, claimed.restart)
+        cleared = _clear(api, dag_id, run_id, claimed.restart, _before(api, dag_id, run_id, claimed.restart))
     except RestError as exc:
         if not _refused_for_good(exc):
             raise  # 5xx / unreachable: stays applying, claimed again once stuck
@@ -191,13 +201,15 @@ def apply_due(services: Services, dag_id: str, run_id: str, who: str = WHO,
     return applied
 
 
-def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[str, int]:
-    """Clear ``tasks``; returns ``task -> the try the clear stopped``. A clear whose answer was lost is never
-    sent again (it may have cleared, and a second clear would kill the tries the first started): the tasks'
-    tries tell whether it took effect. A clear answered 5xx has ended: unless its tries show it cleared, it is sent
-    again, up to :data:`CLEAR_TRIES` (the standalone stack's API server answers 500 when its event loop gives up on
-    SQLite's lock, ``standalone/sqlite.py``)."""
-    before = {t: n for t, n in tries_of(api.task_instances(dag_id, run_id)).items() if t in tasks}
+def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str],
+           before: Mapping[str, TaskSnapshot]) -> Mapping[str, int]:
+    """Clear ``tasks``, whose states before the clear are ``before``; returns ``task -> the try the clear
+    stopped``. A clear whose answer was lost is never sent again (it may have cleared, and a second clear would
+    kill the tries the first started): the tasks' states tell whether it took effect. A clear answered 5xx has
+    ended: unless its tasks show it cleared, it is sent again, up to :data:`CLEAR_TRIES` (the standalone stack's API
+    server answers 500 when its event loop gives up on SQLite's lock, ``standalone/sqlite.py``). Evidence is per
+    task (:func:`~airflow_region_failover.failover.clear_evidence.evidence`): a task already waiting before the
+    clear proves nothing."""
     sent = 0
     while True:
         sent += 1
@@ -205,29 +217,35 @@ def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[
             return tries_of(api.clear(dag_id, run_id, list(tasks)))
         except ClearOutcomeUnknown:
             if _took_effect(api, dag_id, run_id, before, "lost"):
-                return before
+                return _stopped(before)
             raise
         except RestError as exc:
             if exc.status is None or exc.status < 500:
                 raise
             if _took_effect(api, dag_id, run_id, before, f"HTTP {exc.status}"):
-                return before
+                return _stopped(before)
             if sent == CLEAR_TRIES:
                 raise
         time.sleep(0.2 * sent)
 
 
-def _took_effect(api: Any, dag_id: str, run_id: str, before: Mapping[str, int], answer: str) -> bool:
-    """Whether a clear of ``before``'s tasks, answered ``answer``, took effect: a task is at a later try, or back
-    to waiting."""
-    instances = api.task_instances(dag_id, run_id)
-    after = tries_of(instances)
-    states = {str(ti.get("task_id")): str(ti.get("state")) for ti in instances}
-    took = any(after.get(t, 0) > n or states.get(t) in ("None", "none", "scheduled", "queued", "restarting")
-               for t, n in before.items())
-    if took:
-        log.warning("region failover: the clear of %s/%s took effect though its answer was %s", dag_id, run_id, answer)
-    return took
+def _before(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[str, TaskSnapshot]:
+    """The states and tries of ``tasks`` now (before their clear)."""
+    return {t: s for t, s in snapshots_of(api.task_instances(dag_id, run_id)).items() if t in tasks}
+
+
+def _stopped(before: Mapping[str, TaskSnapshot]) -> dict[str, int]:
+    return {t: s.try_number for t, s in before.items()}
+
+
+def _took_effect(api: Any, dag_id: str, run_id: str, before: Mapping[str, TaskSnapshot], answer: str) -> bool:
+    """Whether a clear of ``before``'s tasks, answered ``answer``, took effect: some task shows evidence
+    (:func:`~airflow_region_failover.failover.clear_evidence.evidence`)."""
+    shown = evidence(before, snapshots_of(api.task_instances(dag_id, run_id)))
+    if shown:
+        log.warning("region failover: the clear of %s/%s took effect though its answer was %s (shown by %s)",
+                    dag_id, run_id, answer, ", ".join(shown))
+    return bool(shown)
 
 
 def _refused_for_good(exc: RestError) -> bool:

@@ -42,6 +42,7 @@ from airflow_region_failover.failover.run_log import (
     Reclear,
     RegionRecord,
     RunLog,
+    TaskSnapshot,
     frozen,
 )
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
@@ -206,15 +207,20 @@ def _exhaust(log: RunLog, failure: FailureRecord, plan: RestartPlan, reason: str
 
 
 # -- applying a due decision (rule 6) ---------------------------------------------------------------------------
-def claim(log: RunLog, now: float, who: str) -> tuple[RunLog, Decision | None]:
-    """Claim the run's due decision: ``pending`` past its clear time, or ``applying`` whose claimer is stuck."""
+def claim(log: RunLog, now: float, who: str,
+          before: Mapping[str, TaskSnapshot] | None = None) -> tuple[RunLog, Decision | None]:
+    """Claim the run's due decision: ``pending`` past its clear time, or ``applying`` whose claimer is stuck.
+    ``before`` (the run's task instances read just before this claim) is recorded, for the restart set's tasks,
+    by the first claim only: a re-claim keeps the states the first claimer's clear started from."""
     current = log.open_decision
     if current is None:
         return log, None
     stuck = (current.status is DecisionStatus.APPLYING
              and now - (current.claimed_at if current.claimed_at is not None else now) > STUCK_APPLYING_S)
     if (current.status is DecisionStatus.PENDING and current.clear_at <= now) or stuck:
-        claimed = replace(current, status=DecisionStatus.APPLYING, claimed_at=now, claimed_by=who)
+        snapshot = current.before or frozen({t: s for t, s in (before or {}).items() if t in current.restart})
+        claimed = replace(current, status=DecisionStatus.APPLYING, claimed_at=now, claimed_by=who,
+                          before=snapshot, claims=current.claims + 1)
         return log.with_decision(claimed), claimed
     return log, None
 

@@ -139,7 +139,9 @@ class Decision:
 
     ``restart`` lists task ids to clear; ``reasons`` gives each of them the reason of its region (``failed``,
     ``producer-unavailable``, ``consumer``, ``full``), which decides whether its restarted try may keep a
-    committed result.
+    committed result. ``before`` holds the restart set's states and tries the first claimer read before its
+    clear, and ``claims`` how often the decision was claimed: a second claim (the first claimer died mid-apply)
+    asks ``before`` whether the first clear took effect before clearing again.
     """
 
     id: int
@@ -161,6 +163,8 @@ class Decision:
     applied_at: float | None = None
     cleared: int = 0
     restarting_time_s: float | None = None
+    before: Mapping[str, TaskSnapshot] = field(default_factory=frozen)
+    claims: int = 0
 
     @property
     def clear_at(self) -> float:
@@ -177,8 +181,11 @@ class Decision:
         }
         optional: dict[str, Any] = {"reason": self.reason, "claimed_at": self.claimed_at,
                                     "claimed_by": self.claimed_by, "applied_at": self.applied_at,
-                                    "cleared": self.cleared, "restarting_time_s": self.restarting_time_s}
+                                    "cleared": self.cleared, "restarting_time_s": self.restarting_time_s,
+                                    "claims": self.claims}
         body.update({k: v for k, v in optional.items() if v not in (None, "", 0)})
+        if self.before:
+            body["before"] = {t: s.to_json() for t, s in self.before.items()}
         if len(self.failures) > 1:
             body["merged"] = len(self.failures)
         return body
@@ -198,6 +205,8 @@ class Decision:
             claimed_at=body.get("claimed_at"), claimed_by=str(body.get("claimed_by", "")),
             applied_at=body.get("applied_at"), cleared=int(body.get("cleared", 0)),
             restarting_time_s=body.get("restarting_time_s"),
+            before=frozen({t: TaskSnapshot.from_json(s) for t, s in body.get("before", {}).items()}),
+            claims=int(body.get("claims", 0)),
         )
 
 

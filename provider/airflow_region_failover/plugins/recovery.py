@@ -176,13 +176,20 @@ def transient(exc: BaseException) -> bool:
 
 def apply_due(services: Services, dag_id: str, run_id: str, who: str = WHO,
               now: Callable[[], float] = time.time) -> Decision | None:
-    """Claim the run's due decision (if any), clear its tasks, mark it applied; return it (or None)."""
+    """Claim the run's due decision (if any), clear its tasks, mark it applied; return it (or None).
+
+    The run's task instances are read before the claim, which records them in the decision as the states the clear
+    starts from. A decision claimed again (its claimer died mid-apply) is first asked whether that claimer's clear
+    took effect (:func:`~airflow_region_failover.failover.clear_evidence.evidence` against the recorded states):
+    if so it is marked applied without clearing again, which would kill the tries the first clear started."""
     logs, api = services.logs(), services.api()
-    _, claimed = logs.update(dag_id, run_id, lambda d: claim(d, now(), who))
+    current = snapshots_of(api.task_instances(dag_id, run_id))
+    _, claimed = logs.update(dag_id, run_id, lambda d: claim(d, now(), who, current))
     if claimed is None:
         return None
     try:
-        cleared = _clear(api, dag_id, run_id, claimed.restart, _before(api, dag_id, run_id, claimed.restart))
+        cleared = _cleared_before(dag_id, run_id, claimed, current) or _clear(api, dag_id, run_id, claimed.restart,
+                                                                            claimed.before)
     except RestError as exc:
         if not _refused_for_good(exc):
             raise  # 5xx / unreachable: stays applying, claimed again once stuck
@@ -229,9 +236,19 @@ def _clear(api: Any, dag_id: str, run_id: str, tasks: Sequence[str],
         time.sleep(0.2 * sent)
 
 
-def _before(api: Any, dag_id: str, run_id: str, tasks: Sequence[str]) -> Mapping[str, TaskSnapshot]:
-    """The states and tries of ``tasks`` now (before their clear)."""
-    return {t: s for t, s in snapshots_of(api.task_instances(dag_id, run_id)).items() if t in tasks}
+def _cleared_before(dag_id: str, run_id: str, claimed: Decision,
+                    current: Mapping[str, TaskSnapshot]) -> dict[str, int] | None:
+    """For a decision claimed again: the tries its earlier claimer's clear stopped, if the task instances
+    ``current`` show that clear took effect; else (or on a first claim) ``None``."""
+    if claimed.claims < 2:
+        return None
+    shown = evidence(claimed.before, current)
+    if not shown:
+        return None
+    log.warning("region failover: decision %d of %s/%s was claimed again (claim %d); the earlier claimer's clear "
+                "took effect (shown by %s): not cleared again", claimed.id, dag_id, run_id, claimed.claims,
+                ", ".join(shown))
+    return _stopped(claimed.before)
 
 
 def _stopped(before: Mapping[str, TaskSnapshot]) -> dict[str, int]:

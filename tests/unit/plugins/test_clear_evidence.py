@@ -14,6 +14,7 @@ import pytest
 
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.exceptions import RestError
+from airflow_region_failover.failover.handler import STUCK_APPLYING_S
 from airflow_region_failover.plugins.recovery import CLEAR_TRIES, apply_due, handle_failure
 from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, failure, services
 
@@ -51,6 +52,24 @@ class Answering500Api(FakeApi):
         raise RestError(f"POST /api/v2/dags/{dag_id}/clearTaskInstances -> HTTP 500: Database error", 500)
 
 
+class SchedulerKilled(BaseException):
+    """The applying scheduler's process died (SIGKILL, OOM) right after sending its clear."""
+
+
+class DyingApi(FakeApi):
+    """The clear reaches the API (committed if ``commits``), then the process that sent it dies."""
+
+    def __init__(self, commits: bool) -> None:
+        super().__init__(failed_run())
+        self.commits = commits
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> list[dict[str, Any]]:
+        self.cleared.append(list(task_ids))
+        if self.commits:
+            self.instances = cleared(self.instances, task_ids)
+        raise SchedulerKilled
+
+
 def recorded(logs: RunLogs) -> None:
     handle_failure(DAG, RUN, failure("a.b.1"), budget_spec(), services(logs, FakeApi(failed_run())),
                    now=lambda: 100.0)
@@ -80,3 +99,33 @@ def test_a_5xx_clear_is_sent_again_and_applied_when_the_resend_takes_effect() ->
     assert applied is not None and applied.status.value == "applied"
     assert api.sent == 2
     assert logs.read(DAG, RUN).cleared_tries["a.b.1"] == 1
+
+
+def test_a_decision_reclaimed_after_its_applier_died_is_not_cleared_again_when_the_first_clear_took_effect() -> None:
+    """A scheduler claimed the decision, sent the clear (it committed: the restarted tries may be running) and died
+    before marking it applied. The watcher that re-claims it once stuck asks the evidence question against the
+    states the first applier recorded when it claimed: it marks it applied without clearing again (before the
+    fix it cleared again, killing the tries the first clear started)."""
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    recorded(logs)
+    dying = DyingApi(commits=True)
+    with pytest.raises(SchedulerKilled):
+        apply_due(services(logs, dying), DAG, RUN, "killed-scheduler", now=lambda: 101.0)
+    later = FakeApi(dying.instances)
+    applied = apply_due(services(logs, later), DAG, RUN, "test", now=lambda: 102.0 + STUCK_APPLYING_S)
+    assert later.cleared == [], "cleared again"
+    assert applied is not None and applied.status.value == "applied"
+    assert logs.read(DAG, RUN).cleared_tries["a.b.1"] == 1
+
+
+def test_a_decision_reclaimed_after_its_applier_died_before_the_clear_committed_is_cleared() -> None:
+    """The first applier died before its clear committed: no task shows evidence, so the re-claim clears."""
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    recorded(logs)
+    dying = DyingApi(commits=False)
+    with pytest.raises(SchedulerKilled):
+        apply_due(services(logs, dying), DAG, RUN, "killed-scheduler", now=lambda: 101.0)
+    later = FakeApi(dying.instances)
+    applied = apply_due(services(logs, later), DAG, RUN, "test", now=lambda: 102.0 + STUCK_APPLYING_S)
+    assert [sorted(c) for c in later.cleared] == [RESTART]
+    assert applied is not None and applied.status.value == "applied"

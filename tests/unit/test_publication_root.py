@@ -37,3 +37,15 @@ def test_a_publish_root_beside_the_stores_trees_is_used(monkeypatch: pytest.Monk
                                                         where: str) -> None:
     configure(monkeypatch, root)
     assert publishing.table_location("totals") == where
+
+
+@pytest.mark.parametrize("root", ["s3://bkt/rf/tables/../v1", "s3://bkt/rf/./v1", "s3://bkt/rf//v1",
+                                  "s3://bkt/other/../../bkt/rf/cas/v1", "s3://other/rf/tables/../x"])
+def test_a_publish_root_with_dot_or_empty_segments_is_refused_naming_the_option_and_the_value(
+        monkeypatch: pytest.MonkeyPatch, root: str) -> None:
+    """delta-rs resolves ``.``/``..`` (``s3://bkt/rf/tables/../v1`` is ``s3://bkt/rf/v1``), so a root spelt with them
+    slipped past the guard and gc then deleted the table's log (issue 48, L2): refused, whatever the bucket."""
+    configure(monkeypatch, root)
+    with pytest.raises(OptionError, match=r"\[region_failover\] publish_root '" + root.replace(".", r"\.") +
+                       r"' has a '\.', '\.\.' or empty path segment"):
+        publishing.table_location("totals")

@@ -76,9 +76,18 @@ def publish_root(config: StoreConfig | None = None) -> str:
 def check_publish_root(root: str, config: StoreConfig) -> str:
     """``root``, unless it is the store's prefix itself or lies inside one of the trees ``region-failover gc``
     sweeps or the failover loop keeps (``<prefix>/v1``, ``<prefix>/cas``, ``<prefix>/failover``: gc would take a
-    table's files and log for garbage); then :class:`OptionError` naming the option and the fix."""
+    table's files and log for garbage); then :class:`OptionError` naming the option and the fix. An ``s3://`` root
+    with a ``.``, ``..`` or empty path segment is refused too, whatever its bucket: delta-rs resolves them
+    (``<prefix>/tables/../v1`` is ``<prefix>/v1``), so they would slip past this check (a trailing ``/`` is
+    allowed)."""
     bucket, _, path = root.removeprefix("s3://").partition("/")
-    if not root.startswith("s3://") or bucket != config.bucket:
+    if not root.startswith("s3://"):
+        return root
+    if any(segment in ("", ".", "..") for segment in path.rstrip("/").split("/")) and path.rstrip("/"):
+        raise OptionError(f"[region_failover] publish_root {root!r} has a '.', '..' or empty path segment, which "
+                          "Delta resolves to another place than the one checked; spell the path out without them, "
+                          f"e.g. {default_root(config.bucket, config.prefix)}")
+    if bucket != config.bucket:
         return root
     layout, path = Layout(config.bucket, config.prefix), path.strip("/")
     trees = (layout.root, layout.cas_root.rsplit("/", 1)[0], layout.failover_root.rsplit("/", 1)[0])

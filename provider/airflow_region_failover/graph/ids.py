@@ -4,8 +4,9 @@ Rule: every id that reaches Airflow (task ids, TaskGroup ids) or S3 (key parts) 
 here. Step ids are ASCII letters, digits, ``_`` and ``-`` (not starting with ``-``), at most 100 characters: they
 are legal Airflow task ids, contain no ``.`` (Airflow's group separator) and no ``/`` or ``..`` (S3 key parts).
 Result names may in addition contain ``->`` between id characters, so the default name ``"<from>-><to>"`` is
-valid; :func:`key_part` maps them onto a plain S3-safe form. A subtask is ``<step>#<i>``, a result partition
-``<result>#<i>``.
+valid; :func:`key_part` maps them onto a plain S3-safe form. Ids beginning with ``_`` are reserved: the store
+keeps its own entries beside a run's results under such names (``R/_holds/``, ``R/_run.json``), so a result named
+``_holds`` would make every run count as held. A subtask is ``<step>#<i>``, a result partition ``<result>#<i>``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from airflow_region_failover.graph.errors import GraphError
 
 MAX_ID_LENGTH = 100
+RESERVED_PREFIX = "_"
+"""Ids beginning with it are the store's (module rule)."""
 _STEP_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
 _RESULT_ID = re.compile(r"[A-Za-z0-9_](?:->(?=[A-Za-z0-9_])|[A-Za-z0-9_-])*\Z")
 
@@ -29,7 +32,7 @@ def check_step_id(step_id: object, *, what: str = "step id") -> str:
             f"{what} {step_id!r} is not usable as an Airflow task id / S3 key part: use at most "
             f"{MAX_ID_LENGTH} ASCII letters, digits, '_' or '-' (not starting with '-')"
         )
-    return step_id
+    return _unreserved(step_id, what)
 
 
 def check_result_id(result_id: object) -> str:
@@ -41,7 +44,14 @@ def check_result_id(result_id: object) -> str:
             f"result name {result_id!r} is not usable as an S3 key part: use ASCII letters, digits, '_' or '-' "
             "(not starting with '-'), optionally joined by '->' as in 'clean->join'"
         )
-    return result_id
+    return _unreserved(result_id, "result name")
+
+
+def _unreserved(name: str, what: str) -> str:
+    if name.startswith(RESERVED_PREFIX):
+        raise GraphError(f"{what} {name!r} is reserved: ids beginning with {RESERVED_PREFIX!r} name the result "
+                         f"store's own entries (such as '_holds'); rename it, e.g. {name.lstrip('_') or 'x'!r}")
+    return name
 
 
 def key_part(result_id: str) -> str:

@@ -167,3 +167,21 @@ def test_ids_parse_and_key_parts_are_safe() -> None:
     for bad in ("a->", "->a", "a->>b", "a>b", "a/b", "..", "a..b"):
         with pytest.raises(GraphError):
             key_part(bad)
+
+
+@pytest.mark.parametrize(("steps", "edge", "offender"), [
+    (("_holds", "b"), {}, "step id '_holds'"),
+    (("a", "_run"), {}, "step id '_run'"),
+    (("a", "b"), {"result": "_holds"}, "result name '_holds'"),
+])
+def test_ids_starting_with_an_underscore_are_reserved_for_the_store(steps: tuple[str, str], edge: dict[str, str],
+                                                                     offender: str) -> None:
+    """``R/_holds/`` holds a run's results against gc: a result named ``_holds`` made every run count as held (gc
+    skipped it for ever). Ids beginning with ``_`` are the store's, refused at parse time naming the id and the fix.
+
+        a -B-> b        (one of them, or the result, named with a leading '_')
+    """
+    builder = JobGraphBuilder().step(steps[0]).step(steps[1]).edge(steps[0], steps[1], exchange="BLOCKING", **edge)
+    with pytest.raises(GraphError, match="reserved") as exc:
+        builder.build()
+    assert offender in _one_line(exc) and "rename it" in _one_line(exc)

@@ -12,8 +12,9 @@ restarted checkpointed subtask redoes does.
 
 Declaration rules (checked when the DAG file renders, one :class:`~.graph.errors.GraphError` naming the step):
 
-* ``state_key``: the columns that identify a row of the state (unique per row; at least one);
-  ``state_schema``: the state's columns as a Spark DDL string (``"user string, start long"``), which must contain
+* ``state_key``: the columns that identify a row of the state (unique per row; at least one; a column name or a
+  list of them, refused at once otherwise); ``state_schema``: the state's columns as a Spark DDL string
+  (``"user string, start long"``, its type names checked without Spark: :mod:`.schema_ddl`), which must contain
   the key columns — the first epoch gets an empty state of this schema;
 * ``epochs`` (>= 1): how many epochs the input is cut into (fewer when it has fewer pieces); ``cut``:
   ``objects`` (the sliced input's objects — content-defined chunks of a clustered result too — in manifest
@@ -54,6 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from airflow_region_failover.failover.schema_ddl import schema_columns
 from airflow_region_failover.failover.values import fail, parse_duration_value, parse_int
 from airflow_region_failover.graph.errors import GraphError
 
@@ -99,6 +101,9 @@ class Checkpoint:
     def __post_init__(self) -> None:
         if isinstance(self.state_key, str):
             object.__setattr__(self, "state_key", (self.state_key,))
+        if not isinstance(self.state_key, (list, tuple)):
+            raise GraphError(f"Checkpoint(state_key={self.state_key!r}) must be a column name or a list of column "
+                             "names, e.g. state_key=['user']")
         object.__setattr__(self, "state_key", tuple(self.state_key))
         try:
             object.__setattr__(self, "cut", EpochCut(self.cut))
@@ -124,26 +129,6 @@ class Checkpoint:
         """What identifies the declaration in a checkpoint's epoch plan (JSON)."""
         return {"state_key": list(self.state_key), "state_schema": self.state_schema, "epochs": self.epochs,
                 "cut": EpochCut(self.cut).value, "sliced_input": self.sliced_input}
-
-
-def schema_columns(ddl: object, where: str) -> tuple[str, ...]:
-    """The top-level column names of a Spark DDL schema string (``"a string, b struct<x:int>"``); a
-    :class:`GraphError` naming ``where`` when it is not one."""
-    if not isinstance(ddl, str) or not ddl.strip():
-        raise GraphError(f"{where}(state_schema={ddl!r}) must be a Spark DDL string such as 'user string, n long'")
-    columns, depth, start = [], 0, 0
-    for i, char in enumerate(ddl + ","):
-        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            field = ddl[start:i].strip()
-            start = i + 1
-            name = field.split(":", 1)[0].split()[0].strip("`") if field else ""
-            if not name or len(field.replace(":", " ").split()) < 2:
-                raise GraphError(f"{where}: state_schema field {field!r} needs a name and a type, e.g. 'n long'")
-            columns.append(name)
-    if depth != 0 or len(set(columns)) != len(columns):
-        raise GraphError(f"{where}: state_schema {ddl!r} has unbalanced brackets or a column named twice")
-    return tuple(columns)
 
 
 @dataclass(frozen=True)

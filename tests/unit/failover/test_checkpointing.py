@@ -6,6 +6,8 @@ chains: each bad value or declaration is one error naming the offender and the f
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
@@ -121,3 +123,39 @@ def test_the_sliced_input_must_be_blocking() -> None:
          .build())
     with pytest.raises(GraphError, match="is PIPELINED; make it BLOCKING"):
         chain_checkpoint(g, ["s"], {"s": StepImpl("s", fn=fn, checkpoint=DECL), "src": StepImpl("src", fn=fn)})
+
+
+@pytest.mark.parametrize(("state_key", "shown"), [(5, "state_key=5"), (None, "state_key=None"),
+                                                  ({"user": 1}, "state_key={'user': 1}")])
+def test_a_state_key_that_is_no_column_list_is_one_clear_error_at_declaration(state_key: object, shown: str) -> None:
+    """``Checkpoint(state_key=5)`` raised ``TypeError: 'int' object is not iterable`` from the dataclass (L7)."""
+    with pytest.raises(GraphError, match=re.escape(f"Checkpoint({shown}) must be a column name or a list of column "
+                                                   "names")):
+        Checkpoint(state_key=state_key, state_schema="user string")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("schema", "field", "type_"), [
+    ("k notatype", "k notatype", "notatype"),
+    ("k string, n lnog", "n lnog", "lnog"),
+    ("k string, tags array<strng>", "tags array<strng>", "strng"),
+    ("k string, m map<string, integr>", "m map<string, integr>", "integr"),
+    ("k string, s struct<x: int, y: flaot>", "s struct<x: int, y: flaot>", "flaot"),
+])
+def test_a_state_schema_type_spark_does_not_know_is_refused_when_the_dag_renders(schema: str, field: str,
+                                                                                 type_: str) -> None:
+    """``"k notatype"`` passed every check until Spark's DDL parser refused it in the running task (L7): the
+    declaration names the field and the type now."""
+    with pytest.raises(GraphError, match=re.escape(f"step 's': Checkpoint: state_schema field {field!r} has type "
+                                                   f"{type_!r}")):
+        Checkpoint(state_key=["k"], state_schema=schema).check("s")
+
+
+def test_every_spelling_spark_s_ddl_parser_reads_is_accepted() -> None:
+    """The parse-time check refuses unknown type names only: Spark's own spellings (case-insensitive, legacy
+    ``name: type``, parameters, nested types, ``NOT NULL`` and ``COMMENT``) still pass."""
+    schema = ("k STRING NOT NULL, n bigint COMMENT 'a count, of <things>', d decimal(10, 2), `odd name` int, "
+              "t timestamp_ntz, v varchar(5), s struct<x: int, `y z`: array<map<string, double>>>, b binary, "
+              "c char(3), f float, r real, day date, ts timestamp, tl timestamp_ltz, by byte, sh short, "
+              "ti tinyint, si smallint, i integer, l long, o boolean, e struct<>, dd dec(5), nu numeric")
+    assert schema_columns(schema, "x")[:4] == ("k", "n", "d", "odd name")
+    assert schema_columns("b: string, a: int", "x") == ("b", "a")

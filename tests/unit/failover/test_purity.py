@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 PURE_MODULES = ("values", "backoff/__init__", "backoff/base", "backoff/none", "backoff/fixed_delay",
-                "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview", "checkpointing")
+                "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview", "checkpointing",
+                "schema_ddl")
 ALLOWED_INTERNAL = {
     "airflow_region_failover.failover." + name.removesuffix("/__init__").replace("/", ".") for name in PURE_MODULES
 } | {"airflow_region_failover.graph.errors"}

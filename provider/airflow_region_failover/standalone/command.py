@@ -13,12 +13,12 @@ Connect server every step task shares. Rules:
   ``store_bucket`` is the bucket the embedded S3 serves. The few settings its flags decide
   (:data:`~.airflow_stack.WIRING`) are kept, and it names each one it ignored and why. It prints names, never
   values (a value may be a secret).
-- **Secrets**: the home is created 0700 and every secret file in it is 0600 from its first byte
-  (:mod:`.secret_files`); the Spark Connect server accepts only clients holding its token (new at each start,
-  carried by the ``region_failover_spark`` connection). The way to the embedded S3 is printed at start —
-  endpoint, bucket, prefix, where published Delta tables go — and its keys (a throw-away pair, new at each start,
-  valid only on loopback while the stack runs) are written to ``<home>/s3.env`` (0600) as ``AWS_*`` variables,
-  not printed: unlike the admin password, which one needs to read to log in (as ``airflow standalone`` prints
+- **Secrets**: the home is created 0700 (an existing one, and its folders, narrowed to 0700 at start) and every secret
+  file in it is 0600 from its first byte (:mod:`.secret_files`); the Spark Connect server accepts only clients holding
+  its token (new at each start, carried by the ``region_failover_spark`` connection). The way to the embedded S3 is
+  printed at start — endpoint, bucket, prefix, where published Delta tables go — and its keys (a throw-away pair, new at
+  each start, valid only on loopback while the stack runs) are written to ``<home>/s3.env`` (0600) as ``AWS_*``
+  variables, not printed: unlike the admin password, which one needs to read to log in (as ``airflow standalone`` prints
   its own), a key on the terminal ends up in scroll-back and in whatever captures the command's output.
 - SIGTERM, SIGINT (Ctrl-C) and SIGHUP (a closed terminal) stop every process it started; if the command itself
   is killed, its guard process does (:mod:`.processes`).
@@ -42,11 +42,14 @@ from airflow_region_failover.standalone.airflow_stack import WIRING, AirflowStac
 from airflow_region_failover.standalone.platform import platform_env
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.standalone.secret_files import kept_secret, write_secret
+from airflow_region_failover.standalone.secret_files import kept_secret, private_dir, write_secret
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer
 from airflow_region_failover.store import s3a
 
 DEFAULT_HOME = Path(".region-failover")
+PRIVATE_FOLDERS = ("airflow", "s3", "spark")
+"""The home's folders that hold secrets or data (the SQLite DB, logs, passwords; the S3 volumes; Spark's work):
+0700, like the home (:func:`~.secret_files.private_dir`)."""
 BUCKET = "region-failover"
 SECTION_ENV = f"AIRFLOW__{conf.SECTION.upper()}__"
 
@@ -91,7 +94,7 @@ class Standalone:
     def start(self) -> Standalone:
         """Start S3, Spark Connect and Airflow, in that order; on any failure stop what already runs."""
         self.check()
-        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.home, PRIVATE_FOLDERS, _say)
         self._say_settings()
         try:
             _say(f"Starting SeaweedFS (S3), data in {self.s3.data_dir} ...")

@@ -162,3 +162,21 @@ def test_a_second_start_on_the_same_home_keeps_the_admin_password(tmp_path: Path
     other = tmp_path / "other"
     other.mkdir(mode=0o700)
     assert command.Standalone(tmp_path, other, 0)._password() != first
+
+
+def test_an_existing_home_of_an_older_stack_is_made_private_on_start(started: dict[str, Any],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A home an older stack left 0755 kept that mode (``mkdir(mode=0o700, exist_ok=True)`` leaves an existing
+    directory alone): the SQLite DB, the logs and the SeaweedFS volumes were readable by every local user (L8). A
+    start narrows the home and its secret-bearing folders to 0700, and says so."""
+    home = started["home"]
+    for folder in (home, home / "airflow", home / "s3", home / "spark"):
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)
+    (home / "airflow" / "airflow.db").write_text("rows")
+    start(started)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (home, home / "airflow", home / "s3", home / "spark")}
+    assert modes == {"home": 0o700, "airflow": 0o700, "s3": 0o700, "spark": 0o700}, modes
+    out = capsys.readouterr().out
+    assert f"Made {home} private (0755 -> 0700)" in out, out
+    assert f"Made {home / 's3'} private (0755 -> 0700)" in out, out

@@ -16,7 +16,9 @@ Rules (Flink's ``DefaultScheduler#handleTaskFailure`` on Airflow):
   clear count, then publish the metrics and the run note. A clear the API refuses for good (4xx) abandons the
   decision with the reason; a clear whose answer was lost is verified against the tasks' states before it, never
   re-sent; one answered 5xx is sent again unless a task shows it took effect (its try increased, or it went from
-  a finished state to a waiting one: :mod:`~airflow_region_failover.failover.clear_evidence`).
+  a finished state to a waiting one: :mod:`~airflow_region_failover.failover.clear_evidence`), judged against
+  the states the first claim recorded in the decision. A decision claimed again after its claimer died mid-apply
+  asks the same question first, and is marked applied without a second clear when the first took effect.
 Why REST and not the ORM: the worker, where an ordinary failure is seen, has no metadata-DB access in Airflow 3;
 the public API is versioned, authorised and audited, and the same code runs in worker and scheduler.
 """

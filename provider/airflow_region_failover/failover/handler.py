@@ -18,7 +18,8 @@ compare-and-swap retry loop that stores the log. Rules:
    ``abandoned`` decision that restarts nothing and says why (:func:`give_up`), so the run's history shows it.
 8. **Backoff where the task starts.** Only the first try after the clear of an applied decision waits, until the
    decision's ``apply_at`` (:func:`restart_wait`); :func:`restarted_by` names the decision whose clear restarted a
-   try (and so why).
+   try (and so why). A try that cannot read the log waits the strategy's first backoff
+   (:func:`unknown_restart_wait`): never earlier than any decision of the job would have made it start.
 Task ids are the caller's names for subtasks (:attr:`FailureHandler.task_id`); several subtasks may share one
 task (a chain of steps run by one task): a restart set names each task once.
 """
@@ -298,3 +299,11 @@ def restart_wait(log: RunLog, task_id: str, try_number: int, now: float) -> floa
     """Seconds try ``try_number`` of ``task_id`` must still wait for its restart delay (0 if none; rule 8)."""
     decision = restarted_by(log, task_id, try_number)
     return 0.0 if decision is None else max(0.0, decision.apply_at - now)
+
+
+def unknown_restart_wait(config: FailoverConfig) -> float:
+    """Seconds a restarted try waits when it cannot read its run's log (rule 8): the backoff the job's restart
+    strategy gives its first failure — the least any decision of this job waits (0 for ``none``)."""
+    strategy = config.create_strategy(lambda: 0)
+    strategy.notify_failure(0)
+    return strategy.get_backoff_time() / 1000.0

@@ -6,8 +6,10 @@ than its decision's restart time: it is rescheduled to it, ``up_for_reschedule``
 runs the subtask (:func:`~airflow_region_failover.spark.chain.run_chain`): inputs at the versions its producers'
 current tries published, the step function or script (a chain: each step function in turn, passing DataFrames in
 memory), outputs committed under this try's attempt and published as XComs. The run's decision log is read once,
-and only on a try after the first: the delay and the reuse rule (:mod:`~airflow_region_failover.spark.reuse`) both
-answer from that one read.
+and only on a try after the first (:mod:`~airflow_region_failover.decisions.try_log`): the delay and the reuse rule
+(:mod:`~airflow_region_failover.spark.reuse`) both answer from that one read. A try that cannot read it waits the
+restart strategy's first backoff in place (never rescheduled: a log that stays unreadable must not hold the task
+back for ever) and recomputes.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowRescheduleException
 
 from airflow_region_failover import conf, timeline
-from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
-from airflow_region_failover.failover.handler import restart_wait
-from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.decisions.storage import RunLogs
+from airflow_region_failover.decisions.try_log import LogState, TryLog, read_try_log
+from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.observability import metrics
@@ -41,31 +43,16 @@ SLEEP_BELOW_S = 2.0
 """A remaining restart delay shorter than this is slept off in place rather than rescheduled."""
 
 
-def restart_log(ti: Any, logs: RunLogs | None = None) -> RunLog | None:
-    """The run's decision log as this try of a step task sees it, read once (module rule); ``None`` on a first try
-    (no clear of ours can have started it: nothing is read) or when it cannot be read (an unreadable log never holds
-    a task back, and then nothing is kept)."""
-    if int(getattr(ti, "try_number", 1) or 1) <= 1:
-        return None
-    try:
-        return (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
-    except Exception:
-        log.exception("region failover: could not read the decision log (starting now, recomputing)")
-        return None
+def delay_left(ti: Any, read: TryLog, config: FailoverConfig) -> float:
+    """Seconds this try of a restarted step task must still wait before it runs (:meth:`TryLog.wait`: only the
+    first try after our clear waits, or any try facing an unreadable log), bounded by ``[region_failover]
+    max_start_delay``."""
+    return min(read.wait(config, time.time()), conf.max_start_delay())
 
 
-def delay_left(ti: Any, doc: RunLog | None) -> float:
-    """Seconds this try of a restarted step task must still wait for its decision's restart time (rule: only the
-    first try after our clear waits; bounded by ``[region_failover] max_start_delay``); 0 without a log."""
-    if doc is None:
-        return 0.0
-    wait = restart_wait(doc, ti.task_id, int(ti.try_number or 0), time.time())
-    return min(wait, conf.max_start_delay())
-
-
-def restart_delay_left(ti: Any, logs: RunLogs | None = None) -> float:
-    """:func:`delay_left` of the log :func:`restart_log` reads."""
-    return delay_left(ti, restart_log(ti, logs))
+def restart_delay_left(ti: Any, config: FailoverConfig, logs: RunLogs | None = None) -> float:
+    """:func:`delay_left` of the log :func:`~airflow_region_failover.decisions.try_log.read_try_log` reads."""
+    return delay_left(ti, read_try_log(ti, logs), config)
 
 
 def doc_of(runtime: JobRuntime, members: Sequence[SubtaskId]) -> str:
@@ -114,11 +101,11 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         with timeline.measured() as clock:
             clock.record_since("airflow_start", getattr(self, "_parsed_at", clock.started))
             with timeline.phase("restart_wait"):
-                doc = restart_log(context["ti"])
-                self._wait_for_restart_time(context, doc)
+                read = read_try_log(context["ti"])
+                self._wait_for_restart_time(context, read)
             members = tuple(SubtaskId.parse(s) for s in self.chain)
             listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
-            summary = run_chain(self.runtime, members, context, doc, listener)
+            summary = run_chain(self.runtime, members, context, read, listener)
         self._ledger = summary.ledger
         metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
         return summary.to_json()
@@ -154,12 +141,13 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
             self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
             return None
 
-    def _wait_for_restart_time(self, context: Context, doc: RunLog | None) -> None:
-        wait = delay_left(context["ti"], doc)
+    def _wait_for_restart_time(self, context: Context, read: TryLog) -> None:
+        wait = delay_left(context["ti"], read, self.runtime.spec.config)
         if wait <= 0:
             return
-        self.log.info("region failover: %s waits %.1f s (restart backoff delay)", self.task_id, wait)
-        if wait < SLEEP_BELOW_S:
+        self.log.info("region failover: %s waits %.1f s (restart backoff delay%s)", self.task_id, wait,
+                      "; the decision log is unreadable" if read.state is LogState.UNREADABLE else "")
+        if wait < SLEEP_BELOW_S or read.state is LogState.UNREADABLE:
             time.sleep(wait)
             return
         raise AirflowRescheduleException(reschedule_date=datetime.now(timezone.utc) + timedelta(seconds=wait))

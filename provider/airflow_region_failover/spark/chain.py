@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
 from airflow_region_failover.checkpoint.runner import Listener
-from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.decisions.try_log import TryLog
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.naming import xcom_key
@@ -51,10 +51,10 @@ log = logging.getLogger(__name__)
 
 
 def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
-              run_log: RunLog | None = None, listener: Listener | None = None) -> TaskSummary:
+              run_log: TryLog | None = None, listener: Listener | None = None) -> TaskSummary:
     """Run chain subtask ``members`` (head first; one member for an unchained subtask) inside an Airflow task
-    (``context`` is the task context; ``run_log``: the run's decision log if the caller read it already); returns the
-    task's summary (module rule)."""
+    (``context`` is the task context; ``run_log``: the decision log as the caller read it for this try, ``None``:
+    read here); returns the task's summary (module rule)."""
     log_scratch_inputs(runtime.spec, members[0])
     with phase("store_open"):
         io = open_store_io()

@@ -27,12 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
+from airflow_region_failover.decisions.storage import RunLogs
+from airflow_region_failover.decisions.try_log import TryLog, read_try_log
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, NotAvailable
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
-from airflow_region_failover.failover.handler import restarted_by
 from airflow_region_failover.failover.options import FailoverStrategy
-from airflow_region_failover.failover.run_log import Decision, RunLog
+from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
@@ -118,9 +118,10 @@ class SubtaskRun:
 
 
 def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any], io: StoreIO,
-          run_log: RunLog | None = None) -> SubtaskRun:
+          run_log: TryLog | None = None) -> SubtaskRun:
     """The run of chain subtask ``members`` (head first) in the Airflow task whose context is ``context``, reading
-    and writing through ``io`` (module rule); ``run_log``: the run's decision log if the task read it already."""
+    and writing through ``io`` (module rule); ``run_log``: the decision log as the task read it for this try
+    (``None``: read it here, once)."""
     ti = context["ti"]
     graph, head = runtime.graph, members[0]
     impls = tuple(runtime.impl(m.step) for m in members)
@@ -215,22 +216,11 @@ def chain_fingerprint(impls: Sequence[StepImpl]) -> str:
     return hashlib.sha256("\n".join(impl.fingerprint for impl in impls).encode()).hexdigest()
 
 
-def restart_of(ti: Any, logs: RunLogs | None = None, known: RunLog | None = None) -> Decision | None:
-    """The applied decision whose clear started this try of ``ti``, or ``None`` (also when the run's decision log
-    cannot be read: then nothing is kept and the try is reported as not restarted). ``known``: the log as the task
-    already read it (then it is not read again)."""
-    try_number = int(getattr(ti, "try_number", 1) or 1)
-    if try_number <= 1:
-        return None
-    doc = known
-    if doc is None:
-        try:
-            doc = (logs or default_run_logs()).read(ti.dag_id, ti.run_id)
-        except Exception:
-            log.warning("region failover: could not read the decision log; %s recomputes", ti.task_id,
-                        exc_info=True)
-            return None
-    return restarted_by(doc, ti.task_id, try_number)
+def restart_of(ti: Any, logs: RunLogs | None = None, known: TryLog | None = None) -> Decision | None:
+    """The applied decision whose clear started this try of ``ti``, or ``None`` (a first try, or a log that cannot
+    be read: then nothing is kept and the try is reported as not restarted). ``known``: the log as the task already
+    read it for this try (then it is not read again; :mod:`~airflow_region_failover.decisions.try_log`)."""
+    return (known if known is not None else read_try_log(ti, logs)).restart()
 
 
 def _function(impl: StepImpl) -> StepFunction:

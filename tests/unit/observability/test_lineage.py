@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
+from airflow_region_failover.decisions.try_log import LogState, TryLog
+from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
 from airflow_region_failover.observability import lineage
 from airflow_region_failover.operators import step
@@ -91,7 +93,7 @@ class _TI:
 def test_the_operator_reports_its_lineage_through_the_providers_methods(monkeypatch: pytest.MonkeyPatch) -> None:
     op = _operator()
     monkeypatch.setattr(step, "run_chain", lambda *args, **kwargs: TaskSummary.from_json(SUMMARY))
-    monkeypatch.setattr(step, "restart_log", lambda ti: None)
+    monkeypatch.setattr(step, "read_try_log", lambda ti: TryLog("c.0", 2, LogState.READ, RunLog("rf", "r")))
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", LAYOUT.bucket)
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", LAYOUT.prefix)
     assert lineage.configured_layout() == LAYOUT
@@ -111,7 +113,7 @@ def test_without_the_openlineage_provider_the_operator_runs_and_reports_no_linea
         monkeypatch.setitem(sys.modules, name, None)
     sent: list[Any] = []
     monkeypatch.setattr(step, "run_chain", lambda *args, **kwargs: TaskSummary.from_json(SUMMARY))
-    monkeypatch.setattr(step, "restart_log", lambda ti: None)
+    monkeypatch.setattr(step, "read_try_log", lambda ti: TryLog("c.0", 2, LogState.READ, RunLog("rf", "r")))
     monkeypatch.setattr(step.metrics, "emit_task", lambda *args: sent.append(args))
     op = _operator()
     assert not lineage.available()

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.decisions.storage import RunLogs
+from airflow_region_failover.decisions.try_log import LogState, TryLog
+from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.failover.handler import HandlingResult, restart_wait
 from airflow_region_failover.failover.run_log import FailureRecord, RunLog
 from airflow_region_failover.plugins.history import format_history, note_text
@@ -182,14 +184,15 @@ def test_restart_delay_left_reads_the_durable_log_and_never_holds_a_task_on_erro
     record(logs, event("c.0", at=now), now)
     edit_decision(logs, 1, apply_at=now + 30)
     apply_due(services(logs), DAG, RUN, "test", now=lambda: now + 1.5)
-    assert 25 < restart_delay_left(_Ti(2), logs) <= 30  # type: ignore[arg-type]
-    assert restart_delay_left(_Ti(3), logs) == 0.0  # type: ignore[arg-type]
+    config = FailoverConfig()  # restart-strategy none: a try facing an unreadable log waits 0 s
+    assert 25 < restart_delay_left(_Ti(2), config, logs) <= 30  # type: ignore[arg-type]
+    assert restart_delay_left(_Ti(3), config, logs) == 0.0  # type: ignore[arg-type]
 
     class Broken:
         def read(self, dag_id: str, run_id: str) -> Any:
             raise RuntimeError("S3 down")
 
-    assert restart_delay_left(_Ti(2), Broken()) == 0.0  # type: ignore[arg-type]
+    assert restart_delay_left(_Ti(2), config, Broken()) == 0.0  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("wait, outcome", [(0.0, "runs"), (0.2, "sleeps"), (30.0, "rescheduled")])
@@ -205,11 +208,15 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
     from airflow_region_failover.operators import step
     from airflow_region_failover.operators.step import RegionStepOperator
 
-    monkeypatch.setattr(step, "delay_left", lambda ti, doc: wait)
-    op = type("Op", (), {"log": logging.getLogger("t"), "task_id": "c.0"})()
+    monkeypatch.setattr(step, "delay_left", lambda ti, read, config: wait)
+    from types import SimpleNamespace
+
+    op = SimpleNamespace(log=logging.getLogger("t"), task_id="c.0",
+                         runtime=SimpleNamespace(spec=SimpleNamespace(config=FailoverConfig())))
     start = time.monotonic()
     try:
-        RegionStepOperator._wait_for_restart_time(op, {"ti": _Ti(2)}, None)  # type: ignore[arg-type]
+        read = TryLog("c.0", 2, LogState.READ, RunLog(DAG, RUN))
+        RegionStepOperator._wait_for_restart_time(op, {"ti": _Ti(2)}, read)  # type: ignore[arg-type]
         got = "sleeps" if time.monotonic() - start >= wait > 0 else "runs"
     except AirflowRescheduleException as exc:
         got = "rescheduled"

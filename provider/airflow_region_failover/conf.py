@@ -26,6 +26,12 @@ from typing import Any, TypeVar
 
 from airflow_region_failover.exceptions import OptionError
 from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY, TYPE_HINT, parse_type
+from airflow_region_failover.failover.error_class import (
+    NAMES_HINT,
+    NON_RECOVERABLE_ERRORS_KEY,
+    format_error_names,
+    parse_error_names,
+)
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, FailoverStrategy
 from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION
 
@@ -159,12 +165,22 @@ def restart_strategy_options() -> dict[str, str]:
     return {str(k): option_text(k, v) for k, v in _json_object("restart_strategy_options", "Flink keys").items()}
 
 
+def non_recoverable_errors() -> tuple[str, ...]:
+    """``[region_failover] non_recoverable_errors``: exception class names whose failures are not restarted."""
+    raw = _text("non_recoverable_errors")
+    try:
+        return parse_error_names(raw, f"[{SECTION}] non_recoverable_errors")
+    except OptionError:
+        raise _bad("non_recoverable_errors", raw, f"use {NAMES_HINT}, or leave it empty (none)") from None
+
+
 def restart_defaults() -> dict[str, str]:
     """The deployment's failover/restart defaults as Flink keys: :func:`restart_strategy_options` with
-    :func:`failover_strategy` and :func:`restart_strategy` over them."""
+    :func:`failover_strategy`, :func:`restart_strategy` and :func:`non_recoverable_errors` over them."""
     options = restart_strategy_options()
     options[FAILOVER_STRATEGY_KEY] = failover_strategy()
     options[RESTART_STRATEGY_TYPE_KEY] = restart_strategy()
+    options.setdefault(NON_RECOVERABLE_ERRORS_KEY, format_error_names(non_recoverable_errors()))
     return options
 
 

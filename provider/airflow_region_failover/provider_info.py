@@ -71,6 +71,15 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "Further default failover/restart options as a JSON object of Flink keys to values, e.g. "
         '{"restart-strategy.exponential-delay.initial-backoff": "1 s"}. A job\'s own options override them.',
     ),
+    "non_recoverable_errors": (
+        "AnalysisException;SyntaxError;NameError",
+        "Default exception classes (Flink's restart-strategy.non-recoverable-errors: names separated by ';', simple "
+        "or qualified, matched against the failure's class and its base classes) whose failure ends the run with "
+        "a 'not-recoverable' decision instead of a restart: Spark's AnalysisException (a misspelt column or table, "
+        "a type mismatch, bad SQL: the plan is wrong, every try fails alike) and Python's SyntaxError and NameError "
+        "(the code is wrong). Empty: none. A job's restart-strategy.non-recoverable-errors and a step's "
+        "non_recoverable_errors override it.",
+    ),
     "store_keep_last_runs": ("", "Retention: keep the results of the last N finished runs per DAG (empty: no limit)."),
     "store_keep_days": ("", "Retention: keep the results of finished runs for D days (empty: no limit)."),
     "spark_conn_id": (

@@ -60,7 +60,8 @@ def test_every_getter_is_used_by_the_product() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "conf":
                 used.add(node.attr)
-    used |= {"failover_strategy", "restart_strategy", "restart_strategy_options"} if "restart_defaults" in used \
+    used |= {"failover_strategy", "restart_strategy", "restart_strategy_options", "non_recoverable_errors"} \
+        if "restart_defaults" in used \
         else set()
     assert set(CONFIG_OPTIONS) - used == set(), "declared options no module reads: remove them or use them"
 
@@ -115,7 +116,10 @@ def test_the_typed_defaults() -> None:
     assert conf.restart_defaults() == {"jobmanager.execution.failover-strategy": "region",
                                        "restart-strategy.type": "fixed-delay",
                                        "restart-strategy.fixed-delay.attempts": "3",
-                                       "restart-strategy.fixed-delay.delay": "1 s"}
+                                       "restart-strategy.fixed-delay.delay": "1 s",
+                                       "restart-strategy.non-recoverable-errors":
+                                           "AnalysisException;SyntaxError;NameError"}
+    assert conf.non_recoverable_errors() == ("AnalysisException", "SyntaxError", "NameError")
 
 
 def test_the_bucket_is_required_and_says_so() -> None:
@@ -131,7 +135,7 @@ def test_the_bucket_is_required_and_says_so() -> None:
     ("store_keep_days", "nan", "number of days"), ("spark_conf", "[1]", "JSON object"),
     ("restart_strategy_options", "{", "JSON object"), ("failover_strategy", "partial", "region"),
     ("restart_strategy", "sometimes", "fixed-delay"), ("api_conn_id", " ", "http connection"),
-    ("store_aws_conn_id", "", "aws connection")])
+    ("store_aws_conn_id", "", "aws connection"), ("non_recoverable_errors", "Key Error", "exception class names")])
 def test_a_bad_value_is_an_option_error_naming_the_option(monkeypatch: pytest.MonkeyPatch, key: str, value: str,
                                                           fix: str) -> None:
     monkeypatch.setenv(env(key), value)

@@ -9,6 +9,10 @@ compare-and-swap retry loop that stores the log. Rules:
    hand) begins a new epoch: a fresh restart strategy and budget, as a resubmitted Flink job gets.
 4. **Counted.** Otherwise it counts against the FLIP-1 budgets and the restart backoff strategy (their state
    lives in the log, so counts survive clears). Exhausted -> an ``exhausted`` decision with the reason.
+4b. **Not recoverable** (:mod:`.classify`, Flink's non-recoverable errors): a failure of a class declared
+   non-recoverable (before the budget, uncounted), or the second failure of a task instance with the same error
+   on the same inputs and code (after the budget), ends the run with a ``not-recoverable`` decision that
+   restarts nothing and says which rule and which tries (a pending decision is cancelled, as on exhaustion).
 5. **One change at a time.** While a decision is pending, further failures are merged into it (union of the
    restart sets, every failure listed).
 6. **Apply once.** A due pending decision is claimed (``pending -> applying``) by exactly one process
@@ -31,8 +35,10 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from airflow_region_failover.failover import classify
 from airflow_region_failover.failover.backoff import RestartBackoffStrategy
 from airflow_region_failover.failover.budget import FailureBudget
+from airflow_region_failover.failover.error_class import NON_RECOVERABLE_ERRORS_KEY
 from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.run_log import (
@@ -62,7 +68,21 @@ class Outcome(str, Enum):
     DUPLICATE = "duplicate"
     STALE = "stale"
     EXHAUSTED = "exhausted"
+    NOT_RECOVERABLE = "not-recoverable"
     IGNORED = "ignored"
+
+    @property
+    def ends_run(self) -> bool:
+        """The failure restarts nothing: the run ends failed."""
+        return self in (Outcome.EXHAUSTED, Outcome.NOT_RECOVERABLE)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The exception class names declared non-recoverable for one task, and by what (shown in the reason)."""
+
+    names: tuple[str, ...]
+    where: str = NON_RECOVERABLE_ERRORS_KEY
 
 
 @dataclass(frozen=True)
@@ -94,11 +114,17 @@ def no_followers(subtask: SubtaskId) -> tuple[str, ...]:
 class FailureHandler:
     """Rules 1-5 for one job: its failover configuration and how its subtasks are named. ``followers``: tasks
     outside the graph that run after a subtask and must restart with it (a sink's publishing task, which a
-    failed sink leaves ``upstream_failed``): a restart set naming the subtask names them too."""
+    failed sink leaves ``upstream_failed``): a restart set naming the subtask names them too. ``declared``: the
+    class names non-recoverable for a task id (default: the job's ``restart-strategy.non-recoverable-errors``)."""
 
     config: FailoverConfig
     task_id: Callable[[SubtaskId], str]
     followers: Callable[[SubtaskId], tuple[str, ...]] = no_followers
+    declared: Callable[[str], Declared] | None = None
+
+    def declared_for(self, task_id: str) -> Declared:
+        """The non-recoverable class names of ``task_id`` (rule 4b)."""
+        return self.declared(task_id) if self.declared is not None else Declared(self.config.non_recoverable_errors)
 
     def handle(self, log: RunLog, failure: FailureRecord, plan: RestartPlan | None, reused: Sequence[str],
                now: float) -> tuple[RunLog, HandlingResult]:
@@ -116,13 +142,21 @@ class FailureHandler:
             stale = EventRecord(now, current.id, stale=True)
             return log.with_events(**{failure.key: stale}), HandlingResult(Outcome.STALE, current.id)
         strategy, budget = self._restore(log, now)
+        declared = self.declared_for(failure.task_id)
+        verdict = classify.declared(failure, declared.names, declared.where)
+        if verdict.not_recoverable:
+            return _end(log, failure, plan, verdict.reason, self._budget_left(budget, strategy), now,
+                        DecisionStatus.NOT_RECOVERABLE)
         strategy.notify_failure(int(now * 1000))
         budget.record(str(plan.failed))
         refused = budget.exhausted() or self._strategy_refuses(strategy)
         log = replace(log, strategy_state=frozen(strategy.state_dict()), budget_state=frozen(budget.state_dict()))
         left = self._budget_left(budget, strategy)
         if refused:
-            return _exhaust(log, failure, plan, refused, left, now)
+            return _end(log, failure, plan, refused, left, now)
+        verdict = classify.evidence(failure, (f for d in log.decisions if d.epoch == log.epoch for f in d.failures))
+        if verdict.not_recoverable:
+            return _end(log, failure, plan, verdict.reason, left, now, DecisionStatus.NOT_RECOVERABLE)
         if current is not None and current.status is DecisionStatus.PENDING:
             return self._merge(log, current, failure, plan, left, now)
         return self._create(log, failure, plan, reused, strategy.get_backoff_time() / 1000.0, left, now)
@@ -170,7 +204,7 @@ class FailureHandler:
         if strategy.can_restart():
             return None
         shown = ", ".join(f"{k}={v}" for k, v in sorted(self.config.to_options().items())
-                          if k.startswith("restart-strategy"))
+                          if k.startswith("restart-strategy") and k != NON_RECOVERABLE_ERRORS_KEY)
         return f"restart strategy '{self.config.restart_strategy.type_name}' allows no further restart ({shown})"
 
     def _budget_left(self, budget: FailureBudget, strategy: RestartBackoffStrategy) -> dict[str, Any]:
@@ -194,17 +228,20 @@ def _maybe_new_epoch(log: RunLog, failure: FailureRecord) -> RunLog:
                    budget_state=None, cleared_tries=frozen({}), reclears=frozen({}))
 
 
-def _exhaust(log: RunLog, failure: FailureRecord, plan: RestartPlan, reason: str, left: Mapping[str, Any],
-             now: float) -> tuple[RunLog, HandlingResult]:
+def _end(log: RunLog, failure: FailureRecord, plan: RestartPlan, reason: str, left: Mapping[str, Any], now: float,
+         status: DecisionStatus = DecisionStatus.EXHAUSTED) -> tuple[RunLog, HandlingResult]:
+    """A decision that restarts nothing (``exhausted`` or ``not-recoverable``, saying why); a pending decision is
+    cancelled: the run cannot succeed without the failed task."""
     current = log.open_decision
     if current is not None and current.status is DecisionStatus.PENDING:
+        why = "exhausted the budget" if status is DecisionStatus.EXHAUSTED else "is not recoverable"
         log = log.with_decision(replace(current, status=DecisionStatus.CANCELLED,
-                                        reason=f"cancelled: a later failure exhausted the budget ({reason})"))
-    decision = Decision(id=len(log.decisions) + 1, status=DecisionStatus.EXHAUSTED, created=now, failures=(failure,),
+                                        reason=f"cancelled: a later failure {why} ({reason})"))
+    decision = Decision(id=len(log.decisions) + 1, status=status, created=now, failures=(failure,),
                         epoch=log.epoch, strategy=plan.strategy.value, reason=reason, budget=frozen(left),
                         regions=tuple(RegionRecord.of(r) for r in plan.regions), apply_at=now)
     log = log.with_decision(decision).with_events(**{failure.key: EventRecord(now, decision.id)})
-    return log, HandlingResult(Outcome.EXHAUSTED, decision.id)
+    return log, HandlingResult(Outcome(status.value), decision.id)
 
 
 # -- applying a due decision (rule 6) ---------------------------------------------------------------------------

@@ -7,6 +7,9 @@ Keys (Flink's ``RestartStrategyOptions`` / ``JobManagerOptions``, >= 1.19, plus 
 * ``jobmanager.execution.failover-strategy``: ``region`` (default) or ``full`` (:class:`FailoverStrategy`);
 * ``restart-strategy.maximum-per-task-failures`` / ``...maximum-total-task-failures``: FLIP-1 budgets
   (:mod:`.budget`, ``-1`` = unlimited);
+* ``restart-strategy.non-recoverable-errors``: exception class names (``;``-separated, simple or qualified) whose
+  failures end the run instead of a restart (:mod:`.classify`; bare default: none — the product's default is
+  ``[region_failover] non_recoverable_errors``);
 * ``execution.checkpointing.*``, ``state.checkpoints.*``, ``state.backend.incremental``,
   ``execution.state-recovery.path``: what checkpointed steps do (:mod:`.checkpointing`).
 
@@ -45,6 +48,11 @@ from airflow_region_failover.failover.budget import (
     FailureBudget,
 )
 from airflow_region_failover.failover.checkpointing import CHECKPOINT_KEYS, CheckpointConfig, parse_checkpointing
+from airflow_region_failover.failover.error_class import (
+    NON_RECOVERABLE_ERRORS_KEY,
+    format_error_names,
+    parse_error_names,
+)
 from airflow_region_failover.failover.values import parse_int
 from airflow_region_failover.graph.errors import OptionError
 
@@ -79,6 +87,7 @@ _GENERAL_KEYS = (
     FAILOVER_STRATEGY_KEY,
     MAX_PER_TASK_FAILURES_KEY,
     MAX_TOTAL_TASK_FAILURES_KEY,
+    NON_RECOVERABLE_ERRORS_KEY,
 )
 KNOWN_KEYS: frozenset[str] = frozenset(_GENERAL_KEYS) | frozenset(TYPE_OF_KEY) | CHECKPOINT_KEYS
 """Every option key :func:`parse_options` understands."""
@@ -89,7 +98,8 @@ class FailoverConfig:
     """Everything the failover loop needs to know from the options, as one immutable value.
 
     ``restart_strategy`` decides whether/when to restart, ``failover_strategy`` which subtasks, ``budget`` the
-    FLIP-1 limits, ``checkpointing`` what checkpointed steps do. ``ignored_keys`` lists keys that were given but
+    FLIP-1 limits, ``checkpointing`` what checkpointed steps do, ``non_recoverable_errors`` the exception class
+    names whose failures are not restarted (:mod:`.classify`). ``ignored_keys`` lists keys that were given but
     do not apply (a non-strict parse: keys of
     another restart strategy type; or the deprecated type key shadowed by the new one).
     """
@@ -99,9 +109,12 @@ class FailoverConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     ignored_keys: tuple[str, ...] = ()
     checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
+    non_recoverable_errors: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "failover_strategy", FailoverStrategy.parse(self.failover_strategy))
+        object.__setattr__(self, "non_recoverable_errors",
+                           parse_error_names(self.non_recoverable_errors, NON_RECOVERABLE_ERRORS_KEY))
 
     def create_strategy(self, clock: Clock, seed: int = 0) -> RestartBackoffStrategy:
         """A fresh restart backoff strategy reading ``clock``, with jitter from ``random.Random(seed)``."""
@@ -135,6 +148,7 @@ class FailoverConfig:
         options[FAILOVER_STRATEGY_KEY] = self.failover_strategy.value
         options.update(self.budget.to_options())
         options.update(self.checkpointing.to_options())
+        options[NON_RECOVERABLE_ERRORS_KEY] = format_error_names(self.non_recoverable_errors)
         return options
 
 
@@ -156,6 +170,8 @@ def parse_options(options: Mapping[str, object], *, checkpointing: bool = False,
         budget=_budget(options),
         ignored_keys=tuple(sorted(ignored)),
         checkpointing=parse_checkpointing(options),
+        non_recoverable_errors=parse_error_names(options.get(NON_RECOVERABLE_ERRORS_KEY, ""),
+                                                 NON_RECOVERABLE_ERRORS_KEY),
     )
 
 
@@ -187,7 +203,8 @@ def _check_known_keys(options: Mapping[str, object]) -> None:
             f"did you mean {close[0]!r}?"
             if close
             else f"use {RESTART_STRATEGY_TYPE_KEY}, restart-strategy.<type>.<option>, {FAILOVER_STRATEGY_KEY}, "
-            f"{MAX_PER_TASK_FAILURES_KEY}, {MAX_TOTAL_TASK_FAILURES_KEY} or a checkpointing key"
+            f"{MAX_PER_TASK_FAILURES_KEY}, {MAX_TOTAL_TASK_FAILURES_KEY}, {NON_RECOVERABLE_ERRORS_KEY} or a "
+            "checkpointing key"
         )
         raise OptionError(f"{key}: unknown failover/restart-strategy option key; {hint}")
 

@@ -15,6 +15,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from airflow_region_failover.failover.error_class import ErrorClass, TryInputs
 from airflow_region_failover.failover.restart_plan import RegionRestart
 
 _K = TypeVar("_K")
@@ -38,6 +39,7 @@ class DecisionStatus(str, Enum):
     APPLYING = "applying"
     APPLIED = "applied"
     EXHAUSTED = "exhausted"
+    NOT_RECOVERABLE = "not-recoverable"
     CANCELLED = "cancelled"
     ABANDONED = "abandoned"
 
@@ -52,7 +54,9 @@ class FailureRecord:
     """One failed try of a task instance, as a listener or a watcher saw it.
 
     ``cause`` is the partition the failure names as unavailable (an input it could not read), ``clear_number``
-    the run's clear count when the failed try started (``None`` if unknown).
+    the run's clear count when the failed try started (``None`` if unknown), ``error_class`` its exception's
+    class names and message signature, ``inputs`` what the try computed from (:mod:`.error_class`; ``None``
+    when unknown, e.g. a failure the watcher found without its exception).
     """
 
     task_id: str
@@ -63,6 +67,8 @@ class FailureRecord:
     at: float
     cause: str | None = None
     clear_number: int | None = None
+    error_class: ErrorClass | None = None
+    inputs: TryInputs | None = None
 
     @property
     def key(self) -> str:
@@ -77,14 +83,21 @@ class FailureRecord:
             body["cause"] = self.cause
         if self.clear_number is not None:
             body["clear_number"] = self.clear_number
+        if self.error_class is not None:
+            body["error_class"] = self.error_class.to_json()
+        if self.inputs is not None:
+            body["inputs"] = self.inputs.to_json()
         return body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> FailureRecord:
         """Parse the JSON form."""
+        error_class, inputs = body.get("error_class"), body.get("inputs")
         return cls(str(body["task_id"]), int(body.get("map_index", -1)), int(body["try_number"]),
                    str(body.get("error", "")), str(body.get("path", "")), float(body["at"]),
-                   body.get("cause"), body.get("clear_number"))
+                   body.get("cause"), body.get("clear_number"),
+                   ErrorClass.from_json(error_class) if error_class is not None else None,
+                   TryInputs.from_json(inputs) if inputs is not None else None)
 
 
 @dataclass(frozen=True)

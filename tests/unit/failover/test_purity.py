@@ -10,7 +10,7 @@ import pytest
 
 PURE_MODULES = ("values", "backoff/__init__", "backoff/base", "backoff/none", "backoff/fixed_delay",
                 "backoff/failure_rate", "backoff/exponential_delay", "options", "budget", "preview", "checkpointing",
-                "schema_ddl")
+                "schema_ddl", "error_class")
 ALLOWED_INTERNAL = {
     "airflow_region_failover.failover." + name.removesuffix("/__init__").replace("/", ".") for name in PURE_MODULES
 } | {"airflow_region_failover.graph.errors"}

@@ -76,6 +76,7 @@ from airflow_region_failover.checkpoint.declared import chain_checkpoint
 from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
 from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.failover.checkpointing import Checkpoint
+from airflow_region_failover.failover.error_class import parse_error_names
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
 from airflow_region_failover.graph import auto, jsonformat
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
@@ -112,6 +113,7 @@ class RegionJob:
         self._chaining = chaining
         self._impls: dict[str, StepImpl] = {}
         self._publications: dict[str, Publication] = {}
+        self._non_recoverable: dict[str, tuple[str, ...]] = {}
         self._options = {str(k): conf.option_text(k, v) for k, v in (options or {}).items()}
         if failover_strategy is not None:
             self._options[FAILOVER_STRATEGY_KEY] = failover_strategy
@@ -132,6 +134,7 @@ class RegionJob:
         publish: str | None = None,
         publish_mode: str = "append",
         checkpoint: Checkpoint | None = None,
+        non_recoverable_errors: list[str | type[BaseException]] | tuple[str | type[BaseException], ...] | None = None,
         **task_kwargs: Any,
     ) -> str:
         """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`).
@@ -141,6 +144,9 @@ class RegionJob:
         ``publish="table"``: this sink step's result is committed to Delta table ``table`` once per run
         (``publish_mode`` ``"append"`` or ``"overwrite"``; see the module rules).
         ``checkpoint=Checkpoint(...)``: the step runs in epochs with keyed state and checkpoints (module rules).
+        ``non_recoverable_errors=[KeyError, "AnalysisException"]``: exception classes (or their names) whose failure
+        of this step ends the run instead of a restart, replacing the job's
+        ``restart-strategy.non-recoverable-errors`` for it (``[]``: none for this step).
         """
         if check_step_id(step_id) in self._impls:
             raise GraphError(f"step {step_id!r} is declared twice; give each step a unique id")
@@ -148,6 +154,9 @@ class RegionJob:
             raise GraphError(f"step {step_id!r}: reuse={reuse!r} must be True or False")
         if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
             raise GraphError(f"step {step_id!r}: checkpoint={checkpoint!r} must be a Checkpoint(...)")
+        if non_recoverable_errors is not None:
+            self._non_recoverable[step_id] = parse_error_names(
+                non_recoverable_errors, f"step {step_id!r}: non_recoverable_errors", text=False)
         self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic)
         impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs, checkpoint is not None)
         self._impls[step_id] = replace(impl, reuse=reuse, checkpoint=checkpoint)
@@ -252,7 +261,8 @@ class RegionJob:
                                                 for r, c in chosen.choices.items()}))
         publications = tuple(self._publications.values())
         check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
-        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications)
+        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications,
+                       dict(self._non_recoverable))
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

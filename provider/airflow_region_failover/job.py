@@ -13,6 +13,9 @@ Rules:
 * Its chains (:mod:`~.graph.chains`) follow from the graph and the edges the DAG file refuses to chain
   (``chain_breaks``, e.g. a script step's edges), which the document carries too: the scheduler names the tasks
   of a restart exactly as the DAG file rendered them (:attr:`JobSpec.names`).
+* Its steps' own *non-recoverable errors* (``job.step(..., non_recoverable_errors=[...])``) travel in the
+  document too, replacing the job's ``restart-strategy.non-recoverable-errors`` for that step
+  (:meth:`JobSpec.declared`; a chain task: the names every member declares).
 * Its *publications* (:mod:`~.publication`: sink steps whose result is committed to a Delta table after the
   run's sink subtasks) travel in the document too: the scheduler restarts a publishing task with its sink's
   subtasks (:meth:`JobSpec.followers`).
@@ -38,6 +41,8 @@ from typing import Any
 from airflow_region_failover.exceptions import GraphError
 from airflow_region_failover.failover.availability import AvailabilityChecker
 from airflow_region_failover.failover.checkpointing import Checkpoint
+from airflow_region_failover.failover.error_class import parse_error_names
+from airflow_region_failover.failover.handler import Declared
 from airflow_region_failover.failover.options import FailoverConfig, parse_options
 from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.restart_plan import RestartPlan
@@ -61,12 +66,34 @@ StepFunction = Callable[..., Any]
 class JobSpec:
     """A job graph and its effective failover/restart options (Flink keys), validated; ``chain_breaks``: the
     PIPELINED POINTWISE edges the DAG file refuses to chain, with the reason (module rule); ``publications``:
-    the sink steps published to Delta tables."""
+    the sink steps published to Delta tables; ``non_recoverable``: step id -> its own non-recoverable exception
+    class names (module rule)."""
 
     graph: JobGraph
     options: Mapping[str, str]
     chain_breaks: Mapping[EdgeKey, str] = field(default_factory=dict)
     publications: tuple[Publication, ...] = ()
+    non_recoverable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        steps = {s.id for s in self.graph.steps}
+        unknown = sorted(set(self.non_recoverable) - steps)
+        if unknown:
+            raise GraphError(f"non_recoverable_errors names unknown step {unknown[0]!r}; declare it on a step of "
+                             "the job")
+
+    def declared(self, task_id: str) -> Declared:
+        """The exception class names non-recoverable for task ``task_id`` (module rule)."""
+        job = Declared(self.config.non_recoverable_errors)
+        members = self.names.subtasks(task_id) or ()
+        own = [Declared(self.non_recoverable[m.step], f"step {m.step!r}'s non_recoverable_errors")
+               if m.step in self.non_recoverable else job for m in members]
+        if not own:
+            return job
+        if len(own) == 1 or all(d == own[0] for d in own):
+            return own[0]
+        names = tuple(n for n in own[0].names if all(n in d.names for d in own[1:]))
+        return Declared(names, f"every step of chain task {task_id!r}")
 
     def __post_init__(self) -> None:
         pending = auto_results(self.graph)
@@ -117,6 +144,8 @@ class JobSpec:
                                         for (s, t), r in sorted(self.chain_breaks.items())]
         if self.publications:
             document["publications"] = [p.to_dict() for p in self.publications]
+        if self.non_recoverable:
+            document["non_recoverable_errors"] = {s: list(n) for s, n in sorted(self.non_recoverable.items())}
         return document
 
     @classmethod
@@ -134,9 +163,14 @@ class JobSpec:
         publications = document.get("publications", [])
         if not isinstance(publications, list):
             raise GraphError(f"DAG param {JOB_PARAM!r}: 'publications' must be a list of objects")
+        errors = document.get("non_recoverable_errors", {})
+        if not isinstance(errors, dict):
+            raise GraphError(f"DAG param {JOB_PARAM!r}: 'non_recoverable_errors' must be an object")
         return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()},
                    {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks},
-                   tuple(Publication.from_dict(p) for p in publications))
+                   tuple(Publication.from_dict(p) for p in publications),
+                   {str(s): parse_error_names(n, f"step {s!r}: non_recoverable_errors", text=False)
+                    for s, n in errors.items()})
 
 
 def job_of(dag: Any) -> JobSpec | None:

@@ -102,7 +102,9 @@ def rerun(decision: Decision, later: Decision | None, rows: Sequence[TaskRow]) -
 def timeline(decision: Decision, later: Decision | None, rows: Sequence[TaskRow]) -> list[dict[str, Any]]:
     """The decision's events in order: failure(s) -> decision -> clear -> rerun done (module rule)."""
     events: list[dict[str, Any]] = [
-        {"event": "failure", "at": f.at, "task_id": f.task_id, "try_number": f.try_number, "error": f.error[:300]}
+        {"event": "failure", "at": f.at, "task_id": f.task_id, "try_number": f.try_number, "error": f.error[:300],
+         **({} if f.error_class is None else {"error_class": f.error_class.name,
+                                              "signature": f.error_class.signature})}
         for f in decision.failures]
     events.append({"event": "decision", "at": decision.created, "status": decision.status.value,
                    "strategy": decision.strategy, "delay_s": decision.delay_s, "reason": decision.reason})
@@ -327,7 +329,8 @@ def _checkpoint_table(events: Sequence[Mapping[str, Any]]) -> str:
 def _describe(event: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
     kind = event["event"]
     if kind == "failure":
-        return f"{event['task_id']} failed (try {event['try_number']}): {event['error']}"
+        shown = f", {event['error_class']}" if event.get("error_class") else ""
+        return f"{event['task_id']} failed (try {event['try_number']}{shown}): {event['error']}"
     if kind == "decision":
         restarted = [f"{r} ({v['reason']})" for r, v in decision["regions"].items() if v["reason"] != KEPT]
         text = f"{event['status']}, strategy {event['strategy'] or '-'}, delay {event['delay_s']:.3f} s"

@@ -6,6 +6,9 @@ Rules — each value is sent where it is known (docs/operator/observability.md d
   ``restarts`` (+1), ``restarting_time`` (ms from the first failure to the clear), ``tasks_restarted`` (+task
   instances cleared), ``results_reused`` (+BLOCKING partitions the restarted tasks read without them being
   re-produced); tags ``dag_id``, ``strategy``;
+* per decision that ends the run, by the process that recorded it (:func:`emit_ended`): ``runs_ended`` (+1);
+  tags ``dag_id``, ``status`` (``exhausted`` or ``not-recoverable``), ``error_class`` (the simple name of the
+  first failure's exception class, ``unknown`` when it was not recorded);
 * per try started by one of our clears, by its worker when it succeeds (:func:`emit_task`, from the task's
   ledger, :mod:`~airflow_region_failover.spark.ledger`): ``results_kept`` (+BLOCKING partitions kept instead of
   recomputed, 0 included), ``recomputed_bytes`` (+bytes of the BLOCKING partitions it wrote),
@@ -62,6 +65,21 @@ def emit_decision(dag_id: str, decision: Decision) -> None:
         client.incr(f"{PREFIX}.tasks_restarted", count=len(decision.restart), tags=tags)
         client.incr(f"{PREFIX}.results_reused", count=len(decision.reused), tags=tags)
         client.timing(f"{PREFIX}.restarting_time", 1000.0 * float(decision.restarting_time_s or 0.0), tags=tags)
+    except Exception:
+        log.warning("region failover: could not emit metrics", exc_info=True)
+
+
+def ended_tags(dag_id: str, decision: Decision) -> dict[str, str]:
+    """The tags of ``runs_ended`` for ``decision`` (module rule)."""
+    found = decision.failures[0].error_class if decision.failures else None
+    return {"dag_id": dag_id, "status": decision.status.value,
+            "error_class": found.name if found is not None else "unknown"}
+
+
+def emit_ended(dag_id: str, decision: Decision) -> None:
+    """Send ``runs_ended`` for a decision that ends the run; never raises."""
+    try:
+        stats().incr(f"{PREFIX}.runs_ended", tags=ended_tags(dag_id, decision))
     except Exception:
         log.warning("region failover: could not emit metrics", exc_info=True)
 

@@ -26,6 +26,7 @@ from airflow.sdk.exceptions import AirflowRescheduleException
 from airflow_region_failover import conf, timeline
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.decisions.try_log import LogState, TryLog, read_try_log
+from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
@@ -98,6 +99,7 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         here on, :mod:`~airflow_region_failover.timeline`) that Airflow stores as return value, and sends the task's
         restart metrics and, for a checkpointed chain, its checkpoint metrics as they happen
         (:mod:`~airflow_region_failover.observability.metrics`)."""
+        self.try_inputs: TryInputs | None = None  # what a failure of this try records (the listener reads it)
         with timeline.measured() as clock:
             clock.record_since("airflow_start", getattr(self, "_parsed_at", clock.started))
             with timeline.phase("restart_wait"):
@@ -105,10 +107,15 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
                 self._wait_for_restart_time(context, read)
             members = tuple(SubtaskId.parse(s) for s in self.chain)
             listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
-            summary = run_chain(self.runtime, members, context, read, listener)
+            summary = run_chain(self.runtime, members, context, read, listener, self._looked_up)
         self._ledger = summary.ledger
         metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
         return summary.to_json()
+
+    def _looked_up(self, inputs: TryInputs | None) -> None:
+        """Keep what this try computes from, for the failure listener (:mod:`~airflow_region_failover.plugins
+        .listener`), which runs in this process after ``execute`` raised."""
+        self.try_inputs = inputs
 
     # -- OpenLineage (the openlineage provider calls these when it is installed; see observability/lineage.py) ------
     def get_openlineage_facets_on_start(self) -> Any:

@@ -11,7 +11,9 @@ Rules:
   before it is stored in a log, a note or the view.
 - Metrics through Airflow's Stats (:mod:`~airflow_region_failover.observability.metrics`,
   docs/operator/observability.md): per applied decision ``region_failover.restarts``, ``.restarting_time``,
-  ``.tasks_restarted``, ``.results_reused``.
+  ``.tasks_restarted``, ``.results_reused``; per decision that ends the run (``exhausted``, ``not-recoverable``)
+  ``region_failover.runs_ended``, tagged with the failure's exception class.
+- A failure shows its exception class (and message signature) where it was recorded.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_region_failover.decisions.storage import default_run_logs
-from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, RunLog
 from airflow_region_failover.observability import metrics
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,12 @@ def emit_metrics(dag_id: str, decision: Decision) -> None:
     metrics.emit_decision(dag_id, decision)
 
 
+def emit_ended(dag_id: str, decision: Decision) -> None:
+    """Send ``runs_ended`` for a decision that ends the run (:func:`~..observability.metrics.emit_ended`); never
+    raises."""
+    metrics.emit_ended(dag_id, decision)
+
+
 def _when(ts: float | None) -> str:
     if ts is None:
         return "-"
@@ -57,13 +65,15 @@ def _when(ts: float | None) -> str:
 
 def describe(decision: Decision) -> list[str]:
     """Human-readable lines for one decision (used by the CLI, the note and the UI)."""
-    fails = ", ".join(f"{f.task_id} (try {f.try_number}, via {f.path}): {f.error[:120]}" for f in decision.failures)
+    fails = ", ".join(f"{f.task_id} (try {f.try_number}, via {f.path}{_class_of(f)}): {f.error[:120]}"
+                      for f in decision.failures)
     lines = [f"#{decision.id} {decision.status.value.upper()} at {_when(decision.created)} — failed: {fails}"]
     if decision.reason:
         lines.append(f"  reason: {decision.reason}")
     for region in decision.regions:
         lines.append(f"  region {region.region} [{', '.join(region.steps)}] restarts: {region.reason} ({region.cause})")
-    if decision.status not in (DecisionStatus.EXHAUSTED, DecisionStatus.CANCELLED, DecisionStatus.ABANDONED):
+    if decision.status not in (DecisionStatus.EXHAUSTED, DecisionStatus.NOT_RECOVERABLE, DecisionStatus.CANCELLED,
+                               DecisionStatus.ABANDONED):
         lines.append(f"  strategy {decision.strategy}, delay {decision.delay_s:.3f} s, {len(decision.restart)} tasks "
                      f"cleared, {len(decision.reused)} committed partitions reused")
     if decision.applied_at:
@@ -71,6 +81,12 @@ def describe(decision: Decision) -> list[str]:
                      "failure)")
     lines.append(f"  budget: {json.dumps(dict(decision.budget), sort_keys=True)}")
     return lines
+
+
+def _class_of(failure: FailureRecord) -> str:
+    """``, <Class> #<signature>`` of a failure whose exception was recorded, else nothing."""
+    found = failure.error_class
+    return "" if found is None else f", {found.name} #{found.signature}"
 
 
 def format_history(doc: RunLog) -> str:

@@ -19,8 +19,11 @@ Rules:
   value.)
 - **What a failure records**: the exception text, masked with Airflow's secrets masker (a password a driver
   echoed never reaches the log, the note or the view); the partition it names as unreadable
-  (:class:`~airflow_region_failover.exceptions.InputUnavailable`); and the run's clear count when the try
-  started (a person's clear starts a new epoch of the budget).
+  (:class:`~airflow_region_failover.exceptions.InputUnavailable`); the run's clear count when the try
+  started (a person's clear starts a new epoch of the budget); the exception's class names and message signature
+  (:class:`~airflow_region_failover.failover.error_class.ErrorClass`, of the masked text); and, in the worker,
+  what the try computed from (the step operator's ``try_inputs``: its inputs' checksums and code fingerprint).
+  The scheduler path has no exception object and no operator run: neither, so its failures are never evidence.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 from airflow.listeners import hookimpl
 
 from airflow_region_failover.exceptions import InputUnavailable
+from airflow_region_failover.failover.error_class import ErrorClass, TryInputs
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
@@ -48,10 +52,20 @@ def failure_event(ti: Any, error: object, path: str) -> FailureRecord:
     """The failure of task instance ``ti`` (worker's ``RuntimeTaskInstance`` or scheduler's ORM row)."""
     map_index = getattr(ti, "map_index", None)
     cause = error.partition if isinstance(error, InputUnavailable) else None
+    text = masked(str(error or ""))
     return FailureRecord(task_id=ti.task_id, map_index=int(map_index) if map_index is not None else -1,
-                         try_number=int(ti.try_number or 0), error=masked(str(error or ""))[:500], path=path,
+                         try_number=int(ti.try_number or 0), error=text[:500], path=path,
                          at=time.time(), cause=str(cause) if cause is not None else None,
-                         clear_number=_clear_number(ti))
+                         clear_number=_clear_number(ti),
+                         error_class=ErrorClass.of(error, text) if isinstance(error, BaseException) else None,
+                         inputs=_try_inputs(ti))
+
+
+def _try_inputs(ti: Any) -> TryInputs | None:
+    """What the failed try computed from, as its step operator kept it (``None``: not a step task of this
+    process, or the try failed before it looked its inputs up)."""
+    found = getattr(getattr(ti, "task", None), "try_inputs", None)
+    return found if isinstance(found, TryInputs) else None
 
 
 def _clear_number(ti: Any) -> int | None:

@@ -94,8 +94,9 @@ WHO = f"{socket.gethostname()}:{os.getpid()}"
 def handler_of(spec: JobSpec) -> FailureHandler:
     """The failure handler of a job (its options parsed once, its subtasks named as Airflow task ids: every
     subtask of a chain as the chain's task, so a restart clears that task once; a published sink's subtasks
-    are followed by its publishing task, which restarts with them)."""
-    return FailureHandler(spec.config, spec.names.task_id, spec.followers)
+    are followed by its publishing task, which restarts with them; each task's non-recoverable exception classes
+    are its steps', :meth:`~airflow_region_failover.job.JobSpec.declared`)."""
+    return FailureHandler(spec.config, spec.names.task_id, spec.followers, spec.declared)
 
 
 def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str,
@@ -149,8 +150,10 @@ def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSp
     doc, result = services.logs().update(dag_id, run_id, lambda d: handler.handle(d, failure, plan, reused, at))
     log.info("region failover: %s of %s/%s -> %s (decision %s)", failure.task_id, dag_id, run_id,
              result.outcome.value, result.decision_id)
-    if result.outcome is Outcome.EXHAUSTED:
+    if result.outcome.ends_run:
         history.publish_note(services.api(), doc)
+        if result.decision_id is not None:
+            history.emit_ended(dag_id, doc.decision(result.decision_id))
     return result
 
 

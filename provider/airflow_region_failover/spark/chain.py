@@ -25,13 +25,14 @@ the producer's scratch partition from the store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
 from airflow_region_failover.checkpoint.runner import Listener
 from airflow_region_failover.decisions.try_log import TryLog
+from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.naming import xcom_key
@@ -40,7 +41,7 @@ from airflow_region_failover.spark.compute import compute, inputs_named
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.ledger import CheckpointEntry, TaskSummary, summary
 from airflow_region_failover.spark.reuse import kept_outputs
-from airflow_region_failover.spark.run import SubtaskRun, start
+from airflow_region_failover.spark.run import SubtaskRun, start, try_inputs
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import open_store_io
 from airflow_region_failover.spark.submit import submit_script
@@ -51,15 +52,19 @@ log = logging.getLogger(__name__)
 
 
 def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
-              run_log: TryLog | None = None, listener: Listener | None = None) -> TaskSummary:
+              run_log: TryLog | None = None, listener: Listener | None = None,
+              looked_up: Callable[[TryInputs | None], None] | None = None) -> TaskSummary:
     """Run chain subtask ``members`` (head first; one member for an unchained subtask) inside an Airflow task
     (``context`` is the task context; ``run_log``: the decision log as the caller read it for this try, ``None``:
-    read here); returns the task's summary (module rule)."""
+    read here); returns the task's summary (module rule). ``looked_up`` hears, before anything runs, what the try
+    computes from (:func:`~.run.try_inputs`): what a failure of this try records as its evidence."""
     log_scratch_inputs(runtime.spec, members[0])
     with phase("store_open"):
         io = open_store_io()
     with phase("lookup"):
         run = start(runtime, members, context, io, run_log)
+    if looked_up is not None:
+        looked_up(try_inputs(run))
     with phase("keep"):
         kept = kept_outputs(run)
     heard = Heard(listener)

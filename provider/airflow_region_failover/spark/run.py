@@ -31,6 +31,7 @@ from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.decisions.try_log import TryLog, read_try_log
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, NotAvailable
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
+from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.failover.options import FailoverStrategy
 from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import SubtaskId
@@ -221,6 +222,24 @@ def restart_of(ti: Any, logs: RunLogs | None = None, known: TryLog | None = None
     be read: then nothing is kept and the try is reported as not restarted). ``known``: the log as the task already
     read it for this try (then it is not read again; :mod:`~airflow_region_failover.decisions.try_log`)."""
     return (known if known is not None else read_try_log(ti, logs)).restart()
+
+
+def try_inputs(run: SubtaskRun) -> TryInputs | None:
+    """What this try computes from, as a failure records it (:class:`~.failover.error_class.TryInputs`): the
+    content checksum of exactly what it reads of each input partition (what the reuse rule compares) and its code
+    fingerprint. ``None`` — no evidence — when that is not all it reads: a source step (it reads outside the
+    store), a PIPELINED input (scratch, no recorded checksum), a checkpointed chain (it also reads the state it
+    resumes), or an input without a recorded checksum."""
+    refs = [r for rs in run.refs.values() for r in rs]
+    if not refs or any(r.exchange is not Exchange.BLOCKING for r in refs) or len(run.versions) != len(refs) \
+            or any(impl.checkpoint is not None for impl in run.impls):
+        return None
+    return TryInputs.of(((f"{v.partition}@{_groups(v.key_groups)}", v.content_checksum) for v in run.versions),
+                        run.code)
+
+
+def _groups(key_groups: range | None) -> str:
+    return "" if key_groups is None else f"{key_groups.start}-{key_groups.stop}"
 
 
 def _function(impl: StepImpl) -> StepFunction:

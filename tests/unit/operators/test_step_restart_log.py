@@ -48,7 +48,7 @@ def run(monkeypatch: pytest.MonkeyPatch, try_number: int) -> tuple[CountingLogs,
     logs, handed = CountingLogs(), []
 
     def fake_run_chain(runtime: Any, members: Any, context: Any, run_log: TryLog | None = None,
-                       listener: Any = None) -> TaskSummary:
+                       listener: Any = None, looked_up: Any = None) -> TaskSummary:
         assert run_log is not None
         handed.append(run_log)
         return TaskSummary.from_json(SUMMARY)
@@ -112,7 +112,7 @@ def test_a_try_facing_an_unreadable_log_neither_skips_the_wait_nor_keeps(monkeyp
     logs, slept, started = ReadableOnTheSecondRead(), [], []
 
     def fake_run_chain(runtime: Any, members: Any, context: Any, run_log: Any = None,
-                       listener: Any = None) -> TaskSummary:
+                       listener: Any = None, looked_up: Any = None) -> TaskSummary:
         started.append(spark_run.start(runtime, members, context, None, run_log))  # b#0 reads nothing: no store
         return TaskSummary.from_json({**SUMMARY, "subtask": "b#0"})
 

@@ -12,8 +12,8 @@ import pytest
 
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.decisions.try_log import LogState, TryLog
-from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.failover.handler import HandlingResult, restart_wait
+from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.failover.run_log import FailureRecord, RunLog
 from airflow_region_failover.plugins.history import format_history, note_text
 from airflow_region_failover.plugins.recovery import apply_due, handle_failure

@@ -186,3 +186,25 @@ def test_a_result_computed_by_other_code_is_never_kept() -> None:
 def test_a_step_or_run_that_opted_out_always_recomputes() -> None:
     io = FakeIO({PartitionId("join->report", 0): committed("join->report#0", 1, BEFORE)})
     assert keep(io, BEFORE, opted_out=True) is None
+
+
+def evidence(current: tuple[InputVersion, ...], subtask: SubtaskId = JOIN0, code: str = CODE) -> object:
+    """What a failure of ``subtask``'s try records as what it computed from (:func:`~.spark.run.try_inputs`)."""
+    from airflow_region_failover.spark.run import try_inputs
+
+    refs = refs_of(GRAPH, subtask, {str(c.partition): c.attempt for c in current})
+    run = SubtaskRun(GRAPH, (subtask,), (), (ctx(subtask, 1),), refs, FakeIO(), {}, current,  # type: ignore[arg-type]
+                     code)
+    return try_inputs(run)
+
+
+def test_a_failure_records_the_checksums_it_read_and_its_code_as_the_reuse_rule_compares_them() -> None:
+    """Same checksums and code -> equal evidence (whatever the attempts); a changed checksum or code differs; a
+    source step (reads outside the store) or a PIPELINED reader has none."""
+    same = evidence((v("rows#0", 2, "a"), v("rows#1", 3, "b")))
+    assert same is not None and same == evidence(BEFORE)
+    assert evidence((v("rows#0", 1, "a"), v("rows#1", 1, "c"))) != same
+    assert evidence(BEFORE, code="other") != same
+    assert evidence((), SubtaskId("gen", 0)) is None
+    assert evidence((), SubtaskId("tail", 0)) is None
+    assert evidence(BEFORE[:1]) is None, "an input without its recorded checksum"

@@ -44,6 +44,9 @@ Rules:
       job.step("sessions", sessionize, checkpoint=Checkpoint(
           state_key=["user"], state_schema="user string, start long, last long, clicks long", epochs=20))
 
+* ``non_recoverable_errors=[KeyError, "AnalysisException"]`` on a step replaces, for that step, the job's
+  ``restart-strategy.non-recoverable-errors``: a failure of one of these classes (or a subclass) ends the run
+  instead of a restart (:mod:`~airflow_region_failover.failover.classify`); a bad name raises at once;
 * ``publish="<table>"`` on a sink step (no outgoing edges) commits its result, once the run's sink subtasks
   succeeded, to a Delta Lake table (``publish_mode="append"`` or ``"overwrite"``), exactly once per run
   (:mod:`~airflow_region_failover.publication`; task ``<step>.publish``); a bad table name or mode raises at once,

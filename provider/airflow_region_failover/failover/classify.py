@@ -6,7 +6,8 @@ Rules, for one failure of a subtask (both answered ``not-recoverable``, which en
 1. **Declared.** Its exception class, or one of its base classes (:func:`~.error_class.declared_match`), is one
    of the names declared non-recoverable — the job's ``restart-strategy.non-recoverable-errors``, or the step's
    ``non_recoverable_errors`` instead (a chain task: the names every member declares). Checked before the
-   budget: such a failure is not counted.
+   budget: such a failure is not counted. A failure that names an input it could not read never is (restarting
+   its producer heals it, whatever its class: the provider's errors are ``ValueError`` s).
 2. **Evidence.** An earlier failure of the same task instance in the same epoch (a person's clear starts a new
    one, so their clear always reruns it) has the same exception class, the same message signature, and the same
    :class:`~.error_class.TryInputs`: byte-identical inputs and the same code fingerprint. The step is then
@@ -68,7 +69,7 @@ RECOVERABLE = Verdict(FailureKind.RECOVERABLE)
 
 def declared(failure: FailureRecord, names: Iterable[str], where: str) -> Verdict:
     """Rule 1 for ``failure``: ``names`` are the non-recoverable class names that apply, declared by ``where``."""
-    if failure.error_class is None:
+    if failure.error_class is None or failure.cause is not None:
         return RECOVERABLE
     match = declared_match(failure.error_class.names, names)
     if match is None:

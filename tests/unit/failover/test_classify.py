@@ -187,3 +187,11 @@ def test_a_persons_clear_of_a_not_recoverable_run_reruns_it() -> None:
     log = applied(log, 201.0, clear_number=3)
     log, four = fail(log, record(KeyError("price"), 4, at=210.0, clear_number=3))
     assert four is Outcome.NOT_RECOVERABLE, "within the new epoch, the same evidence ends it again"
+
+
+def test_a_failure_naming_an_unreadable_input_always_restarts_its_producer() -> None:
+    """The provider's errors are ValueErrors: declaring ValueError must not stop an unreadable input from healing."""
+    job = spec(**{"restart-strategy.non-recoverable-errors": "ValueError"})
+    unreadable = replace(record(ValueError("partition b#0 is unreadable"), 1), cause="b#0")
+    _, outcome = fail(RunLog(DAG, RUN), unreadable, job)
+    assert outcome is Outcome.CREATED

@@ -183,12 +183,14 @@ def test_options_default_from_airflow_cfg(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__RESTART_STRATEGY", "failure-rate")
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__RESTART_STRATEGY_OPTIONS",
                        '{"restart-strategy.failure-rate.max-failures-per-interval": 5}')
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__NON_RECOVERABLE_ERRORS", "KeyError, NameError")
     spec = job_of(build(etl))
     assert spec is not None
     assert spec.options == {
         "jobmanager.execution.failover-strategy": "full",
         "restart-strategy.failure-rate.max-failures-per-interval": "5",
         "restart-strategy.type": "failure-rate",
+        "restart-strategy.non-recoverable-errors": "KeyError;NameError",
     }
     overridden = job_of(build(etl, failover_strategy="region"))
     assert overridden is not None and overridden.options["jobmanager.execution.failover-strategy"] == "region"

@@ -51,8 +51,9 @@ class TryLog:
 
     def __post_init__(self) -> None:
         if (self.log is not None) != (self.state is LogState.READ):
-            raise ValueError(f"a {self.state.value} decision log {'has no' if self.log is None else 'carries no'} "
-                             "log; give the log exactly when it was read")
+            raise ValueError(f"a decision log in state {self.state.value!r} "
+                             f"{'needs its log' if self.log is None else 'carries no log'}; give the log exactly when "
+                             "it was read")
 
     def restart(self) -> Decision | None:
         """The applied decision whose clear started this try, or ``None`` (a first try, another cause, or an

@@ -44,7 +44,7 @@ SLEEP_BELOW_S = 2.0
 """A remaining restart delay shorter than this is slept off in place rather than rescheduled."""
 
 
-def delay_left(ti: Any, read: TryLog, config: FailoverConfig) -> float:
+def delay_left(read: TryLog, config: FailoverConfig) -> float:
     """Seconds this try of a restarted step task must still wait before it runs (:meth:`TryLog.wait`: only the
     first try after our clear waits, or any try facing an unreadable log), bounded by ``[region_failover]
     max_start_delay``."""
@@ -53,7 +53,7 @@ def delay_left(ti: Any, read: TryLog, config: FailoverConfig) -> float:
 
 def restart_delay_left(ti: Any, config: FailoverConfig, logs: RunLogs | None = None) -> float:
     """:func:`delay_left` of the log :func:`~airflow_region_failover.decisions.try_log.read_try_log` reads."""
-    return delay_left(ti, read_try_log(ti, logs), config)
+    return delay_left(read_try_log(ti, logs), config)
 
 
 def doc_of(runtime: JobRuntime, members: Sequence[SubtaskId]) -> str:
@@ -149,7 +149,7 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
             return None
 
     def _wait_for_restart_time(self, context: Context, read: TryLog) -> None:
-        wait = delay_left(context["ti"], read, self.runtime.spec.config)
+        wait = delay_left(read, self.runtime.spec.config)
         if wait <= 0:
             return
         self.log.info("region failover: %s waits %.1f s (restart backoff delay%s)", self.task_id, wait,

@@ -137,5 +137,5 @@ def test_the_three_answers_of_the_reader_and_their_json_form() -> None:
     assert [t.wait(config, 200.0) for t in (first, read, unreadable)] == [0.0, 0.0, 1.0]
     assert [t.restart() for t in (first, read, unreadable)] == [None, DECISION, None]
     assert all(TryLog.from_json(t.to_json()) == t for t in (first, read, unreadable))
-    with pytest.raises(ValueError, match="unreadable decision log carries no log"):
+    with pytest.raises(ValueError, match="state 'unreadable' carries no log"):
         TryLog("c.0", 2, LogState.UNREADABLE, DOC)

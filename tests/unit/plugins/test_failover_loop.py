@@ -208,7 +208,7 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
     from airflow_region_failover.operators import step
     from airflow_region_failover.operators.step import RegionStepOperator
 
-    monkeypatch.setattr(step, "delay_left", lambda ti, read, config: wait)
+    monkeypatch.setattr(step, "delay_left", lambda read, config: wait)
     from types import SimpleNamespace
 
     op = SimpleNamespace(log=logging.getLogger("t"), task_id="c.0",

@@ -33,8 +33,8 @@ NO_EVIDENCE_BASES = frozenset({"OSError", "TimeoutError", "MemoryError", "Region
                                "BotoCoreError", "AirflowTaskTimeout", "AirflowTaskTerminated"})
 """A failure with one of these among its classes (simple names) is never evidence: the network, S3, the
 provider's own store errors, the worker's memory, Airflow's timeouts."""
-NO_EVIDENCE_CLASSES = frozenset({"SparkConnectGrpcException", "SparkException", "Py4JJavaError", "Py4JError",
-                                 "Py4JNetworkError"})
+NO_EVIDENCE_CLASSES = frozenset({"SparkConnectException", "SparkConnectGrpcException", "UnknownException",
+                                 "SparkException", "Py4JJavaError", "Py4JError", "Py4JNetworkError"})
 """A failure of exactly one of these classes is never evidence: the engine's generic wrappers, which carry lost
 executors and lost connections (Spark Connect's specific errors derive from ``SparkConnectGrpcException`` and
 stay evidence: ``AnalysisException``, ``PythonException``...)."""

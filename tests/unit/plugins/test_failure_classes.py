@@ -132,3 +132,23 @@ def test_a_bad_step_override_is_refused_when_the_dag_file_declares_it() -> None:
         job.step("c", priced, non_recoverable_errors=[3])  # type: ignore[list-item]
     job.step("c", priced, non_recoverable_errors=[KeyError, "pyspark.errors.AnalysisException"])
     assert job._non_recoverable == {"c": ("KeyError", "pyspark.errors.AnalysisException")}
+
+
+def test_the_default_names_sparks_analysis_exception_of_both_clients_and_not_its_generic_errors(
+        logs: RunLogs) -> None:
+    """Spark Connect's and classic PySpark's AnalysisException end the run at once; Spark Connect's generic
+    SparkConnectGrpcException (a lost server, an unmapped error) restarts, and is never evidence."""
+    from pyspark.errors.exceptions import captured, connect
+
+    from airflow_region_failover.failover.classify import evidence
+    from airflow_region_failover.failover.error_class import class_names, declared_match
+
+    job = spec()
+    failure = failure_event(TI(1, None), connect.AnalysisException(message="[UNRESOLVED_COLUMN] `pricee`"), "worker")
+    assert handle_failure(DAG, RUN, failure, job, services(logs), now=lambda: 100.0).outcome \
+        is Outcome.NOT_RECOVERABLE
+    classic = class_names(captured.AnalysisException)  # an instance needs a JVM: its class is what counts
+    assert declared_match(classic, job.config.non_recoverable_errors) == "AnalysisException"
+    generic = [replace(failure_event(TI(n, None), connect.SparkConnectGrpcException(message="UNAVAILABLE"),
+                                     "worker"), inputs=TryInputs("i", "c")) for n in (1, 2)]
+    assert not evidence(generic[1], generic[:1]).not_recoverable

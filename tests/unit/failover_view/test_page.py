@@ -104,3 +104,21 @@ def test_the_dry_run_page_shows_no_states() -> None:
     page = plan_page(SPEC, "dag", plan, {}, "/region-failover", "c#0")
     assert " none<" not in page and 'data-state="none"' not in page and "States:" not in page
     assert "States:" in run_page(SPEC, RunLog("dag", "run"), [], None, "/region-failover")
+
+
+def test_a_not_recoverable_decision_shows_the_failures_class_in_the_timeline_and_the_page() -> None:
+    from dataclasses import replace
+
+    from airflow_region_failover.failover.error_class import ErrorClass
+
+    ended = decision(1, "c#0", error="'price'", applied=None)
+    failure = replace(ended.failures[0], error_class=ErrorClass.of(KeyError("price")))
+    ended = replace(ended, status=DecisionStatus.NOT_RECOVERABLE, failures=(failure,), restart=(),
+                    reason="not recoverable: the rule 'same error on the same inputs and code'")
+    doc = RunLog("dag", "run", decisions=(ended,))
+    [model] = run_model(SPEC, doc, [])["decisions"]
+    first = model["timeline"][0]
+    assert (model["status"], first["error_class"], first["signature"]) == (
+        "not-recoverable", "KeyError", failure.error_class.signature)  # type: ignore[union-attr]
+    page = run_page(SPEC, doc, [], None, "/region-failover")
+    assert "c.0 failed (try 1, KeyError)" in page and "not-recoverable" in page

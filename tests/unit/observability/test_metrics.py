@@ -92,3 +92,15 @@ def test_a_broken_stats_backend_never_raises(monkeypatch: pytest.MonkeyPatch) ->
     decision = Decision(id=1, status=DecisionStatus.APPLIED, created=0.0, failures=())
     metrics.emit_decision("rf", decision)
     assert metrics.emit_task("rf", "c", TaskLedger.from_json(RESTARTED)) is None
+
+
+def test_a_decision_that_ends_the_run_is_tagged_with_its_status_and_the_failures_class() -> None:
+    from airflow_region_failover.failover.error_class import ErrorClass
+    from airflow_region_failover.failover.run_log import FailureRecord
+
+    known = FailureRecord("c.0", -1, 2, "'price'", "worker", 1.0, error_class=ErrorClass.of(KeyError("price")))
+    unknown = FailureRecord("c.0", -1, 2, "", "scheduler", 1.0)
+    ended = Decision(2, DecisionStatus.NOT_RECOVERABLE, 1.0, (known,))
+    assert metrics.ended_tags("d", ended) == {"dag_id": "d", "status": "not-recoverable", "error_class": "KeyError"}
+    exhausted = Decision(2, DecisionStatus.EXHAUSTED, 1.0, (unknown,))
+    assert metrics.ended_tags("d", exhausted)["error_class"] == "unknown"

@@ -76,6 +76,10 @@ class JobSpec:
     non_recoverable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        pending = auto_results(self.graph)
+        if pending:
+            raise GraphError(f"result {pending[0]!r} is still AUTO: a job runs a concrete graph; resolve it with an "
+                             "exchange plan first (graph.auto.resolve, as RegionJob.render does)")
         steps = {s.id for s in self.graph.steps}
         unknown = sorted(set(self.non_recoverable) - steps)
         if unknown:
@@ -94,12 +98,6 @@ class JobSpec:
             return own[0]
         names = tuple(n for n in own[0].names if all(n in d.names for d in own[1:]))
         return Declared(names, f"every step of chain task {task_id!r}")
-
-    def __post_init__(self) -> None:
-        pending = auto_results(self.graph)
-        if pending:
-            raise GraphError(f"result {pending[0]!r} is still AUTO: a job runs a concrete graph; resolve it with an "
-                             "exchange plan first (graph.auto.resolve, as RegionJob.render does)")
 
     def publication(self, step_id: str) -> Publication | None:
         """The publication of ``step_id``'s sink result, or ``None``."""

@@ -106,7 +106,7 @@ def warm_workers(spark: Any, store: ResultStore, cores: int) -> float:
     access = store.config.access
 
     def warm(batches: Any) -> Any:
-        from airflow_region_failover.store.config import client_for
+        from airflow_region_failover.store.s3.clients import client_for
 
         client_for(access)
         for _ in batches:

@@ -90,7 +90,7 @@ def history(tgt: delta.TableTarget) -> list[dict[str, Any]]:
 
 def table_files(store: ResultStore, name: str) -> set[str]:
     """The names of the data files under the table's location (a raw listing, as a sweeper would see it)."""
-    from airflow_region_failover.store.config import client_for
+    from airflow_region_failover.store.s3.clients import client_for
 
     pages = client_for(store.config.access).get_paginator("list_objects_v2").paginate(
         Bucket=store.config.bucket, Prefix=f"{store.config.prefix}/tables/{name}/")

@@ -69,7 +69,7 @@ def test_two_runs_share_objects_and_releasing_one_keeps_the_other_readable(s3_se
 SWEEPER = r"""
 import json, sys, time
 from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.s3.objects import Objects
 cfg = json.loads(sys.stdin.readline())
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],
                                   prefix=cfg["prefix"])

@@ -38,7 +38,7 @@ import pyarrow as pa
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store import content
-from airflow_region_failover.store.upload import UploadStream
+from airflow_region_failover.store.s3.upload import UploadStream
 cfg = json.loads(sys.stdin.readline())
 content.SINGLE_PUT_BYTES = 5 * 1024 * 1024  # objects go up in one PUT up to 5 GiB: make this one a multipart upload
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],

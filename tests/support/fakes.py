@@ -9,11 +9,11 @@ from typing import Any
 
 from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed
 from airflow_region_failover.store.keys import Layout
-from airflow_region_failover.store.objects import Listed
+from airflow_region_failover.store.s3.objects import Listed
 
 
 class MemoryObjects:
-    """The parts of :class:`~airflow_region_failover.store.objects.Objects` the decision logs use, in memory:
+    """The parts of :class:`~airflow_region_failover.store.s3.objects.Objects` the decision logs use, in memory:
     keys are checked by the same :class:`Layout`, conditional writes answer as S3 does."""
 
     def __init__(self, layout: Layout | None = None) -> None:

@@ -221,6 +221,6 @@ def test_cycles_are_found() -> None:
 
 @pytest.mark.parametrize("local, typing_only", [(True, False), (False, True)])
 def test_cycles_through_deferred_or_typing_imports_are_found(local: bool, typing_only: bool) -> None:
-    a = Import(f"{PACKAGE}.store.objects", f"{PACKAGE}.store.upload", 1, local, typing_only, local)
-    b = Import(f"{PACKAGE}.store.upload", f"{PACKAGE}.store.objects", 1, False, False, False)
+    a = Import(f"{PACKAGE}.store.s3.objects", f"{PACKAGE}.store.s3.upload", 1, local, typing_only, local)
+    b = Import(f"{PACKAGE}.store.s3.upload", f"{PACKAGE}.store.s3.objects", 1, False, False, False)
     assert cycles([a, b])

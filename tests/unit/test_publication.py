@@ -118,7 +118,7 @@ def test_publishing_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) 
 
 def test_storage_options_carry_the_stores_access_and_hide_it_from_repr() -> None:
     from airflow_region_failover.publication.delta import target_for
-    from airflow_region_failover.store.config import S3Access, S3Credentials
+    from airflow_region_failover.store.s3.clients import S3Access, S3Credentials
 
     access = S3Access("http://127.0.0.1:9000", "eu-west-1", S3Credentials("AK", "SECRET"))
     target = target_for("s3://b/p/tables/t", access)

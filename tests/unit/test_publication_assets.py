@@ -20,7 +20,8 @@ from airflow_region_failover import published_table
 from airflow_region_failover.exceptions import GraphError
 from airflow_region_failover.publication import delta
 from airflow_region_failover.publication import operator as publishing
-from airflow_region_failover.store.config import S3Access, StoreConfig
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.s3.clients import S3Access
 from tests.unit.rendering.test_publish_rendering import build
 
 URI = "s3://bkt/rf/tables/totals"

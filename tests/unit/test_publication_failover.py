@@ -25,7 +25,8 @@ from airflow_region_failover.job import job_of
 from airflow_region_failover.plugins import listener
 from airflow_region_failover.plugins.recovery import handle_failure
 from airflow_region_failover.publication import operator as publishing
-from airflow_region_failover.store.config import S3Access, StoreConfig
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.s3.clients import S3Access
 from tests.support.fakes import MemoryObjects, services
 from tests.unit.rendering.test_publish_rendering import build
 

@@ -36,7 +36,7 @@ from airflow_region_failover.failover.checkpointing import LATEST, STATE_RECOVER
 from airflow_region_failover.store.checkpoints import CheckpointManifest, StateRun
 from airflow_region_failover.store.lifecycle import list_runs
 from airflow_region_failover.store.manifest import InputVersion
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.s3.objects import Objects
 
 if TYPE_CHECKING:
     import pyarrow as pa

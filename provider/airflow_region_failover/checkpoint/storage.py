@@ -31,9 +31,9 @@ from airflow_region_failover.store.checkpoints import CheckpointManifest, Comple
 from airflow_region_failover.store.content import COMMIT_SHARE, LAND_SHARE, confirm_shared
 from airflow_region_failover.store.encoding import Codec
 from airflow_region_failover.store.keys import CHECKPOINTS, RunKeys
-from airflow_region_failover.store.objects import Objects
 from airflow_region_failover.store.parquet import Target, write_arrow
 from airflow_region_failover.store.reading import load_table
+from airflow_region_failover.store.s3.objects import Objects
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -49,7 +49,7 @@ from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
 from airflow_region_failover.store.availability import Mode, reads_of
 from airflow_region_failover.store.facade import ResultStore, default_store
-from airflow_region_failover.store.objects import error_code
+from airflow_region_failover.store.s3.objects import error_code
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from airflow_region_failover.publication.staging import (
     stage,
     staging_folder,
 )
-from airflow_region_failover.store.config import S3Access, portable
+from airflow_region_failover.store.s3.clients import S3Access, portable
 
 if TYPE_CHECKING:
     import pyarrow as pa

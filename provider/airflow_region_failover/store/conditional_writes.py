@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable
 
 from airflow_region_failover.exceptions import AlreadyCommitted, ConditionalWritesUnsupported, ConditionFailed
-from airflow_region_failover.store.objects import Objects, error_code
+from airflow_region_failover.store.s3.objects import Objects, error_code
 
 log = logging.getLogger(__name__)
 

@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, StoreError
 from airflow_region_failover.store.keys import Layout, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
-from airflow_region_failover.store.objects import Objects, Stat
-from airflow_region_failover.store.upload import UploadStream
+from airflow_region_failover.store.s3.objects import Objects, Stat
+from airflow_region_failover.store.s3.upload import UploadStream
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed, NestedDeployment
 from airflow_region_failover.store.commit import now_iso
 from airflow_region_failover.store.keys import DEPLOYMENT_MARKER
-from airflow_region_failover.store.objects import Listed, Objects, error_code
+from airflow_region_failover.store.s3.objects import Listed, Objects, error_code
 
 log = logging.getLogger(__name__)
 FORMAT = "airflow-region-failover/deployment"

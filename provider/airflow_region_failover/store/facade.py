@@ -6,7 +6,7 @@ built once per process and checked before first use (:meth:`ResultStore.start_up
 conditional writes (:mod:`.conditional_writes`) and the prefix must not lie inside another deployment's
 (:mod:`.deployment`).
 Spark executors get the store's access with credentials frozen at the moment of each read or write
-(:func:`.config.portable`); the process itself signs with credentials that refresh (:mod:`.config`).
+(:func:`.s3.clients.portable`); the process itself signs with credentials that refresh (:mod:`.config`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, Read, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.conditional_writes import probe_conditional_writes
-from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig, client_for, config_from_airflow
+from airflow_region_failover.store.config import StoreConfig, config_from_airflow
 from airflow_region_failover.store.content import Tally
 from airflow_region_failover.store.deployment import checked, mark_deployment
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, client_for
+from airflow_region_failover.store.s3.objects import Objects
 from airflow_region_failover.timeline import add_work, phase
 
 if TYPE_CHECKING:

@@ -57,8 +57,8 @@ from airflow_region_failover.store.keys import (
     decode_airflow_id,
 )
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.objects import Listed, Objects, Upload
 from airflow_region_failover.store.registry import SharedSweep, sweep_shared
+from airflow_region_failover.store.s3.objects import Listed, Objects, Upload
 
 log = logging.getLogger(__name__)
 

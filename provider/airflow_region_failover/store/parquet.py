@@ -29,7 +29,7 @@ measured, the sort cost the keyed write ~40 %), so every object holds one subpar
 is not stored; a key Parquet stores as an integer is delta-encoded without a dictionary (:attr:`Cut.codec`, as
 the JVM path). A task's open encoders hold at most :data:`SPLIT_HELD_BYTES` (the largest one writes its pending
 row group, or closes its object early, beyond that: decisions made at byte counts, so still deterministic).
-Executors receive the store's access with credentials frozen at the moment of each write (:func:`.config.portable`).
+Executors receive the store's access with credentials frozen at the moment of each write (:func:`.s3.clients.portable`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
-from airflow_region_failover.store.config import MAX_OBJECT_BYTES, S3Access, client_for, portable
+from airflow_region_failover.store.config import MAX_OBJECT_BYTES
 from airflow_region_failover.store.content import Stored, Tally, put_content
 from airflow_region_failover.store.encoding import (
     RESULTS,
@@ -57,7 +57,8 @@ from airflow_region_failover.store.encoding import (
 )
 from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.s3.clients import S3Access, client_for, portable
+from airflow_region_failover.store.s3.objects import Objects
 from airflow_region_failover.timeline import Waited
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Target:
         return Objects(client_for(self.access), self.layout)
 
     def shipped(self) -> Target:
-        """This target as it is sent to Spark executors: credentials frozen now (:func:`.config.portable`)."""
+        """This target as it is sent to Spark executors: credentials frozen now (:func:`.s3.clients.portable`)."""
         return dataclasses.replace(self, access=portable(self.access))
 
     def put(self, objects: Objects, body: pa.Buffer | bytes, subpartition: int) -> Stored:

@@ -22,7 +22,7 @@ always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming
 streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without copying it, and the
 buffer is dropped as soon as its table is decoded — so a read holds each object once, and only the objects in flight
 (not all of a manifest's) at a time. Executors receive the store's access with credentials frozen at the moment of
-the read (:func:`.config.portable`).
+the read (:func:`.s3.clients.portable`).
 
 Every error of a read that finds an object missing, of another size or of other bytes makes the partition
 unreadable: it (:func:`~airflow_region_failover.exceptions.unreadable`) names the partition and the object — also
@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import unreadable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import listed, nullability, s3a
-from airflow_region_failover.store.config import S3Access, client_for, portable
 from airflow_region_failover.store.content import check_stored, quarantine
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
-from airflow_region_failover.store.objects import Objects
 from airflow_region_failover.store.parquet import Target
+from airflow_region_failover.store.s3.clients import S3Access, client_for, portable
+from airflow_region_failover.store.s3.objects import Objects
 from airflow_region_failover.timeline import phase
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ from airflow_region_failover.store.checkpoints import CheckpointManifest
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
 from airflow_region_failover.store.keys import CHECKPOINTS, PARTITION_PART, Layout
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.objects import Listed, Objects
+from airflow_region_failover.store.s3.objects import Listed, Objects
 
 log = logging.getLogger(__name__)
 

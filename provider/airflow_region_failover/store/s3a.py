@@ -35,9 +35,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.store.config import S3Access, portable
 from airflow_region_failover.store.keyed_writer import JAR_PREFIX
 from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.s3.clients import S3Access, portable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

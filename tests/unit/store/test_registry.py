@@ -13,8 +13,8 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.keys import cas_name
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
-from airflow_region_failover.store.objects import Listed
 from airflow_region_failover.store.registry import count_references, derive_registry, scan_root, sweep_shared
+from airflow_region_failover.store.s3.objects import Listed
 from tests.support.store import release
 
 P = PartitionId("orders->join", 0)

@@ -1,6 +1,6 @@
 """Temporary AWS credentials (instance roles, IRSA, ``role_arn``) must refresh in a long-lived process: the store's
 client signs with the hook session's refreshable credentials, not with a copy frozen at start-up. Executors and
-spark-submitted scripts get credentials frozen at the moment of each write (store/config.py)."""
+spark-submitted scripts get credentials frozen at the moment of each write (store/s3/clients.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def hook_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     to ``AKIDREFRESHED<n>``; ``[region_failover]`` points the store at it."""
     import airflow.providers.amazon.aws.hooks.s3 as s3_hooks
 
-    from airflow_region_failover.store import config
+    from airflow_region_failover.store.s3 import clients
 
     clock = Clock()
     refreshed: list[int] = []
@@ -77,9 +77,9 @@ def hook_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", "rf-bucket")
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", "rf")
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_AWS_CONN_ID", "rf_role")
-    config.client_for.cache_clear()
+    clients.client_for.cache_clear()
     yield clock
-    config.client_for.cache_clear()
+    clients.client_for.cache_clear()
 
 
 def signing_key(store: ResultStore) -> str:
@@ -113,7 +113,7 @@ def test_the_process_reuses_one_client_across_refreshes(hook_session: Clock) -> 
 
 
 def test_executors_get_credentials_frozen_at_the_time_of_the_write(hook_session: Clock) -> None:
-    from airflow_region_failover.store.config import portable
+    from airflow_region_failover.store.s3.clients import portable
 
     store = ResultStore.from_airflow()
     hook_session.advance(timedelta(hours=2))

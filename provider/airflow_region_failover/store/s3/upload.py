@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from airflow_region_failover.store.objects import Objects, call
+from airflow_region_failover.store.s3.objects import Objects, call
 
 
 class UploadStream:

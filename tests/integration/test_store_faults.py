@@ -24,8 +24,8 @@ from airflow_region_failover.store import (
     Retention,
     StoreUnreachable,
     Superseded,
-    lifecycle,
 )
+from airflow_region_failover.store.gc import lifecycle
 from tests.support.store import release, retirements
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,9 @@ from typing import Any
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore, Retirement, S3Access, StoreConfig, lifecycle
+from airflow_region_failover.store import ResultStore, Retirement, S3Access, StoreConfig
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.gc import lifecycle
 
 
 def retirements(store: ResultStore, dag_id: str, run_id: str, partition: PartitionId) -> tuple[Retirement, ...]:

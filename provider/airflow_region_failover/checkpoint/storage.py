@@ -7,7 +7,7 @@ Rules:
   by ``benchmarks/bench_state_bytes.py``: a run of 50k changed keys of 1M took 6.6 bytes per key with Snappy and
   plain keys, 3.4 so) — and stored content-addressed (:func:`~.store.content.put_content`): a run already stored
   is not uploaded again, and each object is announced under this try's writer prefix first, so the sweeper never
-  takes a live writer's files for garbage (:mod:`~.store.registry`).
+  takes a live writer's files for garbage (:mod:`~.store.gc.registry`).
 * A checkpoint is committed by its manifest (:class:`~.store.checkpoints.CheckpointManifest`), written last with
   ``If-None-Match: *`` under the next sequence number, after every shared object it lists was confirmed present and
   fresh within the grace floor's bound, as a result commit does (:mod:`~.store.content`): never half-visible. Two

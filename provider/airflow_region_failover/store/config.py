@@ -1,4 +1,5 @@
-"""Configuration: where the store lives, how it reaches S3 (:mod:`.s3.clients`), its I/O tuning and retention.
+"""Configuration: where the store lives, how it reaches S3 (:mod:`.s3.clients`), its I/O tuning, and how long
+runs are kept (:class:`Retention`, applied by :mod:`.gc.lifecycle`).
 
 Rules: bucket and prefix come from configuration (``[region_failover] store_bucket`` / ``store_prefix``, or
 arguments); the access from the named ``aws`` connection (:func:`.s3.clients.access_from_airflow`). Every field
@@ -7,13 +8,13 @@ is checked when the configuration is built, naming the offender.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_region_failover import conf
 from airflow_region_failover.store.content import MIN_GRACE_SECONDS
 from airflow_region_failover.store.keys import Layout
-from airflow_region_failover.store.lifecycle import Retention
 from airflow_region_failover.store.s3.clients import S3Access, access_from_airflow
 
 DEFAULT_PREFIX = conf.declared_default("store_prefix")
@@ -75,6 +76,20 @@ class StoreConfig:
     def layout(self) -> Layout:
         """The key layout of this configuration."""
         return Layout(self.bucket, self.prefix)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Keep the newest ``keep_last_runs`` runs and runs younger than ``keep_days`` (``None``: no such rule)."""
+
+    keep_last_runs: int | None = None
+    keep_days: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.keep_last_runs is not None and self.keep_last_runs < 0:
+            raise ValueError(f"keep_last_runs {self.keep_last_runs} must be >= 0")
+        if self.keep_days is not None and not (math.isfinite(self.keep_days) and self.keep_days >= 0):
+            raise ValueError(f"keep_days {self.keep_days} must be a finite number of days >= 0")
 
 
 def config_from_airflow(**overrides: Any) -> StoreConfig:

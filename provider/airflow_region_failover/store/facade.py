@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, NotAvailable, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
-from airflow_region_failover.store import clustered, lifecycle, local_write, parquet, reading, s3a
+from airflow_region_failover.store import clustered, local_write, parquet, reading, s3a
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, Read, StoreAvailabilityChecker
 from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.conditional_writes import probe_conditional_writes
-from airflow_region_failover.store.config import StoreConfig, config_from_airflow
+from airflow_region_failover.store.config import Retention, StoreConfig, config_from_airflow
 from airflow_region_failover.store.content import Tally
 from airflow_region_failover.store.deployment import checked, mark_deployment
+from airflow_region_failover.store.gc import lifecycle
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, client_for
@@ -279,7 +280,7 @@ class ResultStore:
                                         reads=reads)
 
     # -- life-cycle ----------------------------------------------------------------------------------------------
-    def apply_retention(self, dag_id: str, retention: lifecycle.Retention, run_finished: Callable[[str], bool],
+    def apply_retention(self, dag_id: str, retention: Retention, run_finished: Callable[[str], bool],
                         now: float | None = None, dry_run: bool = False) -> tuple[str, ...]:
         """Release runs of ``dag_id`` beyond the retention policy (finished, unheld only)."""
         return lifecycle.apply_retention(self.objects, self.layout, dag_id, retention, run_finished, now, dry_run)

@@ -6,15 +6,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import (
-    AlreadyCommitted,
-    NotAvailable,
-    ReleaseRefused,
-    ResultStore,
-    Superseded,
-    lifecycle,
-)
+from airflow_region_failover.store import AlreadyCommitted, NotAvailable, ReleaseRefused, ResultStore, Superseded
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.gc import lifecycle
 from tests.support.store import release, retirements
 
 P = PartitionId("clean->join", 0)

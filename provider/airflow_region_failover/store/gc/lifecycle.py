@@ -36,7 +36,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import re
 import threading
 import time
@@ -46,8 +45,10 @@ from types import TracebackType
 
 from airflow_region_failover.exceptions import AlreadyCommitted, GraceTooShort, ManifestError, ReleaseRefused
 from airflow_region_failover.store.commit import now_iso
+from airflow_region_failover.store.config import Retention
 from airflow_region_failover.store.content import MIN_GRACE_SECONDS as MIN_GRACE_SECONDS
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
+from airflow_region_failover.store.gc.registry import SharedSweep, sweep_shared
 from airflow_region_failover.store.keys import (
     CHECKPOINTS,
     DEPLOYMENT_MARKER,
@@ -57,7 +58,6 @@ from airflow_region_failover.store.keys import (
     decode_airflow_id,
 )
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.registry import SharedSweep, sweep_shared
 from airflow_region_failover.store.s3.objects import Listed, Objects, Upload
 
 log = logging.getLogger(__name__)
@@ -70,20 +70,6 @@ _RETIRED = re.compile(rf"[^/]+/retired/{PARTITION_PART}/a\d{{6}}\.json\Z")
 _DATA = re.compile(rf"([^/]+/data/{PARTITION_PART}/a\d{{6}}-[0-9a-f]+)/[^/]+\Z")
 _CHECKPOINT = rf"{re.escape(CHECKPOINTS)}/[^/]+/{PARTITION_PART}/[ctn]\d{{6}}\.json"
 _META = re.compile(rf"(_run\.json|_holds/[^/]+\.json|{_CHECKPOINT})\Z")
-
-
-@dataclass(frozen=True)
-class Retention:
-    """Keep the newest ``keep_last_runs`` runs and runs younger than ``keep_days`` (``None``: no such rule)."""
-
-    keep_last_runs: int | None = None
-    keep_days: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.keep_last_runs is not None and self.keep_last_runs < 0:
-            raise ValueError(f"keep_last_runs {self.keep_last_runs} must be >= 0")
-        if self.keep_days is not None and not (math.isfinite(self.keep_days) and self.keep_days >= 0):
-            raise ValueError(f"keep_days {self.keep_days} must be a finite number of days >= 0")
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.gc.registry import count_references, derive_registry, scan_root, sweep_shared
 from airflow_region_failover.store.keys import cas_name
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
-from airflow_region_failover.store.registry import count_references, derive_registry, scan_root, sweep_shared
 from airflow_region_failover.store.s3.objects import Listed
 from tests.support.store import release
 
@@ -114,7 +114,7 @@ def test_a_release_killed_mid_way_keeps_the_run_record_so_retention_finds_the_ru
         store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run record goes last: a release that dies after deleting one key leaves the run listed with its
     original creation time, so the next retention releases the rest (else its manifests would look new forever)."""
-    from airflow_region_failover.store.lifecycle import list_runs
+    from airflow_region_failover.store.gc.lifecycle import list_runs
 
     store.write_arrow(table(10), "etl", "r", P, 1)
     (before,) = list_runs(store.objects, store.layout, "etl")

@@ -244,7 +244,7 @@ class EtlStack:
                  shared_workers: bool = True) -> None:
         from airflow_region_failover.standalone.seaweedfs import SeaweedFS
         from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-        from airflow_region_failover.store.s3a import with_jars
+        from airflow_region_failover.store.dataplane.s3a import with_jars
 
         self.work = Path(tempfile.mkdtemp(prefix="bench-etl-"))
         self.dags = self.work / "dags"

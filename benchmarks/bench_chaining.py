@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from airflow_region_failover.store.s3a import with_jars
+from airflow_region_failover.store.dataplane.s3a import with_jars
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAINED, UNCHAINED = "tpch_etl", "tpch_etl_unchained"

@@ -166,7 +166,7 @@ def full_state_bytes(store: Any, run_id: str, manifests: list[Any]) -> list[int]
     from airflow_region_failover.checkpoint import lsm
     from airflow_region_failover.checkpoint.storage import CheckpointStorage, run_codec
     from airflow_region_failover.graph.ids import PartitionId
-    from airflow_region_failover.store.encoding import encode_objects
+    from airflow_region_failover.store.dataplane.encoding import encode_objects
 
     storage = CheckpointStorage(store.objects, store.run_keys(DAG, run_id), PartitionId("agg", 0),
                                 store.config.min_grace_seconds)

@@ -20,7 +20,7 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.parquet import Cut, key_group_column
+from airflow_region_failover.store.dataplane.types import Cut, key_group_column
 from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration

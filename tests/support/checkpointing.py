@@ -27,10 +27,11 @@ from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Out
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store.dataplane.parquet import write_arrow
+from airflow_region_failover.store.dataplane.reading import load_table
+from airflow_region_failover.store.dataplane.types import Target, Written
 from airflow_region_failover.store.facade import ResultStore
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.parquet import Target, Written, write_arrow
-from airflow_region_failover.store.reading import load_table
 
 INPUT = PartitionId("src->count", 0)
 OUTPUT = PartitionId("count", 0)

@@ -44,7 +44,7 @@ from airflow_region_failover.store.checkpoints import (
     TryRecord,
 )
 from airflow_region_failover.store.commit import now_iso
-from airflow_region_failover.store.parquet import Target, Written
+from airflow_region_failover.store.dataplane.types import Target, Written
 
 if TYPE_CHECKING:
     import pyarrow as pa

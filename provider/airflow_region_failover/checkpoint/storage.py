@@ -2,7 +2,7 @@
 
 Rules:
 
-* A state run is encoded like any result object (:func:`~.store.parquet.write_arrow`: deterministic Parquet,
+* A state run is encoded like any result object (:func:`~.store.dataplane.parquet.write_arrow`: deterministic Parquet,
   bounded objects) but with its own :func:`run_codec` — zstd, and the sorted key columns delta-encoded (measured
   by ``benchmarks/bench_state_bytes.py``: a run of 50k changed keys of 1M took 6.6 bytes per key with Snappy and
   plain keys, 3.4 so) — and stored content-addressed (:func:`~.store.content.put_content`): a run already stored
@@ -29,10 +29,11 @@ from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommi
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.checkpoints import CheckpointManifest, CompletedNote, StateRun, TryRecord
 from airflow_region_failover.store.content import COMMIT_SHARE, LAND_SHARE, confirm_shared
-from airflow_region_failover.store.encoding import Codec
+from airflow_region_failover.store.dataplane.encoding import Codec
+from airflow_region_failover.store.dataplane.parquet import write_arrow
+from airflow_region_failover.store.dataplane.reading import load_table
+from airflow_region_failover.store.dataplane.types import Target
 from airflow_region_failover.store.keys import CHECKPOINTS, RunKeys
-from airflow_region_failover.store.parquet import Target, write_arrow
-from airflow_region_failover.store.reading import load_table
 from airflow_region_failover.store.s3.objects import Objects
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
   ``fn(spark, inputs, state, context) -> (output, new_state)`` with its state as a DataFrame of its declared
   schema; the tail's outputs of the epoch are stored as objects at once (:meth:`~..store.facade.ResultStore.
   write_objects`), cut into subpartitions for keyed consumers. A returned state is cast to the declared schema and
-  tagged with each row's key group (Spark's own hash, :func:`~..store.parquet.key_group_column`) before it goes to
-  the loop as Arrow;
+  tagged with each row's key group (Spark's own hash, :func:`~..store.dataplane.types.key_group_column`) before it goes
+  to the loop as Arrow;
 * the initial state is empty, or — with ``execution.state-recovery.path`` in the job's options or the run's conf
   — taken from an earlier run's final checkpoints (:func:`~..checkpoint.recovery.recover`, rescaled by key-group
   range);
@@ -42,7 +42,7 @@ from airflow_region_failover.spark.compute import read_inputs
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
 from airflow_region_failover.spark.run import SubtaskRun
-from airflow_region_failover.store.parquet import Target, Written, key_group_column
+from airflow_region_failover.store.dataplane.types import Target, Written, key_group_column
 
 if TYPE_CHECKING:
     import pyarrow as pa

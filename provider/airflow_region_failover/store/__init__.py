@@ -38,9 +38,9 @@ from airflow_region_failover.exceptions import (
     UnsafeKeyError,
 )
 from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
-from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.config import Retention, StoreConfig
 from airflow_region_failover.store.facade import ResultStore
-from airflow_region_failover.store.gc.lifecycle import Retention, SweepReport
+from airflow_region_failover.store.gc.lifecycle import SweepReport
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement
 from airflow_region_failover.store.s3.clients import S3Access, S3Credentials
 

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, NotAvailable, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
-from airflow_region_failover.store import clustered, local_write, parquet, reading, s3a
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, Read, StoreAvailabilityChecker
-from airflow_region_failover.store.clustered import Clustering
 from airflow_region_failover.store.conditional_writes import probe_conditional_writes
 from airflow_region_failover.store.config import Retention, StoreConfig, config_from_airflow
 from airflow_region_failover.store.content import Tally
+from airflow_region_failover.store.dataplane import clustered, local_write, parquet, reading, s3a
+from airflow_region_failover.store.dataplane.clustered import Clustering
+from airflow_region_failover.store.dataplane.types import Cut, Target, Written
 from airflow_region_failover.store.deployment import checked, mark_deployment
 from airflow_region_failover.store.gc import lifecycle
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
@@ -85,7 +86,7 @@ class ResultStore:
 
     # -- writing -----------------------------------------------------------------------------------------------
     def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
+              inputs: tuple[InputVersion, ...] = (), code: str = "", cut: Cut | None = None,
               clustering: Clustering | None = None, confirm: Sequence[reading.JvmRead] = ()) -> Manifest:
         """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
         ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
@@ -101,7 +102,7 @@ class ResultStore:
         return self.write_counted(df, dag_id, run_id, partition, attempt, inputs, code, cut, clustering, confirm)[0]
 
     def write_counted(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-                      inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
+                      inputs: tuple[InputVersion, ...] = (), code: str = "", cut: Cut | None = None,
                       clustering: Clustering | None = None,
                       confirm: Sequence[reading.JvmRead] = ()) -> tuple[Manifest, Tally]:
         """:meth:`write`, also returning what it uploaded vs found already stored."""
@@ -133,7 +134,7 @@ class ResultStore:
         check_index(attempt, what=f"attempt of {partition}", minimum=1)
         return protocol.begin_attempt(self.objects, keys, check_partition(partition), attempt)
 
-    def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> parquet.Target:
+    def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> Target:
         self._fence(dag_id, run_id, partition, attempt)
         return self.target(dag_id, run_id, partition, attempt)
 
@@ -146,21 +147,21 @@ class ResultStore:
                      [r.attempt for r in retired])
 
     def target(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-               writer: str | None = None) -> parquet.Target:
+               writer: str | None = None) -> Target:
         """Where a writer (``writer``, default a new random token) of ``attempt`` puts its objects; nothing is
         fenced or committed (a checkpointed step writes each epoch's objects through one, :meth:`write_objects`,
         and commits them all at the end, :meth:`commit_written`)."""
         keys = self.run_keys(dag_id, run_id)
-        return parquet.Target(self.config.access, self.layout, keys, check_partition(partition), attempt,
+        return Target(self.config.access, self.layout, keys, check_partition(partition), attempt,
                               writer or secrets.token_hex(8), self.config.part_size, self.config.upload_threads,
                               self.config.max_object_bytes)
 
-    def write_objects(self, df: DataFrame, target: parquet.Target, cut: parquet.Cut | None = None) -> parquet.Written:
+    def write_objects(self, df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
         """Store ``df`` as content-addressed objects through ``target`` (cut into subpartitions by ``cut``) without
         committing anything: the objects are announced by the writer until a manifest lists them."""
         return self._writer(df)(df, target, cut)
 
-    def _writer(self, df: DataFrame) -> Callable[[DataFrame, parquet.Target, parquet.Cut | None], parquet.Written]:
+    def _writer(self, df: DataFrame) -> Callable[[DataFrame, Target, Cut | None], Written]:
         """How ``df`` is written: the driver's path (``spark_io = driver``), Spark's own Parquet writer to the
         driver's disk where the session's JVM writes there (:func:`.local_write.jvm_writer`, asked once per
         session), else every Spark task encodes and uploads its partition (``mapInArrow``)."""
@@ -170,16 +171,16 @@ class ResultStore:
             return local_write.write_local
         return parquet.write_with_executors
 
-    def commit_written(self, target: parquet.Target, written: parquet.Written, schema: str,
+    def commit_written(self, target: Target, written: Written, schema: str,
                        inputs: tuple[InputVersion, ...] = (), code: str = "",
-                       cut: parquet.Cut | None = None) -> tuple[Manifest, Tally]:
+                       cut: Cut | None = None) -> tuple[Manifest, Tally]:
         """Commit objects already stored (``written``, e.g. every epoch's of a checkpointed step) as
         ``target``'s partition and attempt: the supersede step, then the commit of :meth:`write`."""
         self._fence(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt)
         return self._finish(target, lambda: written, schema, inputs, code, cut)
 
-    def _finish(self, target: parquet.Target, write: Callable[[], parquet.Written], schema: str,
-                inputs: tuple[InputVersion, ...] = (), code: str = "", cut: parquet.Cut | None = None,
+    def _finish(self, target: Target, write: Callable[[], Written], schema: str,
+                inputs: tuple[InputVersion, ...] = (), code: str = "", cut: Cut | None = None,
                 confirm: Sequence[reading.JvmRead] = ()) -> tuple[Manifest, Tally]:
         alive = target.keys.heartbeat(target.partition, target.attempt, target.writer)
         try:
@@ -207,7 +208,7 @@ class ResultStore:
                  len(manifest.objects), manifest.total_bytes, written.tally.describe())
         return manifest, written.tally
 
-    def _discard(self, target: parquet.Target) -> None:
+    def _discard(self, target: Target) -> None:
         """Delete this writer's run-scoped keys: its announcements (:meth:`.keys.RunKeys.announcement`) and its
         heartbeat (:meth:`.keys.RunKeys.heartbeat`, no longer renewed); shared
         objects may be another writer's too, the sweeper judges them by the manifests."""
@@ -233,7 +234,7 @@ class ResultStore:
         these of its objects (a subpartition selection, :meth:`Manifest.select`); ``checked`` collects the reads
         given to Spark's own reader (confirm them with ``write(..., confirm=...)``)."""
         dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
-        target = parquet.Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
+        target = Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
                                  manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
         return reading.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
                                       objects, s3a.Mode(self.config.jvm_io), checked)

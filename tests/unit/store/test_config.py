@@ -104,8 +104,8 @@ def test_retention_days_that_are_not_a_number_of_days_name_the_option(monkeypatc
 
 
 def test_the_object_size_has_one_declared_default() -> None:
-    from airflow_region_failover.store import parquet
     from airflow_region_failover.store.config import MAX_OBJECT_BYTES
+    from airflow_region_failover.store.dataplane import types
 
-    target = parquet.Target.__dataclass_fields__["max_object_bytes"].default
+    target = types.Target.__dataclass_fields__["max_object_bytes"].default
     assert StoreConfig("bucket").max_object_bytes == target == MAX_OBJECT_BYTES == 64 * 1024 * 1024

@@ -1,5 +1,5 @@
-"""What a write tells the task's timeline (store/facade.py, store/parquet.py, store/content.py): its begin, job,
-commit and discard spans, and what its writers spent — encoding, hashing, uploading, and how many wrote — on
+"""What a write tells the task's timeline (store/facade.py, store/dataplane/parquet.py, store/content.py): its begin,
+job, commit and discard spans, and what its writers spent — encoding, hashing, uploading, and how many wrote — on
 moto's in-memory S3."""
 
 from __future__ import annotations

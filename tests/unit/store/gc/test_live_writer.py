@@ -15,7 +15,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore, parquet
+from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.dataplane import parquet
+from airflow_region_failover.store.dataplane.types import Target, Written
 
 GRACE = 2.0
 P = PartitionId("r", 0)
@@ -27,7 +29,7 @@ def test_a_writer_quiet_for_longer_than_the_grace_keeps_its_objects_until_it_com
     short = ResultStore(dataclasses.replace(store.config, min_grace_seconds=GRACE), client=store.objects.client)
     write = parquet.write_arrow
 
-    def with_a_straggler(table: pa.Table, target: parquet.Target) -> parquet.Written:
+    def with_a_straggler(table: pa.Table, target: Target) -> Written:
         written = write(table, target)  # the finished tasks' objects, announced
         deadline = time.time() + 3 * GRACE  # the last task is still running: the driver has not committed yet
         while time.time() < deadline:

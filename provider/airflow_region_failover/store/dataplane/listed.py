@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.store.keyed_writer import JarSource
+from airflow_region_failover.store.dataplane.keyed_writer import JarSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,4 +1,4 @@
-"""The store's local scratch directories (store/scratch.py): fresh, 0700, removed after use, and the ones that
+"""The store's local scratch directories (store/dataplane/scratch.py): fresh, 0700, removed after use, and the ones that
 killed processes of this host left are removed by the next process that makes one — never a running process's,
 never another host's."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_region_failover.store import scratch
+from airflow_region_failover.store.dataplane import scratch
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Building the keyed writer's jar (store/keyed_writer.py): compiled from the provider's Java source against the
-running pyspark, named by the source's hash, the same bytes every build, older builds replaced; without a JDK one
+"""Building the keyed writer's jar (store/dataplane/keyed_writer.py): compiled from the provider's Java source against
+the running pyspark, named by the source's hash, the same bytes every build, older builds replaced; without a JDK one
 error naming the fix. (Its writes: tests/integration/test_keyed_writer.py.)"""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_region_failover.store import keyed_writer
+from airflow_region_failover.store.dataplane import keyed_writer
 
 needs_javac = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK on this machine")
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_region_failover.store.chunking import (
+from airflow_region_failover.store.dataplane.chunking import (
     ChunkPolicy,
     chunk_batches,
     cut_points,

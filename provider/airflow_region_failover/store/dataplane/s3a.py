@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.store.keyed_writer import JAR_PREFIX
+from airflow_region_failover.store.dataplane.keyed_writer import JAR_PREFIX
 from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.s3.clients import S3Access, portable
 

@@ -1,5 +1,5 @@
-"""How Spark's JVM reaches the store (store/s3a.py): the ``fs.s3a.*`` options of a read from the store's access,
-no credentials handed over that would expire inside S3A's cached client, and the session asked once whether it
+"""How Spark's JVM reaches the store (store/dataplane/s3a.py): the ``fs.s3a.*`` options of a read from the store's
+access, no credentials handed over that would expire inside S3A's cached client, and the session asked once whether it
 can read the store that way, with one log line naming the fix when it cannot (a fake session; the real ones are
 in tests/integration/test_store_jvm.py)."""
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_region_failover.store import S3Access, S3Credentials, s3a
+from airflow_region_failover.store import S3Access, S3Credentials
+from airflow_region_failover.store.dataplane import s3a
 from airflow_region_failover.store.keys import Layout
 
 LAYOUT = Layout("bkt", "pre")

@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import unreadable
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import listed, nullability, s3a
 from airflow_region_failover.store.content import check_stored, quarantine
+from airflow_region_failover.store.dataplane import listed, nullability, s3a
+from airflow_region_failover.store.dataplane.types import Target
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
-from airflow_region_failover.store.parquet import Target
 from airflow_region_failover.store.s3.clients import S3Access, client_for, portable
 from airflow_region_failover.store.s3.objects import Objects
 from airflow_region_failover.timeline import phase

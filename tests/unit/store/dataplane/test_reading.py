@@ -1,6 +1,6 @@
 """Before Spark's own reader reads a committed version, every object's size and the SHA-256 S3 keeps with it are
-checked against the manifest (store/reading.py): a replaced or missing object is refused naming the partition; an
-object S3 keeps no SHA-256 for sends the read to the Python path, which hashes it — on moto's in-memory S3."""
+checked against the manifest (store/dataplane/reading.py): a replaced or missing object is refused naming the partition;
+an object S3 keeps no SHA-256 for sends the read to the Python path, which hashes it — on moto's in-memory S3."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.reading import stored_checksums_match
+from airflow_region_failover.store.dataplane.reading import stored_checksums_match
 
 P = PartitionId("orders->join", 3)
 
@@ -60,7 +60,7 @@ def test_an_object_replaced_while_spark_read_it_is_found_before_the_commit(store
     """Spark's own reader reads when the job runs, after the stored SHA-256 was checked: a byte flipped in between
     may decode without error (a Spark-written file did, and a consumer committed sums of other rows — the heal
     e2e). Before the commit, every object a JVM read took must still carry its SHA-256, or hash to it."""
-    from airflow_region_failover.store.reading import JvmRead
+    from airflow_region_failover.store.dataplane.reading import JvmRead
 
     manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
     [entry] = manifest.objects

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.store.chunking import as_schema, dictionary_columns, storable
+from airflow_region_failover.store.dataplane.chunking import as_schema, dictionary_columns, storable
 
 if TYPE_CHECKING:
     import pyarrow as pa

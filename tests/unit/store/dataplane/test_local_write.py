@@ -1,5 +1,5 @@
-"""The write through Spark's own Parquet writer to the driver's disk (store/local_write.py), its pure parts: which
-part files count and in what order, a keyed file's subpartition from its directory, the rows-per-file bound from
+"""The write through Spark's own Parquet writer to the driver's disk (store/dataplane/local_write.py), its pure parts:
+which part files count and in what order, a keyed file's subpartition from its directory, the rows-per-file bound from
 the schema, whether a session may use it (asked once, a fake session), and how the files are stored (moto's
 in-memory S3; files written by pyarrow under Spark's names). The real sessions are in
 tests/integration/test_store_local_write.py."""
@@ -16,9 +16,10 @@ import pytest
 
 from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore, s3a
-from airflow_region_failover.store import local_write as lw
-from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
+from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.dataplane import local_write as lw
+from airflow_region_failover.store.dataplane import s3a
+from airflow_region_failover.store.dataplane.encoding import SUBPARTITION_COLUMN
 
 UUID = "c8a98b48-8f3b-4d7e-9a61-0c1d2e3f4a5b"  # a uuid segment like a file counter (c8...): not taken for one
 

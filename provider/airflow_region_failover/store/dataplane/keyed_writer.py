@@ -17,7 +17,7 @@ Rules:
   against the running pyspark's jars into
   ``region-failover-keyed-parquet-<source hash>.jar`` (``./dev bootstrap`` puts it into ``.venv/jars``, where
   :func:`~.s3a.environment_jars` finds it; an installed provider: ``python -m
-  airflow_region_failover.store.keyed_writer DIR``, then the jar on ``spark.jars``). Needs a JDK (``javac``).
+  airflow_region_failover.store.dataplane.keyed_writer DIR``, then the jar on ``spark.jars``). Needs a JDK (``javac``).
 * **Used when Spark has it** (:func:`write`): the first keyed write of a session tries it; a session whose JVM
   does not know the class (``DATA_SOURCE_NOT_FOUND``: found while planning, before any file is written) is
   remembered and writes through ``partitionBy`` (the caller's path) from then on.
@@ -51,7 +51,8 @@ FORMAT = "org.regionfailover.spark.KeyedParquet"
 """The data source's class (``df.write.format(FORMAT)``)."""
 SOURCE = Path(__file__).with_name("jvm") / "KeyedParquet.java"
 SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
-"""Every class of the jar: the keyed writer and the read without listing (``ListedParquet.java``, store/listed.py)."""
+"""Every class of the jar: the keyed writer and the read without listing (``ListedParquet.java``,
+store/dataplane/listed.py)."""
 JAR_PREFIX = "region-failover-keyed-parquet-"
 """The jar's file name up to its source hash."""
 
@@ -175,10 +176,11 @@ def passed_over(spark: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m airflow_region_failover.store.keyed_writer DIR``: build the jar into ``DIR``, print its path."""
+    """``python -m airflow_region_failover.store.dataplane.keyed_writer DIR``: build the jar into ``DIR``, print
+    its path."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m airflow_region_failover.store.keyed_writer DIR", file=sys.stderr)
+        print("usage: python -m airflow_region_failover.store.dataplane.keyed_writer DIR", file=sys.stderr)
         return 2
     print(build(Path(args[0])))
     return 0

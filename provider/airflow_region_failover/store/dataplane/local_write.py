@@ -24,11 +24,11 @@ Rules:
   Snappy Parquet (Spark's defaults) with timestamps as INT64 microseconds (what the Python reader and pyarrow
   expect; Spark's default INT96 is set back afterwards), in Parquet's format-2 pages (:data:`WRITER_VERSION`), at
   most
-  :func:`records_per_file` rows per file; a keyed write (a :class:`~.parquet.Cut`) puts every row into a file of
+  :func:`records_per_file` rows per file; a keyed write (a :class:`~.types.Cut`) puts every row into a file of
   its subpartition (named by its directory), without the tag column: by the session's keyed writer
   (:mod:`.keyed_writer`, up to :data:`MAX_OPEN_WRITERS` subpartitions), else ``partitionBy`` the tag — the same
   bytes either way. Each
-  non-empty part file is then stored exactly as the Python path stores an object (:meth:`.parquet.Target.put`:
+  non-empty part file is then stored exactly as the Python path stores an object (:meth:`.types.Target.put`:
   SHA-256 key, announced, create-only PUT carrying the checksum, checked reuse, quarantine), rows from its footer.
 * **A keyed write does not sort**: the keyed writer keeps a writer per subpartition open; through Spark's
   ``partitionBy`` (:data:`UNSORTED`), which plans a sort of every row by the tag so that
@@ -65,7 +65,7 @@ Rules:
   69.7 MB in 3.60 s: ``benchmarks/README.md``). A key is near-unique or clustered; the other integer columns keep
   parquet-mr's choice (a low-cardinality code whose values lie far apart is smaller with a dictionary).
 * **Manifest order**: Spark task (the part number of the file name), subpartition, file counter within the task —
-  the Python path's order (:attr:`.parquet.Piece.order`).
+  the Python path's order (:attr:`.types.Piece.order`).
 * **Object size**: Spark cuts files by rows only, so the bound is a row count fixed by the schema alone —
   ``max_object_bytes`` over Spark's own estimate of a row (``DataType.defaultSize``, :func:`row_bytes`), never by
   earlier writes, so a restart cuts the same rows into the same files. Compressed Parquet is usually smaller than
@@ -73,7 +73,7 @@ Rules:
   average) give larger objects, which are stored all the same.
 * **Determinism**: Spark's Parquet writer puts no time or random id inside a file (the uuid is in its name only),
   so the same rows in the same Spark partitions give the same bytes and a re-write uploads nothing.
-* **Timing** (:class:`~.parquet.Written` ``work``): ``encode`` is the Spark write job (computing the rows and
+* **Timing** (:class:`~.types.Written` ``work``): ``encode`` is the Spark write job (computing the rows and
   encoding them: one job, inseparable from the driver); ``hash`` and ``upload`` are the driver's per-file seconds
   over the width of its upload pool; ``writers`` is 1 (the job's parts are wall time already); ``spark_writer``
   (1 per write) says the write was Spark's own (``benchmarks/_breakdown.py`` cuts it apart).
@@ -91,10 +91,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import StoreError
-from airflow_region_failover.store import keyed_writer, s3a
-from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
-from airflow_region_failover.store.parquet import Cut, Piece, Target, Written, _written
-from airflow_region_failover.store.scratch import scratch
+from airflow_region_failover.store.dataplane import keyed_writer, s3a
+from airflow_region_failover.store.dataplane.encoding import SUBPARTITION_COLUMN
+from airflow_region_failover.store.dataplane.scratch import scratch
+from airflow_region_failover.store.dataplane.types import Cut, Piece, Target, Written, written
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -376,10 +376,10 @@ def _stored(target: Target, files: list[LocalFile], spark_s: float) -> Written:
 
     with ThreadPoolExecutor(max_workers=width) as pool:
         pieces = [p for p in pool.map(store, files) if p is not None]
-    written = _written(pieces)
+    ordered = written(pieces)
     work = {"wait": 0.0, "encode": spark_s, "writers": 1.0, "spark_writer": 1.0,
             "hash": sum(p.stored.hash_s for p in pieces) / width,
             "upload": sum(p.stored.upload_s for p in pieces) / width}
     log.info("%s: Spark's writer %.2f s, %d files; %s", target.partition, spark_s, len(pieces),
-             written.tally.describe())
-    return Written(written.objects, written.rows, written.subpartition_rows, written.tally, work)
+             ordered.tally.describe())
+    return Written(ordered.objects, ordered.rows, ordered.subpartition_rows, ordered.tally, work)

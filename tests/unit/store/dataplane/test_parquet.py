@@ -13,8 +13,8 @@ from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
-from airflow_region_failover.store.chunking import dictionary_columns
-from airflow_region_failover.store.encoding import row_groups
+from airflow_region_failover.store.dataplane.chunking import dictionary_columns
+from airflow_region_failover.store.dataplane.encoding import row_groups
 
 
 def batch(start: int, n: int) -> pa.RecordBatch:
@@ -65,7 +65,7 @@ def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() ->
 
 
 def test_objects_are_bounded_even_from_one_huge_batch_and_the_same_rows_give_the_same_bytes() -> None:
-    from airflow_region_failover.store.encoding import encode_objects
+    from airflow_region_failover.store.dataplane.encoding import encode_objects
 
     rows = 200_000
     big = pa.record_batch({"id": pa.array(range(rows), pa.int64()),
@@ -82,7 +82,7 @@ def test_objects_are_bounded_even_from_one_huge_batch_and_the_same_rows_give_the
 
 def tagged(start: int, n: int) -> pa.RecordBatch:
     """Rows tagged with a subpartition (``id * 7 % 3``) in no order, as a keyed Spark task hands them over."""
-    from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN
+    from airflow_region_failover.store.dataplane.encoding import SUBPARTITION_COLUMN
 
     rows = batch(start, n)
     return rows.append_column(SUBPARTITION_COLUMN, pa.array([i * 7 % 3 for i in range(start, start + n)],
@@ -91,7 +91,7 @@ def tagged(start: int, n: int) -> pa.RecordBatch:
 
 def _split_objects(store: ResultStore, run: str) -> list[tuple[int, list[int], str]]:
     """Each object a keyed task writes from unsorted tagged batches: (subpartition, its ids, its SHA-256)."""
-    from airflow_region_failover.store.parquet import write_split
+    from airflow_region_failover.store.dataplane.parquet import write_split
 
     target = store._begin("etl", run, PartitionId("r", 0), 1)
     pieces = write_split(target, iter([tagged(i * 1000, 1000) for i in range(6)]), 0)
@@ -111,7 +111,7 @@ def test_a_keyed_task_writes_each_subpartition_through_its_own_encoder_without_a
     """No sort of the task's rows: each subpartition's rows keep their input order, one subpartition per object,
     the same bytes again; with what the open encoders may hold made tiny, objects close early and still hold
     exactly their subpartition's rows, in order."""
-    from airflow_region_failover.store import parquet
+    from airflow_region_failover.store.dataplane import parquet
 
     objects = _split_objects(store, "run")
     assert [sub for sub, _, _ in objects] == [0, 1, 2]
@@ -139,11 +139,11 @@ def test_a_nullable_struct_with_a_field_that_is_never_null_on_its_own_is_written
 
 
 def test_a_cuts_integer_keys_are_delta_encoded_without_a_dictionary() -> None:
-    """The Python path writes a keyed result's integer keys as the JVM path does (store/local_write.py,
+    """The Python path writes a keyed result's integer keys as the JVM path does (store/dataplane/local_write.py,
     ``integer_key_paths``): ``DELTA_BINARY_PACKED``, never a dictionary, even where the sample would pick one (7 rows
     per key: 1/7 distinct); a string key, and a column that is not a key, keep the sample's choice."""
-    from airflow_region_failover.store.encoding import ObjectEncoder
-    from airflow_region_failover.store.parquet import Cut
+    from airflow_region_failover.store.dataplane.encoding import ObjectEncoder
+    from airflow_region_failover.store.dataplane.types import Cut
 
     day = pa.array(range(7_000), pa.int32()).cast(pa.date32())
     batch = pa.record_batch({"k": pa.array([i // 7 for i in range(7_000)], pa.int64()), "day": day,

@@ -2,7 +2,7 @@
 
 Rules:
 
-* Sequences: a keyed partition (a :class:`~.parquet.Cut`) is one sequence per subpartition; a whole partition is
+* Sequences: a keyed partition (a :class:`~.types.Cut`) is one sequence per subpartition; a whole partition is
   one sequence per *bucket* — ``pmod(hash(cluster key), WHOLE_BUCKETS)`` — so which rows form a sequence depends
   on the rows alone, never on how many Spark tasks the step's DataFrame happened to have. The frame is tagged
   with its sequence (:data:`~.parquet.SUBPARTITION_COLUMN`, never stored), shuffled so that every sequence lies in
@@ -14,7 +14,7 @@ Rules:
   already in the shared area uploads nothing, which is what makes unchanged rows free in the next run.
 * A cluster column missing from the step's output, or nested (array, map, struct: its values are not hashed), is a
   :class:`StepOutputError` naming the step, the edge and the column (like ``partition_by``'s
-  :func:`~.parquet.check_key_columns`), raised on the driver before any task runs.
+  :func:`~.types.check_key_columns`), raised on the driver before any task runs.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import StepOutputError
-from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, encode, sort_order
-from airflow_region_failover.store.encoding import SUBPARTITION_COLUMN, split_batches
-from airflow_region_failover.store.parquet import (
-    _UPLOAD_SCHEMA,
+from airflow_region_failover.store.dataplane.chunking import ChunkPolicy, chunk_batches, encode, sort_order
+from airflow_region_failover.store.dataplane.encoding import SUBPARTITION_COLUMN, split_batches
+from airflow_region_failover.store.dataplane.types import (
+    UPLOAD_SCHEMA,
     Cut,
     Piece,
     Target,
     Written,
-    _tally,
-    _written,
     check_key_columns,
     key_group_column,
     piece_rows,
+    tally,
+    written,
     written_from_rows,
 )
 
@@ -93,7 +93,7 @@ class Clustering:
 def write_sequences(target: Target, batches: Iterator[pa.RecordBatch], clustering: Clustering, number: int,
                     keyed: bool) -> list[Piece]:
     """Chunk every tagged, sorted sequence of ``batches`` and store each chunk content-addressed (module rule);
-    one :class:`~.parquet.Piece` per object, in sequence order."""
+    one :class:`~.types.Piece` per object, in sequence order."""
     objects = target.objects()
     pieces: list[Piece] = []
     sequence = itertools.count()
@@ -119,7 +119,7 @@ class _ClusteredUploader:
         context = TaskContext.get()
         number = context.partitionId() if context else 0
         pieces = write_sequences(self.target, iter(batches), self.clustering, number, self.keyed)
-        log.info("%s task %d: %s", self.target.partition, number, _tally(pieces).describe())
+        log.info("%s task %d: %s", self.target.partition, number, tally(pieces).describe())
         if pieces:
             yield piece_rows(pieces)
 
@@ -128,7 +128,7 @@ def write_with_executors(df: DataFrame, target: Target, cut: Cut | None, cluster
     """Every Spark task chunks and stores its sequences; returns the objects (module rule)."""
     frame = clustering.prepare(df, cut)
     rows = frame.mapInArrow(_ClusteredUploader(target.shipped(), clustering, cut is not None),
-                            _UPLOAD_SCHEMA).collect()
+                            UPLOAD_SCHEMA).collect()
     return written_from_rows(rows)
 
 
@@ -136,4 +136,4 @@ def write_with_driver(df: DataFrame, target: Target, cut: Cut | None, clustering
     """Collect the prepared frame as Arrow in the driver, then chunk and upload it there."""
     table = clustering.prepare(df, cut).toArrow()
     batches = iter(table.to_batches())
-    return _written(write_sequences(target, batches, clustering, 0, cut is not None))
+    return written(write_sequences(target, batches, clustering, 0, cut is not None))

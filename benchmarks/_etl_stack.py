@@ -275,7 +275,7 @@ class EtlStack:
         from airflow_region_failover.standalone.airflow_stack import AirflowStack
         from airflow_region_failover.standalone.platform import platform_env
         from airflow_region_failover.standalone.processes import stop_on_signals
-        from airflow_region_failover.store.facade import ResultStore
+        from airflow_region_failover.store.result_store import ResultStore
 
         stop_on_signals()
         started = time.time()

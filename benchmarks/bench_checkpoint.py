@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=1024)

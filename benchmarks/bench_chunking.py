@@ -189,8 +189,8 @@ def spark_write(size_mb: int, target_mb: int) -> list[str]:
 
     from airflow_region_failover.graph.ids import PartitionId
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.store import ResultStore
     from airflow_region_failover.store.dataplane.clustered import Clustering
+    from airflow_region_failover.store.result_store import ResultStore
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable

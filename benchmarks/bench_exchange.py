@@ -54,10 +54,11 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore
 from airflow_region_failover.store.config import MAX_OBJECT_BYTES, MiB
 from airflow_region_failover.store.dataplane import keyed_writer
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 
 MB = 1024 * 1024
 ROW_BYTES = 17  # committed Parquet/snappy bytes per generated row (measured: printed as "committed")

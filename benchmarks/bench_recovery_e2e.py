@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)

@@ -44,8 +44,9 @@ import _repo_path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore
 from airflow_region_failover.store.dataplane import s3a
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 from bench_store import timed_cpu
 
 MB = 1024 * 1024

@@ -56,7 +56,7 @@ ETL = etl_functions(ETL_SOURCE, ORDERS, CUSTOMERS)
 
 
 def _store() -> Any:
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     return ResultStore.from_airflow()
 

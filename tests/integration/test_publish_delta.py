@@ -28,7 +28,7 @@ from airflow_region_failover.publication.declaration import (
     table_uri,
     transaction_of,
 )
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
 

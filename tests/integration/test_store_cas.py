@@ -20,9 +20,9 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.gc.registry import derive_registry
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import release
 
 pytestmark = pytest.mark.integration

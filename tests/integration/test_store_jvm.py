@@ -17,10 +17,10 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.dataplane import listed, s3a
 from airflow_region_failover.store.dataplane.keyed_writer import JarSource
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 from tests.support.spark import typed_rows as rows
 from tests.support.store import on_server

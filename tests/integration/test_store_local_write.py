@@ -21,9 +21,9 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.dataplane import local_write, s3a, scratch
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session, typed_rows
 from tests.support.store import on_server
 

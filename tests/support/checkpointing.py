@@ -30,8 +30,8 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.dataplane.parquet import write_arrow
 from airflow_region_failover.store.dataplane.reading import load_table
 from airflow_region_failover.store.dataplane.types import Target, Written
-from airflow_region_failover.store.facade import ResultStore
 from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 
 INPUT = PartitionId("src->count", 0)
 OUTPUT = PartitionId("count", 0)

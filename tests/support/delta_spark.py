@@ -11,8 +11,8 @@ import subprocess
 from typing import Any
 
 from airflow_region_failover.standalone.processes import stop_group
-from airflow_region_failover.store import S3Access, S3Credentials
 from airflow_region_failover.store.dataplane import s3a
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials
 from devtools.jars import classpath, reader_python
 
 READER = r"""

@@ -25,7 +25,7 @@ import airflow_region_failover
 from airflow_region_failover.decisions import storage
 from airflow_region_failover.plugins import rest
 from airflow_region_failover.spark import session as spark_session
-from airflow_region_failover.store import config, facade
+from airflow_region_failover.store import config, result_store
 from airflow_region_failover.store.s3 import clients
 
 ROOT = Path(airflow_region_failover.__file__).parent
@@ -77,18 +77,18 @@ def caches(server: tuple[str, list[tuple[str, int]]], monkeypatch: pytest.Monkey
     url, _ = server
     access = clients.S3Access(endpoint_url=url, credentials=clients.S3Credentials("AK", "SK"), max_attempts=1)
     monkeypatch.setattr(rest, "_connection_credentials", lambda: rest.ApiCredentials(url, token="t"))
-    monkeypatch.setattr(facade.ResultStore, "from_airflow",
+    monkeypatch.setattr(result_store.ResultStore, "from_airflow",
                         classmethod(lambda cls: cls(config.StoreConfig(bucket="fork-test", access=access))))
-    monkeypatch.setattr(facade.ResultStore, "start_up", lambda self: self)
+    monkeypatch.setattr(result_store.ResultStore, "start_up", lambda self: self)
     monkeypatch.setattr(spark_session, "_build", lambda target: object())
     factories: dict[str, Callable[[], Any]] = {
         "store.clients.client_for": lambda: clients.client_for(access),
-        "store.facade.default_store": facade.default_store,
+        "store.result_store.default_store": result_store.default_store,
         "decisions.storage.default_run_logs": storage.default_run_logs,
         "plugins.rest.default_api": rest.default_api,
         "spark.session._session": lambda: spark_session._session("sc://target"),  # type: ignore[arg-type]
     }
-    clear = (clients.client_for, facade.default_store, storage.default_run_logs, rest.default_api,
+    clear = (clients.client_for, result_store.default_store, storage.default_run_logs, rest.default_api,
              spark_session._session)
     for cache in clear:
         cache.cache_clear()

@@ -23,7 +23,7 @@ from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication import delta
 from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes, transaction_of
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import moto_store
 
 DAG, RESULT = "daily_prices", "report"

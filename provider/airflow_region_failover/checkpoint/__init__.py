@@ -1,7 +1,7 @@
 """Checkpointed steps (Flink's checkpoints for PySpark batch steps; seeds 002, 003, 001): a step processes its
 BLOCKING input in ordered epochs with keyed state, commits a checkpoint at epoch boundaries, and a later try resumes
 from the latest complete checkpoint that matches it. The declaration and options are
-:mod:`airflow_region_failover.failover.checkpointing`; a checkpoint's record is :mod:`~..store.checkpoints`.
+:mod:`airflow_region_failover.failover.checkpointing`; a checkpoint's record is :mod:`~..store.checkpoint_manifest`.
 
 Modules, each answering one question:
 

@@ -33,7 +33,7 @@ from airflow_region_failover.checkpoint.declared import ChainCheckpoint
 from airflow_region_failover.checkpoint.storage import CheckpointStorage, Listed, final_checkpoints
 from airflow_region_failover.exceptions import GraphError
 from airflow_region_failover.failover.checkpointing import LATEST, STATE_RECOVERY_KEY
-from airflow_region_failover.store.checkpoints import CheckpointManifest, StateRun
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, StateRun
 from airflow_region_failover.store.gc.lifecycle import list_runs
 from airflow_region_failover.store.manifest import InputVersion
 from airflow_region_failover.store.s3.objects import Objects

@@ -6,7 +6,7 @@ travel between the loop and the engine as Arrow tables). Rules:
 * **Start**: the try resumes the best checkpoint :func:`~.recovery.choose` offers whose state can be read back
   (one that cannot is skipped, saying why), restoring every stateful member's state and the output objects of the
   epochs it covers; otherwise it starts from the first epoch with the initial state. Either way it logs why and
-  records it (:class:`~..store.checkpoints.TryRecord`) before the first epoch runs.
+  records it (:class:`~..store.checkpoint_manifest.TryRecord`) before the first epoch runs.
 * **Epoch**: the engine runs every member of the chain on the epoch's slice (a member's state as of the previous
   epoch in, its new state out) and stores the tail's outputs of the epoch as objects at once; they are never
   recomputed by this try.
@@ -36,7 +36,7 @@ from airflow_region_failover.checkpoint.recovery import Identity, choose
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import ManifestError, NotAvailable, StepOutputError
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
-from airflow_region_failover.store.checkpoints import (
+from airflow_region_failover.store.checkpoint_manifest import (
     CheckpointManifest,
     MemberState,
     ResultObjects,

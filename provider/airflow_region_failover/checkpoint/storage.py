@@ -8,12 +8,13 @@ Rules:
   plain keys, 3.4 so) — and stored content-addressed (:func:`~.store.content.put_content`): a run already stored
   is not uploaded again, and each object is announced under this try's writer prefix first, so the sweeper never
   takes a live writer's files for garbage (:mod:`~.store.gc.registry`).
-* A checkpoint is committed by its manifest (:class:`~.store.checkpoints.CheckpointManifest`), written last with
+* A checkpoint is committed by its manifest (:class:`~.store.checkpoint_manifest.CheckpointManifest`), written last with
   ``If-None-Match: *`` under the next sequence number, after every shared object it lists was confirmed present and
   fresh within the grace floor's bound, as a result commit does (:mod:`~.store.content`): never half-visible. Two
   writers racing for one number (a zombie try) both keep their checkpoints: the loser takes the next number.
 * Dropping a checkpoint deletes its manifest only; the files it listed go when no retained manifest lists them
-  (the derived registry's sweep). Try records (:class:`~.store.checkpoints.TryRecord`) say where each try started.
+  (the derived registry's sweep). Try records (:class:`~.store.checkpoint_manifest.TryRecord`) say where each try
+started.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, ManifestError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.checkpoints import CheckpointManifest, CompletedNote, StateRun, TryRecord
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, CompletedNote, StateRun, TryRecord
 from airflow_region_failover.store.content import COMMIT_SHARE, LAND_SHARE, confirm_shared
 from airflow_region_failover.store.dataplane.encoding import Codec
 from airflow_region_failover.store.dataplane.parquet import write_arrow

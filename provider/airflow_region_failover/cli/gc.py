@@ -28,9 +28,9 @@ from airflow_region_failover.observability import lineage
 from airflow_region_failover.plugins.rest import default_api
 from airflow_region_failover.publication.operator import publish_root
 from airflow_region_failover.store.config import Retention, retention_from_airflow
-from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.gc.lifecycle import MIN_GRACE_SECONDS, check_grace
 from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.result_store import ResultStore, default_store
 
 FINISHED = frozenset({"success", "failed"})
 _MANIFEST = re.compile(r"/manifests/p\d{5,6}/a\d{6}\.json\Z")

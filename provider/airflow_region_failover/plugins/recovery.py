@@ -48,7 +48,7 @@ from airflow_region_failover.naming import subtasks_of
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
 from airflow_region_failover.store.availability import Mode, reads_of
-from airflow_region_failover.store.facade import ResultStore, default_store
+from airflow_region_failover.store.result_store import ResultStore, default_store
 from airflow_region_failover.store.s3.objects import error_code
 
 log = logging.getLogger(__name__)

@@ -52,8 +52,8 @@ from airflow_region_failover.publication.declaration import (
 )
 from airflow_region_failover.publication.staging import TableTarget
 from airflow_region_failover.store.config import StoreConfig, config_from_airflow
-from airflow_region_failover.store.facade import default_store
 from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.result_store import default_store
 from airflow_region_failover.store.s3.clients import S3Access
 
 if TYPE_CHECKING:

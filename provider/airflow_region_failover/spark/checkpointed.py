@@ -8,7 +8,7 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
 * per epoch, the head reads its slice — exactly the epoch's objects, or the rows of the epoch's key groups — and
   its other inputs whole; every member is called with ``context.epoch`` set, a stateful one as
   ``fn(spark, inputs, state, context) -> (output, new_state)`` with its state as a DataFrame of its declared
-  schema; the tail's outputs of the epoch are stored as objects at once (:meth:`~..store.facade.ResultStore.
+  schema; the tail's outputs of the epoch are stored as objects at once (:meth:`~..store.result_store.ResultStore.
   write_objects`), cut into subpartitions for keyed consumers. A returned state is cast to the declared schema and
   tagged with each row's key group (Spark's own hash, :func:`~..store.dataplane.types.key_group_column`) before it goes
   to the loop as Arrow;
@@ -16,7 +16,7 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
   — taken from an earlier run's final checkpoints (:func:`~..checkpoint.recovery.recover`, rescaled by key-group
   range);
 * at the end, every result's objects of all epochs are committed as the partition's ordinary result
-  (:meth:`~..store.facade.ResultStore.commit_written`), recording the inputs and code like any write: consumers,
+  (:meth:`~..store.result_store.ResultStore.commit_written`), recording the inputs and code like any write: consumers,
   reuse, lineage and publication see an ordinary result.
 """
 

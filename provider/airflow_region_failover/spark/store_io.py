@@ -7,7 +7,7 @@ A keyed read (:meth:`StoreIO.read_keys`) fetches only the subpartitions the read
 drops other key groups' rows when a subpartition holds some (a partition cut another way). :attr:`StoreIO.reads`
 counts what this process read — bytes and objects fetched, and the bytes of the partitions they belong to —
 which a subtask reports (read amplification). The store is the deployment's
-(:func:`~airflow_region_failover.store.facade.default_store`), built once per process.
+(:func:`~airflow_region_failover.store.result_store.default_store`), built once per process.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.reading import JvmRead
 from airflow_region_failover.store.dataplane.types import Cut, check_key_columns, key_group_column
-from airflow_region_failover.store.facade import ResultStore, default_store
 from airflow_region_failover.store.manifest import InputVersion, Manifest
+from airflow_region_failover.store.result_store import ResultStore, default_store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

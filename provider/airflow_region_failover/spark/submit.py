@@ -43,8 +43,9 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.run import SubtaskRun, current_inputs, input_versions
 from airflow_region_failover.spark.session import CLUSTER, default_conf, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO
-from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
-from airflow_region_failover.store.s3.clients import portable
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, portable
 
 SPEC_ARG = "--region-failover-spec"
 LOCAL_CONN_ID = "region_failover_local_spark"

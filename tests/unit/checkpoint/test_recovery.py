@@ -22,7 +22,7 @@ from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.job import StepImpl
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import SCHEMA, commit_input, run_try
 
 DAG = "d"

@@ -16,9 +16,10 @@ import pytest
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.plugins.recovery import handle_failure
-from airflow_region_failover.store import Manifest, ResultStore
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.content import put_content
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, failure, services
 from tests.support.store import HeadCounter, moto_store
 

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from airflow_region_failover.store import S3Access, S3Credentials, StoreConfig, UnsafeKeyError
-from airflow_region_failover.store.config import config_from_airflow
-from airflow_region_failover.store.s3.clients import access_from_airflow, client_for, portable
+from airflow_region_failover.exceptions import UnsafeKeyError
+from airflow_region_failover.store.config import StoreConfig, config_from_airflow
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, access_from_airflow, client_for, portable
 
 SECRET = "s3cr3t-VALUE-never-logged"
 

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from airflow_region_failover.exceptions import IncompleteCommit
-from airflow_region_failover.store import ResultStore, content
+from airflow_region_failover.store import content
 from airflow_region_failover.store.content import Tally, confirm_shared, put_content
+from airflow_region_failover.store.result_store import ResultStore
 
 MiB = 1024 * 1024
 

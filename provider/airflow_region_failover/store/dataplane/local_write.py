@@ -47,7 +47,8 @@ Rules:
   ``DELTA_BINARY_PACKED`` (integers) or ``DELTA_BYTE_ARRAY`` (strings) in format 2: the ETL's kept line-item
   columns took 137.9 MB instead of 254.5 MB for 11 % less JVM CPU, and read back faster
   (``benchmarks/README.md``). Spark (3.3 on), pyarrow, DuckDB and delta-rs read these pages; a reader that does
-  not (old Hive or Impala) should read results through Spark or :meth:`~.facade.ResultStore.read_arrow`.
+  not (old Hive or Impala) should read results through Spark or
+:meth:`~airflow_region_failover.store.result_store.ResultStore.read_arrow`.
 * **No dictionary for wide decimals** (:func:`write_options`): a decimal of more than 18 digits is a
   ``FIXED_LEN_BYTE_ARRAY`` column, which format 1 never dictionary-encodes and format 2 does. parquet-mr's dictionary
   hashes the value's big-endian bytes as ``31 * h + byte``, so values that differ in their last few bytes share few

@@ -13,7 +13,7 @@ driver-local staging directory):
   servers whose executors cannot reach S3.
 
 Where the session's JVM writes to the driver's disk, ``executors`` mode uses Spark's own Parquet writer instead and
-stores its files from the driver (:mod:`.local_write`, chosen once per session by the facade); this module remains
+stores its files from the driver (:mod:`.local_write`, chosen once per session by the result store); this module remains
 the path everywhere else.
 
 Determinism rule: the same rows in the same Spark partitions give the same bytes (fixed writer settings, the

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from airflow_region_failover.exceptions import ManifestError
-from airflow_region_failover.store.checkpoints import CheckpointManifest
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
 from airflow_region_failover.store.keys import CHECKPOINTS, PARTITION_PART, Layout
 from airflow_region_failover.store.manifest import Manifest

@@ -16,10 +16,10 @@ import pytest
 
 from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.dataplane import local_write as lw
 from airflow_region_failover.store.dataplane import s3a
 from airflow_region_failover.store.dataplane.encoding import SUBPARTITION_COLUMN
+from airflow_region_failover.store.result_store import ResultStore
 
 UUID = "c8a98b48-8f3b-4d7e-9a61-0c1d2e3f4a5b"  # a uuid segment like a file counter (c8...): not taken for one
 

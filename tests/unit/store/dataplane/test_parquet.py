@@ -12,9 +12,11 @@ import pytest
 from moto import mock_aws
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store.config import StoreConfig
 from airflow_region_failover.store.dataplane.chunking import dictionary_columns
 from airflow_region_failover.store.dataplane.encoding import row_groups
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access
 
 
 def batch(start: int, n: int) -> pa.RecordBatch:

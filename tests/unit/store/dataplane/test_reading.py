@@ -9,8 +9,8 @@ import pytest
 
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.dataplane.reading import stored_checksums_match
+from airflow_region_failover.store.result_store import ResultStore
 
 P = PartitionId("orders->join", 3)
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from airflow_region_failover.store import S3Access, S3Credentials
 from airflow_region_failover.store.dataplane import s3a
 from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials
 
 LAYOUT = Layout("bkt", "pre")
 STATIC = S3Access("http://127.0.0.1:8333", "eu-west-1", S3Credentials("AK", "SK"))

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.dataplane import parquet
 from airflow_region_failover.store.dataplane.types import Target, Written
+from airflow_region_failover.store.result_store import ResultStore
 
 GRACE = 2.0
 P = PartitionId("r", 0)

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.gc.registry import count_references, derive_registry, scan_root, sweep_shared
 from airflow_region_failover.store.keys import cas_name
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store.s3.objects import Listed
 from tests.support.store import release
 

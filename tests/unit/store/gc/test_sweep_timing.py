@@ -22,10 +22,11 @@ import pytest
 
 from airflow_region_failover.exceptions import IncompleteCommit
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import Manifest, ResultStore
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.content import put_content
 from airflow_region_failover.store.gc import registry
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 
 P = PartitionId("r", 0)
 TABLE = pa.table({"x": list(range(1_000))})

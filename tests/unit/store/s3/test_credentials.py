@@ -15,7 +15,7 @@ import pytest
 from botocore.credentials import RefreshableCredentials
 from dateutil.tz import tzutc
 
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 
 class Captured(Exception):

@@ -21,13 +21,12 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.availability import Mode, Probe, Read, StoreAvailabilityChecker
-from airflow_region_failover.store.conditional_writes import probe_conditional_writes
 from airflow_region_failover.store.config import Retention, StoreConfig, config_from_airflow
 from airflow_region_failover.store.content import Tally
 from airflow_region_failover.store.dataplane import clustered, local_write, parquet, reading, s3a
 from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.types import Cut, Target, Written
-from airflow_region_failover.store.deployment import checked, mark_deployment
+from airflow_region_failover.store.deployment import checked, mark_deployment, probe_conditional_writes
 from airflow_region_failover.store.gc import lifecycle
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning

@@ -1,4 +1,4 @@
-"""The conditional-write probe (store/conditional_writes.py), against a fake S3 client that ignores conditions: on such
+"""The conditional-write probe (store/deployment.py), against a fake S3 client that ignores conditions: on such
 a server every compare-and-swap would silently become last-writer-wins, so the deployment's store refuses to start."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from airflow_region_failover.exceptions import StoreError
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access
 
 ENDPOINT = "http://s3.example.internal:9000"
 
@@ -72,15 +74,15 @@ def fake_store(client: ConditionsIgnoringS3) -> ResultStore:
 def deployment(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Make ``ResultStore.from_airflow`` (what ``default_store`` builds) return a store on a given fake."""
     from airflow_region_failover.decisions import storage as runlog
-    from airflow_region_failover.store import facade
+    from airflow_region_failover.store import result_store
 
     def use(client: ConditionsIgnoringS3) -> None:
-        monkeypatch.setattr(facade.ResultStore, "from_airflow", classmethod(lambda cls: fake_store(client)))
-        facade.default_store.cache_clear()
+        monkeypatch.setattr(result_store.ResultStore, "from_airflow", classmethod(lambda cls: fake_store(client)))
+        result_store.default_store.cache_clear()
         runlog.default_run_logs.cache_clear()
 
     yield use
-    facade.default_store.cache_clear()
+    result_store.default_store.cache_clear()
     runlog.default_run_logs.cache_clear()
 
 
@@ -90,7 +92,7 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_the_deployment_store_refuses_a_server_that_ignores_conditions(deployment: Any, if_none_match: bool,
                                                                       if_match: bool, ignored: str) -> None:
     from airflow_region_failover.decisions.storage import default_run_logs
-    from airflow_region_failover.store.facade import default_store
+    from airflow_region_failover.store.result_store import default_store
 
     client = ConditionsIgnoringS3(if_none_match=if_none_match, if_match=if_match)
     deployment(client)
@@ -103,7 +105,7 @@ def test_the_deployment_store_refuses_a_server_that_ignores_conditions(deploymen
 
 def test_the_probe_error_is_one_line_with_the_fix() -> None:
     from airflow_region_failover.exceptions import ConditionalWritesUnsupported
-    from airflow_region_failover.store.conditional_writes import probe_conditional_writes
+    from airflow_region_failover.store.deployment import probe_conditional_writes
 
     store = fake_store(ConditionsIgnoringS3(if_none_match=False, if_match=True))
     with pytest.raises(ConditionalWritesUnsupported) as caught:
@@ -113,7 +115,7 @@ def test_the_probe_error_is_one_line_with_the_fix() -> None:
 
 
 def test_a_server_that_honours_conditions_passes_and_the_store_is_built_once(deployment: Any) -> None:
-    from airflow_region_failover.store.facade import default_store
+    from airflow_region_failover.store.result_store import default_store
 
     client = ConditionsIgnoringS3(if_none_match=True, if_match=True)
     deployment(client)
@@ -124,7 +126,7 @@ def test_a_server_that_honours_conditions_passes_and_the_store_is_built_once(dep
 
 
 def test_a_parent_marker_the_credentials_may_not_read_counts_as_absent(deployment: Any) -> None:
-    from airflow_region_failover.store.facade import default_store
+    from airflow_region_failover.store.result_store import default_store
 
     class ScopedToPrefix(ConditionsIgnoringS3):
         def head_object(self, *, Bucket: str, Key: str, **kwargs: Any) -> dict[str, Any]:

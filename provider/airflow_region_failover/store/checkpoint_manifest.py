@@ -16,7 +16,7 @@ Rules:
   what it may be resumed under — the BLOCKING ``inputs`` (content checksums), the ``code`` fingerprint, the epoch
   ``plan`` fingerprint and the ``initial`` state it started from — and a try resumes only a checkpoint whose four
   match its own.
-* Every object it lists is a shared object, so the derived shared registry (:mod:`.registry`) counts one reference
+* Every object it lists is a shared object, so the derived shared registry (:mod:`.gc.registry`) counts one reference
   per retained checkpoint manifest, as Flink's SharedStateRegistry "increases the counts for all files that are
   referenced in the new checkpoint by 1" and, when a checkpoint is dropped, decreases them (seed 003): dropping a
   checkpoint here deletes its manifest, and the sweep deletes a file no retained manifest lists.

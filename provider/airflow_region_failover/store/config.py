@@ -21,14 +21,15 @@ DEFAULT_PREFIX = conf.declared_default("store_prefix")
 MiB = 1024 * 1024
 MAX_OBJECT_BYTES = 64 * MiB
 """The default size of a content-addressed object (``StoreConfig.max_object_bytes``). Why 64 MiB, not the 16 it
-was: Spark's writer cuts a file at a row count from Spark's estimate of a row (:mod:`.local_write`), several times
-the Parquet bytes (the demo's line items: 16 B estimated, ~5 B stored), so 16 MiB gave ~5 MB objects; at ~5 GB a
+was: Spark's writer cuts a file at a row count from Spark's estimate of a row (:mod:`.dataplane.local_write`), several
+times the Parquet bytes (the demo's line items: 16 B estimated, ~5 B stored), so 16 MiB gave ~5 MB objects; at ~5 GB a
 consuming task's inputs were then ~25-65 objects each, HEADed by the store and listed again by Spark (2.7 s of a
 join's set-up, 3.5-5.1 s of an aggregate's), and the same rows took 11 % more bytes in them. With 64 MiB: 1.5 s and
 2.0-2.6 s, 11 % fewer bytes committed (1.61 -> 1.44 GB), the S3 server's CPU 31.8 -> 24.7 s (``benchmarks/README.md``,
 "64 MiB objects"). Still one PUT each (``content.SINGLE_PUT_BYTES``). Memory: the Python path holds at most two
-objects per writing Spark task (:mod:`.parquet`) and ``upload_threads`` per reading one (:mod:`.reading`); the
-driver holds ``upload_threads`` of Spark's files while it uploads them (:mod:`.local_write`)."""
+objects per writing Spark task (:mod:`.dataplane.parquet`) and ``upload_threads`` per reading one
+(:mod:`.dataplane.reading`); the driver holds ``upload_threads`` of Spark's files while it uploads them
+(:mod:`.dataplane.local_write`)."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ class StoreConfig:
     check every object's size and SHA-256 when reading; ``spark_io``: ``"executors"`` (each Spark task uploads
     its partition) or ``"driver"`` (collect Arrow to the driver, upload from there); ``jvm_io``: whether reads in
     ``executors`` mode may use Spark's own Parquet reader through ``s3a://`` (``auto``, ``cluster``, ``off``:
-    :class:`.s3a.Mode`), and whether its writes may use Spark's own Parquet writer to the driver's disk (not
-    ``off``: :mod:`.local_write`); ``max_object_bytes``: a Spark task's output is cut into content-addressed
+    :class:`.dataplane.s3a.Mode`), and whether its writes may use Spark's own Parquet writer to the driver's disk (not
+    ``off``: :mod:`.dataplane.local_write`); ``max_object_bytes``: a Spark task's output is cut into content-addressed
     objects of about this many bytes (:data:`MAX_OBJECT_BYTES`; each is held in memory while it is encoded and
     hashed); ``min_grace_seconds``: the grace floor of every sweeper of this store, which writers rely on when they
     list objects already there (:mod:`.content`).
@@ -95,7 +96,7 @@ class Retention:
 def config_from_airflow(**overrides: Any) -> StoreConfig:
     """Build a :class:`StoreConfig` from ``[region_failover]`` and the named aws connection: ``store_bucket``
     (required), ``store_prefix``, ``store_aws_conn_id``, ``store_spark_io``, ``store_jvm_io`` (their getters in
-    :mod:`..conf`).
+    :mod:`~airflow_region_failover.conf`).
     ``overrides`` replace fields of the result. A bad value is an ``OptionError`` naming the option.
     """
     values: dict[str, Any] = {"prefix": conf.store_prefix(), "spark_io": conf.store_spark_io(),

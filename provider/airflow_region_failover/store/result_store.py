@@ -3,7 +3,7 @@
 Every method takes the DAG run (``dag_id``, ``run_id``) and validated ids; see the package docstring for the
 key layout and the commit / supersede protocol it implements. The deployment's store (:func:`default_store`) is
 built once per process and checked before first use (:meth:`ResultStore.start_up`): the server must honour
-conditional writes (:mod:`.conditional_writes`) and the prefix must not lie inside another deployment's
+conditional writes (:mod:`.deployment`) and the prefix must not lie inside another deployment's
 (:mod:`.deployment`).
 Spark executors get the store's access with credentials frozen at the moment of each read or write
 (:func:`.s3.clients.portable`); the process itself signs with credentials that refresh (:mod:`.config`).
@@ -90,13 +90,13 @@ class ResultStore:
         """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
         ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
         computed it) are recorded in the manifest; ``cut``: write it as the subpartitions of a keyed exchange;
-        ``clustering``: write it sorted in content-defined chunk files (:mod:`.clustered`).
+        ``clustering``: write it sorted in content-defined chunk files (:mod:`.dataplane.clustered`).
 
         Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
         writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
         the standing commit is kept (objects this writer uploaded are left to the sweeper). ``confirm``: reads of
         ``df``'s inputs given to Spark's own reader, confirmed unchanged after the write job and before the commit
-        (:func:`.reading.confirm_unchanged`; :class:`NotAvailable` naming the partition, nothing committed).
+        (:func:`.dataplane.reading.confirm_unchanged`; :class:`NotAvailable` naming the partition, nothing committed).
         """
         return self.write_counted(df, dag_id, run_id, partition, attempt, inputs, code, cut, clustering, confirm)[0]
 
@@ -162,7 +162,7 @@ class ResultStore:
 
     def _writer(self, df: DataFrame) -> Callable[[DataFrame, Target, Cut | None], Written]:
         """How ``df`` is written: the driver's path (``spark_io = driver``), Spark's own Parquet writer to the
-        driver's disk where the session's JVM writes there (:func:`.local_write.jvm_writer`, asked once per
+        driver's disk where the session's JVM writes there (:func:`.dataplane.local_write.jvm_writer`, asked once per
         session), else every Spark task encodes and uploads its partition (``mapInArrow``)."""
         if self.config.spark_io == "driver":
             return parquet.write_with_driver
@@ -249,13 +249,13 @@ class ResultStore:
                                    self.config.upload_threads)
 
     def confirm_unchanged(self, reads: Iterable[reading.JvmRead]) -> None:
-        """:func:`.reading.confirm_unchanged`: the objects Spark's own reader read are still the checked ones;
+        """:func:`.dataplane.reading.confirm_unchanged`: the objects Spark's own reader read are still the checked ones;
         :class:`NotAvailable` naming the partition of one that is not (moved aside)."""
         reading.confirm_unchanged(self.objects, reads)
 
     def recheck_named(self, manifests: Iterable[Manifest], text: str) -> None:
-        """:func:`.reading.recheck_named`: the shared objects of ``manifests`` that an error ``text`` names, hashed;
-        :class:`NotAvailable` naming the partition of one that is wrong (moved aside)."""
+        """:func:`.dataplane.reading.recheck_named`: the shared objects of ``manifests`` that an error ``text`` names,
+        hashed; :class:`NotAvailable` naming the partition of one that is wrong (moved aside)."""
         reading.recheck_named(self.objects, manifests, text)
 
     def partitions(self, dag_id: str, run_id: str, result: str) -> tuple[PartitionId, ...]:
@@ -288,7 +288,7 @@ class ResultStore:
     def sweep(self, grace_seconds: float = 6 * 3600, now: float | None = None, dry_run: bool = False,
               min_grace_seconds: float | None = None) -> lifecycle.SweepReport:
         """Remove uncommitted attempts, orphans, idle multipart uploads and shared objects no retained manifest
-        lists, older than the grace period (see :func:`.lifecycle.sweep`; :class:`GraceTooShort` below
+        lists, older than the grace period (see :func:`.gc.lifecycle.sweep`; :class:`GraceTooShort` below
         ``min_grace_seconds``, default the store's ``min_grace_seconds``, which its writers rely on)."""
         floor = self.config.min_grace_seconds if min_grace_seconds is None else min_grace_seconds
         return lifecycle.sweep(self.objects, self.layout, grace_seconds, now, dry_run, floor)

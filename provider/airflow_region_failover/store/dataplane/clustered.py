@@ -10,7 +10,7 @@ Rules:
   sorted within each task by tag, cluster key, then the other columns (:func:`~.chunking.sort_order`; columns
   Spark cannot order — maps — are left out, so rows equal in everything else may swap and only cost sharing).
 * Every task cuts each of its sequences with :func:`~.chunking.chunk_batches` and stores each chunk's
-  :func:`~.chunking.encode`-d body content-addressed (:func:`~.content.put_content`): a chunk whose bytes are
+  :func:`~.chunking.encode`-d body content-addressed (:func:`~..content.put_content`): a chunk whose bytes are
   already in the shared area uploads nothing, which is what makes unchanged rows free in the next run.
 * A cluster column missing from the step's output, or nested (array, map, struct: its values are not hashed), is a
   :class:`StepOutputError` naming the step, the edge and the column (like ``partition_by``'s

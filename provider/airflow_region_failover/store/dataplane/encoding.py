@@ -5,11 +5,11 @@ Rules (:class:`ObjectEncoder`, :func:`encode_objects`): batches (sliced when one
 limit) are gathered into row groups of about :data:`ROW_GROUP_BYTES` Arrow bytes (at most ``max_object_bytes``); an
 object is closed after the row group that brings it to ``max_object_bytes``; dictionary encoding is used only for
 the columns :func:`.chunking.dictionary_columns` picks from the first batch; compression and column encodings as the
-:class:`Codec` says (results: Snappy, Spark's default; checkpoint state runs: :func:`~..checkpoint.storage.run_codec`);
-a field below a nullable struct is stored as optional even where the schema says it is never null on its own
-(:func:`.chunking.storable`: a null struct comes with nulls in each of its fields' slots). Only the object being
-encoded is held in memory. Every cut is made at Arrow/Parquet byte counts of the rows, so the same rows in the same
-order give the same bytes.
+:class:`Codec` says (results: Snappy, Spark's default; checkpoint state runs:
+:func:`~airflow_region_failover.checkpoint.storage.run_codec`); a field below a nullable struct is stored as optional
+even where the schema says it is never null on its own (:func:`.chunking.storable`: a null struct comes with nulls in
+each of its fields' slots). Only the object being encoded is held in memory. Every cut is made at Arrow/Parquet byte
+counts of the rows, so the same rows in the same order give the same bytes.
 
 Splitting (:func:`split_batch`): a batch tagged with :data:`SUBPARTITION_COLUMN` becomes one slice per
 subpartition, rows in their input order (a stable sort of the batch by its tag, in Arrow; none for a batch already

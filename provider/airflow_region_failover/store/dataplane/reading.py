@@ -8,7 +8,7 @@ of them, :mod:`.listed`; else listed from the driver: :func:`.s3a.listed_on_driv
 path is several times faster than decoding in Python workers (``benchmarks/bench_store_paths.py``) — and the
 integrity check moves to S3's own checksum: every object is HEADed first and must have its recorded size and, kept
 by S3 with it, the full-object SHA-256 its key and manifest name (the writers upload every object with that
-checksum, which the server verifies, :mod:`.content`); a missing, resized or different object makes the partition
+checksum, which the server verifies, :mod:`..content`); a missing, resized or different object makes the partition
 unreadable (below), naming it and the object, before Spark reads anything. The frame gets back the nullability its
 schema records (:mod:`.nullability`). An object S3 keeps no full-object SHA-256 for (uploaded before this rule, or
 multipart), or a schema whose nullability cannot be restored, sends the read to the Python path, which hashes what
@@ -17,17 +17,17 @@ it reads.
 Python path (no S3A, ``driver`` mode, reads without Spark): ``executors`` mode maps one Spark partition per object
 (``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object; ``driver`` mode GETs the
 objects in the driver and calls ``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest
-entry: run-scoped (version-1 manifests) or shared and content-addressed (:meth:`.keys.RunKeys.object_key`). It
+entry: run-scoped (version-1 manifests) or shared and content-addressed (:meth:`..keys.RunKeys.object_key`). It
 always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming). Memory rule: an object's body is
 streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without copying it, and the
 buffer is dropped as soon as its table is decoded — so a read holds each object once, and only the objects in flight
 (not all of a manifest's) at a time. Executors receive the store's access with credentials frozen at the moment of
-the read (:func:`.s3.clients.portable`).
+the read (:func:`..s3.clients.portable`).
 
 Every error of a read that finds an object missing, of another size or of other bytes makes the partition
 unreadable: it (:func:`~airflow_region_failover.exceptions.unreadable`) names the partition and the object — also
 through Spark, whose executor errors reach the driver as text — and a shared object found wrong is moved aside
-first (:func:`.content.quarantine`), so the restart of its producer, which the failover loop makes for an
+first (:func:`..content.quarantine`), so the restart of its producer, which the failover loop makes for an
 unreadable partition, writes it again for every run that lists it.
 """
 
@@ -194,7 +194,7 @@ def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[O
     """Whether S3 keeps, with every ``chosen`` object of ``manifest``, the full-object SHA-256 the manifest records
     (``False``: one has none, so only hashing its bytes can verify it); an :func:`unreadable` error naming the
     partition and the object when one is missing, of another size, or has another SHA-256 (a shared one is moved
-    aside first, :func:`.content.quarantine`)."""
+    aside first, :func:`..content.quarantine`)."""
     return _check_stored_all(objects, manifest, chosen, threads)
 
 

@@ -8,7 +8,7 @@ only data no committed manifest references (uncommitted attempts, losers of a co
 when the writer's newest activity is older than the grace period: its newest completed object, its heartbeat
 *and* the newest part of any of its multipart uploads still in progress (a writer prefix with an upload active
 within the grace is never swept). It aborts an incomplete upload only when its last part (else its initiation)
-is older than the grace. Ages are the server's clock minus last-modified times (:meth:`.objects.Objects.clock`).
+is older than the grace. Ages are the server's clock minus last-modified times (:meth:`..s3.objects.Objects.clock`).
 
 Why a live writer is never swept: a writer's Spark tasks announce and upload its objects as they finish, but its
 driver commits only after the *last* task — a straggler, or executors queued for an hour, can leave the writer's
@@ -18,7 +18,7 @@ grace floor, :data:`MIN_GRACE_SECONDS` or the store's ``min_grace_seconds``), an
 G0``, finds the writer's newest activity at most ``G0/4 < G`` old: it keeps the writer's prefix, so its
 announcements keep referencing its shared objects (:mod:`.registry`). A writer whose driver died stops renewing
 and is swept ``G`` after its last sign of life; a commit it might still attempt is guarded by the committer's own
-confirmation (:mod:`.content`), never by the heartbeat. The grace is at least :data:`MIN_GRACE_SECONDS`.
+confirmation (:mod:`..content`), never by the heartbeat. The grace is at least :data:`MIN_GRACE_SECONDS`.
 Checkpoint manifests, try records and completion notes (``_checkpoints.v1/``) are a run's records like its
 manifests: the sweeper never deletes them (their retention is the checkpointing step's
 ``state.checkpoints.num-retained``, and the run's release removes the rest).
@@ -26,7 +26,7 @@ A result holding a manifest this version cannot read (e.g. a newer format writte
 whole and named in the :class:`SweepReport`. After the runs, the shared area of content-addressed objects is swept
 by its own rule (:mod:`.registry`: an object no retained manifest lists, older than the grace; nothing there
 while any manifest is unreadable), and idle uploads under it are aborted like any other. Runs with a hold are
-skipped, another deployment's prefix nested in this one (:mod:`.deployment`) is never entered, and nothing
+skipped, another deployment's prefix nested in this one (:mod:`..deployment`) is never entered, and nothing
 outside the store's root and shared area is touched.
 """
 

@@ -10,7 +10,7 @@ Rules:
   writer's prefix — after its commit (the manifest then holds the references) or once the writer has been idle
   for longer than the grace, like any uncommitted attempt. A long Spark job's early objects are thus never
   taken for garbage before its manifest lists them. A completed *checkpoint* manifest
-  (``_checkpoints.v1/<step>/P/c<seq>.json``, :mod:`.checkpoints`) holds one reference to each object it lists,
+  (``_checkpoints.v1/<step>/P/c<seq>.json``, :mod:`..checkpoint_manifest`) holds one reference to each object it lists,
   exactly like a result manifest (seed 003: "the shared state registry tracks the number of checkpoints that
   reference a shared file"; dropping a checkpoint deletes its manifest).
   Retention (:func:`.lifecycle.apply_retention`, the settings
@@ -26,10 +26,10 @@ Rules:
   the registry derived in this sweep does not list it, a HEAD right before its DELETE shows it older than the grace
   ``G`` by the server's clock (the HEAD's ``Date`` minus its last-modified time), the derivation began less than
   ``G/4`` before that HEAD and the DELETE follows the HEAD within :data:`HEAD_TO_DELETE_SECONDS` on this process's
-  monotonic clock (:mod:`.content` shows why this cannot delete an object a committing writer is about to list, and
+  monotonic clock (:mod:`..content` shows why this cannot delete an object a committing writer is about to list, and
   what remains); otherwise it is left for the next sweep. Deletions happen one object at a time, only after the
   manifests that dropped them are gone: a sweeper killed at any point loses nothing referenced and leaves at
-  worst garbage, which the next sweep removes. Objects moved to the quarantine (:func:`.content.quarantine`) are
+  worst garbage, which the next sweep removes. Objects moved to the quarantine (:func:`..content.quarantine`) are
   deleted once older than the grace.
 * **A window too short says so**: when deriving the registry takes ``G/4`` or more (about 180,000 manifests at
   ``G`` = 15 min), no unreferenced object can be deleted at all; the sweep then logs a warning naming the time the

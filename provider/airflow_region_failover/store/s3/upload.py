@@ -1,6 +1,6 @@
 """Streaming multipart upload: a file-like sink that is visible on the store only when complete.
 
-Rule: the key passes :meth:`.keys.Layout.check` first; parts are uploaded on threads while the caller keeps
+Rule: the key passes :meth:`..keys.Layout.check` first; parts are uploaded on threads while the caller keeps
 writing (at most ``threads + 1`` parts in flight); ``finish()`` completes the upload (a single PUT when it fits
 one part); any exception inside the ``with`` block or in ``finish`` aborts the multipart upload, so the key never
 appears half-written.

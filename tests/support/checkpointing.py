@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.plan import Epoch, Piece, plan_objects
-from airflow_region_failover.checkpoint.recovery import Identity
+from airflow_region_failover.checkpoint.resume import Identity
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Outcome, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.failover.checkpointing import CheckpointConfig

@@ -115,9 +115,9 @@ def failure(task: str = "c.0", try_number: int = 1, at: float = 100.0, **extra: 
 
 
 def services(logs: Any, api: Any = None, store: Any = None, clear_number: Any = None) -> Any:
-    """:class:`~airflow_region_failover.plugins.recovery.Services` on fakes (defaults: a fresh :class:`FakeApi`
+    """:class:`~airflow_region_failover.plugins.clearing.Services` on fakes (defaults: a fresh :class:`FakeApi`
     per call, every partition available, no clear count)."""
-    from airflow_region_failover.plugins.recovery import Services
+    from airflow_region_failover.plugins.clearing import Services
 
     return Services(logs=lambda: logs, store=lambda: store or KnownStore(),
                     api=(lambda: api) if api is not None else FakeApi,

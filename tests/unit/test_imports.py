@@ -274,7 +274,7 @@ def test_no_import_cycles() -> None:
 
 
 @pytest.mark.parametrize("source, unit, expected", [
-    ("from airflow_region_failover.plugins.recovery import SERVICES", "store", "upward import"),
+    ("from airflow_region_failover.plugins.clearing import SERVICES", "store", "upward import"),
     ("def f():\n    from airflow_region_failover.spark import session\n", "operators", "without a '# deferred"),
     ("import boto3", "failover", "pure core imports 'boto3'"),
     ("from airflow_region_failover.job import JobSpec", "graph", "pure core imports"),

@@ -9,6 +9,6 @@ Modules, each answering one question:
 * how keyed state is stored as sorted runs, diffed and merged — :mod:`.lsm` (Arrow only);
 * when runs are compacted and which checkpoints are retained — :mod:`.policy` (pure);
 * where checkpoints live in the store — :mod:`.storage`;
-* which checkpoint a try resumes and with which state it starts — :mod:`.recovery`;
+* which checkpoint a try resumes and with which state it starts — :mod:`.resume`;
 * the epoch loop itself — :mod:`.runner` (any engine; the Spark one is :mod:`~..spark.checkpointed`).
 """

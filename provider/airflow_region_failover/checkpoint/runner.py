@@ -3,7 +3,7 @@
 The loop is the same for every engine (:class:`Engine`: the Spark one is :mod:`~..spark.checkpointed`; states
 travel between the loop and the engine as Arrow tables). Rules:
 
-* **Start**: the try resumes the best checkpoint :func:`~.recovery.choose` offers whose state can be read back
+* **Start**: the try resumes the best checkpoint :func:`~.resume.choose` offers whose state can be read back
   (one that cannot is skipped, saying why), restoring every stateful member's state and the output objects of the
   epochs it covers; otherwise it starts from the first epoch with the initial state. Either way it logs why and
   records it (:class:`~..store.checkpoint_manifest.TryRecord`) before the first epoch runs.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan
 from airflow_region_failover.checkpoint.policy import due, plan_compaction, retained
-from airflow_region_failover.checkpoint.recovery import Identity, choose
+from airflow_region_failover.checkpoint.resume import Identity, choose
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import ManifestError, NotAvailable, StepOutputError
 from airflow_region_failover.failover.checkpointing import CheckpointConfig

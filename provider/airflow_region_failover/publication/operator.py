@@ -121,7 +121,7 @@ def run_times(context: Context) -> RunTimes:
 class SinkUnavailable(InputUnavailable, AirflowFailException):  # type: ignore[misc]
     """A partition of the sink result cannot be read: the publishing task fails without Airflow's retries (they
     would read the same partition again) and names it (``partition``), so region failover restarts its producer
-    and this task with it (:func:`~airflow_region_failover.plugins.recovery.failed_subtask`)."""
+    and this task with it (:func:`~airflow_region_failover.plugins.clearing.failed_subtask`)."""
 
     def __init__(self, partition: PartitionId, why: str) -> None:
         InputUnavailable.__init__(self, partition, why.removeprefix(f"input partition {partition} is unavailable: "))

@@ -13,7 +13,7 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
   tagged with each row's key group (Spark's own hash, :func:`~..store.dataplane.types.key_group_column`) before it goes
   to the loop as Arrow;
 * the initial state is empty, or — with ``execution.state-recovery.path`` in the job's options or the run's conf
-  — taken from an earlier run's final checkpoints (:func:`~..checkpoint.recovery.recover`, rescaled by key-group
+  — taken from an earlier run's final checkpoints (:func:`~..checkpoint.resume.recover`, rescaled by key-group
   range);
 * at the end, every result's objects of all epochs are committed as the partition's ordinary result
   (:meth:`~..store.result_store.ResultStore.commit_written`), recording the inputs and code like any write: consumers,
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.declared import ChainCheckpoint
 from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan, Piece, plan_key_groups, plan_objects
-from airflow_region_failover.checkpoint.recovery import Identity, recover
+from airflow_region_failover.checkpoint.resume import Identity, recover
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import InputUnavailable, StepOutputError

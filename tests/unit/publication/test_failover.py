@@ -23,7 +23,7 @@ from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.job import job_of
 from airflow_region_failover.plugins import listener
-from airflow_region_failover.plugins.recovery import handle_failure
+from airflow_region_failover.plugins.clearing import handle_failure
 from airflow_region_failover.publication import operator as publishing
 from airflow_region_failover.store.config import StoreConfig
 from airflow_region_failover.store.s3.clients import S3Access

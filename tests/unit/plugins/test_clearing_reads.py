@@ -15,7 +15,7 @@ import pytest
 
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.plugins.recovery import handle_failure
+from airflow_region_failover.plugins.clearing import handle_failure
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.content import put_content
 from airflow_region_failover.store.manifest import Manifest

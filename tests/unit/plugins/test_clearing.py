@@ -1,4 +1,4 @@
-"""Recording and applying decisions (plugins/recovery.py) on an in-memory decision log and fake services.
+"""Recording and applying decisions (plugins/clearing.py) on an in-memory decision log and fake services.
 
     a#0 -> b#0 ==+==> c#0 ==> d#0        rf_e2e_budget (fixed-delay, attempts 1): c#0 fails
     a#1 -> b#1 ==+==> c#1 ==> d#1        a -> b is chained: tasks a.b.0, a.b.1 (one per chain subtask)
@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.exceptions import RestError
-from airflow_region_failover.plugins.recovery import apply_due, handle_failure
+from airflow_region_failover.plugins.clearing import apply_due, handle_failure
 from tests.support.fakes import DAG, RUN, FakeApi, KnownStore, MemoryObjects, budget_spec, failure, services
 
 
@@ -136,7 +136,7 @@ def test_errors_that_may_pass_are_told_from_those_that_fail_again() -> None:
     from sqlalchemy.exc import OperationalError
 
     from airflow_region_failover.exceptions import ConditionFailed, GraphError, StoreUnreachable
-    from airflow_region_failover.plugins.recovery import transient
+    from airflow_region_failover.plugins.clearing import transient
 
     passing = [StoreUnreachable("S3 PUT failed after retries"), ConditionFailed("lost 20 races"),
                ConnectionError("reset"), TimeoutError(), RestError("GET -> HTTP 503", 503), RestError("no answer"),

@@ -14,7 +14,7 @@ import pytest
 
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
-from airflow_region_failover.checkpoint.recovery import recover
+from airflow_region_failover.checkpoint.resume import recover
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import GraphError
 from airflow_region_failover.failover.checkpointing import Checkpoint

@@ -11,7 +11,7 @@ Rules:
   encoding*, *hashing* and *upload* — the writers' executor seconds of each kind divided by how many ran at once
   (``writers``, at most the executor cores) — and the rest of the job, *reading inputs and computing* (the stages
   before the writers and the writers' wait for their rows). A write through Spark's own Parquet writer
-  (``spark_writer`` in the work, ``store/local_write.py``) is one Spark job that reads, computes and encodes,
+  (``spark_writer`` in the work, ``store/dataplane/local_write.py``) is one Spark job that reads, computes and encodes,
   inseparably: the job less the driver's hashing and upload is *Spark's writer job*; ``begin``, ``commit``,
   ``discard``, ``publish``, ``ledger`` are *commit and bookkeeping*; everything else of the clock (store checks,
   XCom, manifests, the Spark session, the plan, a write's schema) is *task set-up*; the clock's end to Airflow's

@@ -130,7 +130,7 @@ def _app_attempt(args: argparse.Namespace, clock: Any) -> int:
         from pyspark.sql.types import IntegerType
 
         from airflow_region_failover.graph.ids import PartitionId
-        from airflow_region_failover.store.facade import ResultStore
+        from airflow_region_failover.store.result_store import ResultStore
 
     etl = etl_functions(str(ETL), args.orders, args.customers)
     s3 = json.loads(os.environ[S3_ENV])

@@ -244,7 +244,7 @@ class EtlStack:
                  shared_workers: bool = True) -> None:
         from airflow_region_failover.standalone.seaweedfs import SeaweedFS
         from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-        from airflow_region_failover.store.s3a import with_jars
+        from airflow_region_failover.store.dataplane.s3a import with_jars
 
         self.work = Path(tempfile.mkdtemp(prefix="bench-etl-"))
         self.dags = self.work / "dags"
@@ -275,7 +275,7 @@ class EtlStack:
         from airflow_region_failover.standalone.airflow_stack import AirflowStack
         from airflow_region_failover.standalone.platform import platform_env
         from airflow_region_failover.standalone.processes import stop_on_signals
-        from airflow_region_failover.store.facade import ResultStore
+        from airflow_region_failover.store.result_store import ResultStore
 
         stop_on_signals()
         started = time.time()

@@ -24,10 +24,10 @@ import pyarrow as pa
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore
+from airflow_region_failover.store.gc.registry import derive_registry
 from airflow_region_failover.store.keys import cas_name
-from airflow_region_failover.store.manifest import ObjectEntry
-from airflow_region_failover.store.registry import derive_registry
+from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 
 MB = 1024 * 1024
 P = PartitionId("orders->join", 0)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from airflow_region_failover.store.s3a import with_jars
+from airflow_region_failover.store.dataplane.s3a import with_jars
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAINED, UNCHAINED = "tpch_etl", "tpch_etl_unchained"
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2, help="runs of each DAG (default 2)")

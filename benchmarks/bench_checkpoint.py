@@ -166,7 +166,7 @@ def full_state_bytes(store: Any, run_id: str, manifests: list[Any]) -> list[int]
     from airflow_region_failover.checkpoint import lsm
     from airflow_region_failover.checkpoint.storage import CheckpointStorage, run_codec
     from airflow_region_failover.graph.ids import PartitionId
-    from airflow_region_failover.store.encoding import encode_objects
+    from airflow_region_failover.store.dataplane.encoding import encode_objects
 
     storage = CheckpointStorage(store.objects, store.run_keys(DAG, run_id), PartitionId("agg", 0),
                                 store.config.min_grace_seconds)
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=1024)

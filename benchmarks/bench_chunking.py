@@ -36,8 +36,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from airflow_region_failover.store.chunking import ChunkPolicy, chunk_batches, dictionary_columns, encode, sort_order
-from airflow_region_failover.store.encoding import ROW_GROUP_BYTES, row_groups
+from airflow_region_failover.store.dataplane.chunking import (
+    ChunkPolicy,
+    chunk_batches,
+    dictionary_columns,
+    encode,
+    sort_order,
+)
+from airflow_region_failover.store.dataplane.encoding import ROW_GROUP_BYTES, row_groups
 
 MB = 1024 * 1024
 KEY = ("key",)
@@ -183,8 +189,8 @@ def spark_write(size_mb: int, target_mb: int) -> list[str]:
 
     from airflow_region_failover.graph.ids import PartitionId
     from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.store import ResultStore
-    from airflow_region_failover.store.clustered import Clustering
+    from airflow_region_failover.store.dataplane.clustered import Clustering
+    from airflow_region_failover.store.result_store import ResultStore
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -5,8 +5,8 @@ revenue summed over about nine line items, an order count) written by Spark's Pa
 
 * in Parquet's format 1 (Spark's default: no dictionary for a ``FIXED_LEN_BYTE_ARRAY`` column such as the revenue);
 * in format 2 with a dictionary tried on every column (the store until it turned the wide decimals' off);
-* with the store's options (``store/local_write.py`` ``write_options``: format 2, no dictionary for decimals of
-  more than 18 digits);
+* with the store's options (``store/dataplane/local_write.py`` ``write_options``: format 2, no dictionary for decimals
+  of more than 18 digits);
 * in format 2 with no dictionary at all;
 
 and shuffled by Spark (``UnsafeRow`` + LZ4, written and read back: what one Spark application does with the rows
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from airflow_region_failover.store import local_write
+from airflow_region_failover.store.dataplane import local_write
 from bench_keyed_write import jvm_cpu
 
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")

@@ -8,7 +8,7 @@ generated rows (``id``, a key ``k`` with 100,003 values, a double, a short strin
 subtasks. For each consumer parallelism P:
 
 * **keyed** (``partition_by=["k"]``, this issue): each producer commits its partition cut into P subpartitions in
-  one pass (:class:`~airflow_region_failover.store.parquet.Cut`); then each of the P consumer subtasks reads its
+  one pass (:class:`~airflow_region_failover.store.dataplane.types.Cut`); then each of the P consumer subtasks reads its
   subpartition of both partitions (:meth:`StoreIO.read_keys`) and aggregates per key;
 * **whole** (``BROADCAST`` + a hand-written ``pmod(hash(k), P) == j`` filter, what the example ETL did before):
   each producer commits its partition whole; each consumer reads both partitions whole and filters. Run for
@@ -16,7 +16,7 @@ subtasks. For each consumer parallelism P:
 * **spark**: the same rows, ``repartition(P, "k")`` and the same aggregation in one Spark application (Spark's
   own shuffle, to local disk);
 * **keyed through partitionBy**: the producers' keyed write again, with the session's keyed writer passed over
-  (:func:`~airflow_region_failover.store.keyed_writer.passed_over`): what the produce side cost before it; the
+  (:func:`~airflow_region_failover.store.dataplane.keyed_writer.passed_over`): what the produce side cost before it; the
   objects must be the same;
 * **floor** (issue 22): Spark's own shuffle of the same rows plus a raw upload and a raw download of the keyed
   exchange's committed bytes to the same server (boto3, one PUT/GET per object on 2 threads, from and to memory),
@@ -55,9 +55,11 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore, keyed_writer
 from airflow_region_failover.store.config import MAX_OBJECT_BYTES, MiB
-from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.store.dataplane import keyed_writer
+from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 
 MB = 1024 * 1024
 ROW_BYTES = 17  # committed Parquet/snappy bytes per generated row (measured: printed as "committed")
@@ -78,7 +80,7 @@ def spark_session(jars: str) -> Any:
 
 def default_jars() -> str:
     """The pinned s3a jars ``./dev bootstrap`` puts into ``.venv/jars`` (:func:`.s3a.environment_jars`)."""
-    from airflow_region_failover.store.s3a import environment_jars
+    from airflow_region_failover.store.dataplane.s3a import environment_jars
 
     return environment_jars()
 

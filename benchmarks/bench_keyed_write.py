@@ -6,9 +6,9 @@ The rows: the example ETL's cleaned line items (``dags/tpch_etl.py``; 4,000,000 
 orders, generated once and cached in Spark (``local[2]``, embedded): shuffled into 4 partitions, or with
 ``--producer-order`` in the generators' order (2 partitions, keys increasing in each, as the ETL's steps write them).
 Each variant is written with Spark's own Parquet writer to a local directory, as the result store writes
-(``store/local_write.py``: for a keyed write the subpartition tag of a
-:class:`~airflow_region_failover.store.parquet.Cut` and ``keyed_settings``, P = 4; files of at most ``--records`` rows),
-then read back with Spark's reader and a hash-sum of every column:
+(``store/dataplane/local_write.py``: for a keyed write the subpartition tag of a
+:class:`~airflow_region_failover.store.dataplane.types.Cut` and ``keyed_settings``, P = 4; files of at most
+``--records`` rows), then read back with Spark's reader and a hash-sum of every column:
 
 * ``unkeyed``: the plain write (no tag, no ``partitionBy``);
 * ``keyed``: the keyed write of every column the step returns, in Parquet format 1 (the store before ``030b5c1``);
@@ -19,12 +19,12 @@ then read back with Spark's reader and a hash-sum of every column:
 * ``unkeyed, kept columns, format 2``: those columns and pages without the cut (what the keyed write costs beyond);
 * ``sorted, kept columns, format 2``: the keyed write as Spark plans it by default (a sort by the subpartition,
   one open writer per task: the store before ``bf86e4c``);
-* ``keyed writer, kept columns, format 2``: the store's keyed writer (``store/keyed_writer.py``) with parquet-mr's
-  dictionary choice on every column (the store before ``local_write.integer_key_paths``), and the same with ``no
-  dictionary on the key`` (the store now), ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what
+* ``keyed writer, kept columns, format 2``: the store's keyed writer (``store/dataplane/keyed_writer.py``) with
+  parquet-mr's dictionary choice on every column (the store before ``local_write.integer_key_paths``), and the same with
+  ``no dictionary on the key`` (the store now), ``no dictionary``, ``lz4_raw`` or ``uncompressed`` pages (what
   Parquet's dictionary and Snappy cost here),
   or through parquet-mr's ``record consumer`` (``flatWriter=false``: Spark's own ``write``, as before the flat
-  writer of ``store/jvm/FlatParquetWriteSupport.java``; the same bytes).
+  writer of ``store/dataplane/jvm/FlatParquetWriteSupport.java``; the same bytes).
 
 Printed per variant and round: the write's wall and JVM CPU seconds (``/proc`` of the driver JVM), the bytes
 written, the read-back's JVM CPU seconds; then the median of every figure over the rounds after the first (the
@@ -56,7 +56,7 @@ write: a sort by the subpartition, one writer at a time); the kept columns (None
 
 def variants(line_kept: tuple[str, ...], key: str) -> dict[str, Spec]:
     """Name -> :data:`Spec` of a table keyed by ``key``."""
-    from airflow_region_failover.store.local_write import NO_DICTIONARY, WRITER_VERSION
+    from airflow_region_failover.store.dataplane.local_write import NO_DICTIONARY, WRITER_VERSION
 
     v2 = dict([WRITER_VERSION])
     return {"unkeyed": ("unkeyed", None, {}), "keyed": ("keyed", None, {}),
@@ -83,10 +83,10 @@ def jvm_cpu(pid: int) -> float:
 
 def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: int) -> dict[str, float]:
     """One write of ``df`` as ``spec`` says into ``out``, and its read-back: the figures of one round."""
-    from airflow_region_failover.store import keyed_writer
-    from airflow_region_failover.store.local_write import TIMESTAMPS, keyed_settings
-    from airflow_region_failover.store.parquet import Cut
-    from airflow_region_failover.store.s3a import session_settings
+    from airflow_region_failover.store.dataplane import keyed_writer
+    from airflow_region_failover.store.dataplane.local_write import TIMESTAMPS, keyed_settings
+    from airflow_region_failover.store.dataplane.s3a import session_settings
+    from airflow_region_failover.store.dataplane.types import Cut
 
     how, kept, options = spec
     frame = df.select(*kept) if kept else df
@@ -101,7 +101,7 @@ def write_once(spark: Any, df: Any, key: str, spec: Spec, out: Path, records: in
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     cpu, started = jvm_cpu(pid), time.perf_counter()
     with session_settings(spark, settings):
-        if how == "writer":  # the store's call (store/local_write.py)
+        if how == "writer":  # the store's call (store/dataplane/local_write.py)
             if not keyed_writer.write(frame, out.as_uri(), records, P, "bench", options):
                 raise RuntimeError(f"this session has no {keyed_writer.FORMAT}: run ./dev bootstrap")
         else:
@@ -129,7 +129,7 @@ def main() -> int:
     import tpch_etl as etl
     from pyspark.sql import SparkSession
 
-    from airflow_region_failover.store.s3a import with_jars
+    from airflow_region_failover.store.dataplane.s3a import with_jars
 
     builder = SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
     for name, value in with_jars({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}).items():

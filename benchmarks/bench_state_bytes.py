@@ -84,7 +84,7 @@ def encoded(table: Any, codec: Any) -> tuple[int, dict[str, int]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from airflow_region_failover.store.encoding import encode_objects
+    from airflow_region_failover.store.dataplane.encoding import encode_objects
 
     size, columns = 0, {}
     for body, _ in encode_objects(iter(table.to_batches()), 16 * 1024 * 1024, codec):
@@ -140,7 +140,7 @@ def report(out: dict[str, Any], keys: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Simulate the state, encode each epoch's run and full state with both codecs, print the tables."""
     from airflow_region_failover.checkpoint.storage import run_codec
-    from airflow_region_failover.store.encoding import RESULTS
+    from airflow_region_failover.store.dataplane.encoding import RESULTS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000)

@@ -22,7 +22,8 @@ import pyarrow as pa
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 
 MB = 1024 * 1024
 ROW_BYTES = 80  # id (8) + double (8) + 64 hex chars, as Parquet/snappy stores them (approximately)
@@ -106,7 +107,7 @@ def warm_workers(spark: Any, store: ResultStore, cores: int) -> float:
     access = store.config.access
 
     def warm(batches: Any) -> Any:
-        from airflow_region_failover.store.config import client_for
+        from airflow_region_failover.store.s3.clients import client_for
 
         client_for(access)
         for _ in batches:

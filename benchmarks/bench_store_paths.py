@@ -9,7 +9,7 @@ Parquet/snappy), generated once, cached in Spark (``local[2]``). Every round mea
 * ``spark_write``: ``df.write.parquet("s3a://...")`` (Spark's own writer and S3A's default committer);
 * ``store_write``: the result store's write (in this embedded session Spark's own Parquet writer to local disk,
   then per file SHA-256 and a content-addressed create-only PUT carrying it, from the driver, then the commit:
-  ``store/local_write.py``) into a fresh prefix (a second write of the same rows uploads nothing);
+  ``store/dataplane/local_write.py``) into a fresh prefix (a second write of the same rows uploads nothing);
 * ``store_write_python``: the same with ``store_jvm_io = off``, the Python workers' path (``mapInArrow``:
   pyarrow, SHA-256, the same PUTs) — the store's write before ``local_write``;
 * ``jvm_staged_write``: candidate (b) — Spark's writer to a staging prefix with S3A's SHA-256 checksums, a HEAD per
@@ -44,7 +44,9 @@ import _repo_path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-from airflow_region_failover.store import Manifest, ResultStore, s3a
+from airflow_region_failover.store.dataplane import s3a
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 from bench_store import timed_cpu
 
 MB = 1024 * 1024
@@ -52,7 +54,7 @@ MB = 1024 * 1024
 
 def default_jars() -> str:
     """The pinned s3a jars ``./dev bootstrap`` puts into ``.venv/jars`` (:func:`.s3a.environment_jars`)."""
-    from airflow_region_failover.store.s3a import environment_jars
+    from airflow_region_failover.store.dataplane.s3a import environment_jars
 
     return environment_jars()
 

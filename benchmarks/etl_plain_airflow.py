@@ -56,7 +56,7 @@ ETL = etl_functions(ETL_SOURCE, ORDERS, CUSTOMERS)
 
 
 def _store() -> Any:
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     return ResultStore.from_airflow()
 
@@ -69,7 +69,7 @@ def s3a_url(bucket: str, dag_id: str, run_id: str, step: str) -> str:
 
 
 def _s3a(step: str, context: Any) -> tuple[str, dict[str, str]]:
-    from airflow_region_failover.store import s3a
+    from airflow_region_failover.store.dataplane import s3a
 
     store, ti = _store(), context["ti"]
     options = s3a.hadoop_options(store.config.access, s3a.Mode.AUTO)

@@ -39,7 +39,7 @@ from airflow_region_failover.standalone.processes import (
     start_with_retries,
 )
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer, spark_home
-from airflow_region_failover.store import s3a
+from airflow_region_failover.store.dataplane import s3a
 from devtools.databases import Postgres, Redis, descendants, finish, stop_tree
 
 __all__ = ["Postgres", "Redis", "SparkCluster"]

@@ -25,7 +25,7 @@ from airflow_region_failover.plugins.history import format_history
 from airflow_region_failover.plugins.rest import RunEnd
 from airflow_region_failover.standalone.command import Standalone
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
-from airflow_region_failover.store.facade import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 DAG_ID = "tpch_etl"
 REPO_ROOT = Path(__file__).resolve().parents[1]

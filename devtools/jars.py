@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_region_failover.store import keyed_writer
+from airflow_region_failover.store.dataplane import keyed_writer
 
 REPO = Path(__file__).resolve().parents[1]
 MAVEN = "https://repo1.maven.org/maven2"
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-reader", action="store_true", help="do not build .venv/delta-spark")
     args = parser.parse_args(argv)
     install(JARS, args.dest)
-    try:  # the store's keyed writer (store/keyed_writer.py), compiled against this pyspark: ~5 s once
+    try:  # the store's keyed writer (store/dataplane/keyed_writer.py), compiled against this pyspark: ~5 s once
         keyed_writer.build(args.dest)
     except FileNotFoundError as exc:  # no JDK: keyed writes use Spark's partitionBy (same bytes, slower)
         print(f"jars: {exc}", file=sys.stderr, flush=True)

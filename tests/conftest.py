@@ -60,7 +60,7 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A running local Spark Connect server (``local[2]``, the pinned s3a jars on its classpath): yields its
     ``sc://127.0.0.1:<port>`` URL."""
     from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.s3a import with_jars
+    from airflow_region_failover.store.dataplane.s3a import with_jars
 
     server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), cores=2, conf=with_jars({}))
     try:

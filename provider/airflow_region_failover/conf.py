@@ -38,7 +38,7 @@ from airflow_region_failover.provider_info import CONFIG_OPTIONS, CONFIG_SECTION
 SECTION = CONFIG_SECTION
 SPARK_IO_MODES = ("executors", "driver")
 JVM_IO_MODES = ("auto", "cluster", "off")
-"""The values of ``store_jvm_io`` (:class:`~airflow_region_failover.store.s3a.Mode`)."""
+"""The values of ``store_jvm_io`` (:class:`~airflow_region_failover.store.dataplane.s3a.Mode`)."""
 log = logging.getLogger(__name__)
 _Number = TypeVar("_Number", int, float)
 
@@ -234,7 +234,7 @@ def store_spark_io() -> str:
 
 
 def store_jvm_io() -> str:
-    """``[region_failover] store_jvm_io``: ``auto``, ``cluster`` or ``off`` (:class:`.store.s3a.Mode`)."""
+    """``[region_failover] store_jvm_io``: ``auto``, ``cluster`` or ``off`` (:class:`.store.dataplane.s3a.Mode`)."""
     return _choice("store_jvm_io", JVM_IO_MODES)
 
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import OUTPUT, commit_input, run_try
 
 pytestmark = pytest.mark.integration

@@ -27,7 +27,7 @@ from airflow_region_failover.spark.chain import run_chain
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration

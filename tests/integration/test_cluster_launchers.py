@@ -188,7 +188,7 @@ def store_round_trip_on_executors(url: str, s3: Any) -> None:
     from pyspark.sql import SparkSession
 
     from airflow_region_failover.graph.ids import PartitionId
-    from airflow_region_failover.store import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     store = ResultStore.from_endpoint(s3.endpoint_url, s3.access_key, s3.secret_key, s3.bucket,
                                       prefix=f"cluster-{secrets.token_hex(4)}", spark_io="executors")

@@ -12,10 +12,10 @@ import pytest
 from airflow_region_failover.exceptions import StepOutputError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.chunking import ChunkPolicy
-from airflow_region_failover.store.clustered import Clustering
-from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.store.dataplane.chunking import ChunkPolicy
+from airflow_region_failover.store.dataplane.clustered import Clustering
+from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration

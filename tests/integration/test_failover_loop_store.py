@@ -18,9 +18,9 @@ from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.job import job_of
-from airflow_region_failover.plugins.recovery import Services, handle_failure
-from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.lifecycle import Retention
+from airflow_region_failover.plugins.clearing import Services, handle_failure
+from airflow_region_failover.store.config import Retention
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.fakes import services as fake_services
 
 pytestmark = pytest.mark.integration

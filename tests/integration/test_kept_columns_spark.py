@@ -22,7 +22,7 @@ from airflow_region_failover.spark.compute import compute
 from airflow_region_failover.spark.run import SubtaskRun, chain_contexts, current_inputs, input_versions
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import embedded_session
 from tests.support.store import on_server
 

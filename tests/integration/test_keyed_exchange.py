@@ -19,8 +19,8 @@ from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.parquet import Cut, key_group_column
+from airflow_region_failover.store.dataplane.types import Cut, key_group_column
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,8 @@
-"""The keyed write's own JVM writer (store/keyed_writer.py, store/jvm/KeyedParquet.java), on embedded Spark and on
-the test session's Spark Connect server: it writes, file for file, the bytes Spark's ``partitionBy`` writes of the
-same rows (so switching paths never changes a content address); the store's keyed writes go through it; a session
-without it writes through ``partitionBy`` and remembers that; a failed task leaves no part file."""
+"""The keyed write's own JVM writer (store/dataplane/keyed_writer.py, store/dataplane/jvm/KeyedParquet.java), on
+embedded Spark and on the test session's Spark Connect server: it writes, file for file, the bytes Spark's
+``partitionBy`` writes of the same rows (so switching paths never changes a content address); the store's keyed writes
+go through it; a session without it writes through ``partitionBy`` and remembers that; a failed task leaves no part
+file."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import keyed_writer, local_write
-from airflow_region_failover.store.local_write import PART, TIMESTAMPS, WRITER_VERSION, keyed_settings, local_files
-from airflow_region_failover.store.parquet import Cut
-from airflow_region_failover.store.s3a import session_settings
+from airflow_region_failover.store.dataplane import keyed_writer, local_write
+from airflow_region_failover.store.dataplane.local_write import (
+    PART,
+    TIMESTAMPS,
+    WRITER_VERSION,
+    keyed_settings,
+    local_files,
+)
+from airflow_region_failover.store.dataplane.s3a import session_settings
+from airflow_region_failover.store.dataplane.types import Cut
 from tests.support.spark import spark_session, typed_rows
 from tests.support.store import on_server
 

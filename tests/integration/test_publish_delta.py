@@ -28,7 +28,7 @@ from airflow_region_failover.publication.declaration import (
     table_uri,
     transaction_of,
 )
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ import json, os, signal, sys
 from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes
 from airflow_region_failover.publication.declaration import transaction_of
 from datetime import datetime
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.publication import delta
 cfg = json.loads(sys.stdin.readline())
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],
@@ -90,7 +90,7 @@ def history(tgt: delta.TableTarget) -> list[dict[str, Any]]:
 
 def table_files(store: ResultStore, name: str) -> set[str]:
     """The names of the data files under the table's location (a raw listing, as a sweeper would see it)."""
-    from airflow_region_failover.store.config import client_for
+    from airflow_region_failover.store.s3.clients import client_for
 
     pages = client_for(store.config.access).get_paginator("list_objects_v2").paginate(
         Bucket=store.config.bucket, Prefix=f"{store.config.prefix}/tables/{name}/")

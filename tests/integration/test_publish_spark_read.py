@@ -20,7 +20,7 @@ import pytest
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication import delta, staging
 from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes, transaction_of
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.delta_spark import read_tables, s3a_options
 
 pytestmark = pytest.mark.integration

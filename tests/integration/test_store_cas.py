@@ -20,9 +20,9 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.gc.registry import derive_registry
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
-from airflow_region_failover.store.registry import derive_registry
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import release
 
 pytestmark = pytest.mark.integration
@@ -68,8 +68,8 @@ def test_two_runs_share_objects_and_releasing_one_keeps_the_other_readable(s3_se
 
 SWEEPER = r"""
 import json, sys, time
-from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.objects import Objects
 cfg = json.loads(sys.stdin.readline())
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],
                                   prefix=cfg["prefix"])
@@ -179,8 +179,8 @@ def test_a_sweeper_whose_clock_runs_an_hour_ahead_deletes_nothing_the_servers_cl
     an object that young)."""
     from types import SimpleNamespace
 
-    from airflow_region_failover.store import registry
     from airflow_region_failover.store.content import put_content
+    from airflow_region_failover.store.gc import registry
 
     store = make_store(s3_server, prefix)
     entry = put_content(store.objects, store.layout, b"written a moment ago, listed by a commit under way").entry

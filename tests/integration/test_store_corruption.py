@@ -19,8 +19,9 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ObjectEntry, ResultStore
 from airflow_region_failover.store.content import put_content
+from airflow_region_failover.store.manifest import ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
 

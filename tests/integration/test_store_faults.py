@@ -15,17 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from airflow_region_failover.exceptions import AlreadyCommitted, ReleaseRefused, StoreUnreachable, Superseded
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint, SeaweedFS
-from airflow_region_failover.store import (
-    AlreadyCommitted,
-    ReleaseRefused,
-    ResultStore,
-    Retention,
-    StoreUnreachable,
-    Superseded,
-    lifecycle,
-)
+from airflow_region_failover.store.config import Retention
+from airflow_region_failover.store.gc import lifecycle
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import release, retirements
 
 pytestmark = pytest.mark.integration
@@ -36,9 +31,9 @@ WRITER = r"""
 import json, sys, time, secrets
 import pyarrow as pa
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store import content
-from airflow_region_failover.store.upload import UploadStream
+from airflow_region_failover.store.s3.upload import UploadStream
 cfg = json.loads(sys.stdin.readline())
 content.SINGLE_PUT_BYTES = 5 * 1024 * 1024  # objects go up in one PUT up to 5 GiB: make this one a multipart upload
 store = ResultStore.from_endpoint(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"],
@@ -230,7 +225,7 @@ def test_credentials_never_logged(s3_server: S3Endpoint, prefix: str, caplog: py
 ])
 def test_unsafe_ids_are_rejected_before_any_request(s3_server: S3Endpoint, prefix: str, dag_id: str, run_id: str,
                                                      partition: PartitionId) -> None:
-    from airflow_region_failover.store import UnsafeKeyError
+    from airflow_region_failover.exceptions import UnsafeKeyError
 
     store = make_store(s3_server, prefix)
     with pytest.raises(UnsafeKeyError):

@@ -17,9 +17,9 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.manifest import FORMAT, Manifest, ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
 
@@ -189,7 +189,7 @@ def test_sweep_keeps_every_object_of_a_result_with_an_unreadable_manifest(s3_ser
 @pytest.fixture
 def airflow_store(s3_server: S3Endpoint, prefix: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``default_store()`` configured through ``[region_failover]`` and an aws connection to SeaweedFS."""
-    from airflow_region_failover.store import facade
+    from airflow_region_failover.store import result_store
 
     conn = {"conn_type": "aws", "login": s3_server.access_key, "password": s3_server.secret_key,
             "extra": {"endpoint_url": s3_server.endpoint_url, "region_name": s3_server.region}}
@@ -199,6 +199,6 @@ def airflow_store(s3_server: S3Endpoint, prefix: str, monkeypatch: pytest.Monkey
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_AWS_CONN_ID", "rf_gc_s3")
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_LAST_RUNS", "")
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_KEEP_DAYS", "")
-    facade.default_store.cache_clear()
+    result_store.default_store.cache_clear()
     yield make_store(s3_server, prefix)
-    facade.default_store.cache_clear()
+    result_store.default_store.cache_clear()

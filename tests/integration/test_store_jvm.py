@@ -1,9 +1,9 @@
-"""The store's reads through Spark's own Parquet reader (``s3a://``, store/reading.py), on embedded Spark and on the
-test session's Spark Connect server, both with the pinned s3a jars, against SeaweedFS: the read is a file scan over
-exactly the manifest's objects; an object replaced by other bytes is refused naming the partition before Spark
+"""The store's reads through Spark's own Parquet reader (``s3a://``, store/dataplane/reading.py), on embedded Spark and
+on the test session's Spark Connect server, both with the pinned s3a jars, against SeaweedFS: the read is a file scan
+over exactly the manifest's objects; an object replaced by other bytes is refused naming the partition before Spark
 reads anything; an object S3 keeps no SHA-256 for is read (and hashed) by the Python path, which refuses it too;
 ``store_jvm_io = off`` keeps the Python path; a keyed consumer reads exactly its subpartition's objects; a read whose
-objects were just checked is resolved without Spark listing them (store/listed.py)."""
+objects were just checked is resolved without Spark listing them (store/dataplane/listed.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore, listed, s3a
-from airflow_region_failover.store.keyed_writer import JarSource
-from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.store.dataplane import listed, s3a
+from airflow_region_failover.store.dataplane.keyed_writer import JarSource
+from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 from tests.support.spark import typed_rows as rows
 from tests.support.store import on_server
@@ -97,7 +98,8 @@ def test_a_keyed_consumer_scans_exactly_its_subpartitions_objects(spark: Any, s3
 
 def test_a_read_of_many_objects_lists_them_without_a_spark_job(spark: Any, s3_server: S3Endpoint) -> None:
     """Spark lists more than 32 paths with a Spark job, which queues behind every other session's tasks (+11.7 s
-    on the ETL's critical path at 5 GB); the store's read lists its objects on the driver (store/reading.py)."""
+    on the ETL's critical path at 5 GB); the store's read lists its objects on the driver
+    (store/dataplane/reading.py)."""
     if not hasattr(spark, "sparkContext") or "connect" in type(spark).__module__:
         pytest.skip("the jobs are counted by the embedded session's SparkContext")
     from pyspark.sql import functions as F

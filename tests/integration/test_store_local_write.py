@@ -1,6 +1,6 @@
-"""The store's writes through Spark's own Parquet writer to the driver's disk (store/local_write.py), on embedded
-Spark and on the test session's Spark Connect server (same machine), against SeaweedFS: the session's probe says
-yes; the rows round-trip identical to the Python workers' path (``store_jvm_io = off``, which keeps that path), and
+"""The store's writes through Spark's own Parquet writer to the driver's disk (store/dataplane/local_write.py), on
+embedded Spark and on the test session's Spark Connect server (same machine), against SeaweedFS: the session's probe
+says yes; the rows round-trip identical to the Python workers' path (``store_jvm_io = off``, which keeps that path), and
 each path's objects read back through the other reader; a keyed write's subpartitions hold exactly their rows and a
 consumer reads exactly their objects; a re-write of the same rows uploads nothing; objects stay within the bound;
 an empty result commits no object; no temporary directory is left behind."""
@@ -21,8 +21,9 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore, local_write, s3a, scratch
-from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.store.dataplane import local_write, s3a, scratch
+from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session, typed_rows
 from tests.support.store import on_server
 
@@ -56,7 +57,7 @@ def writers(store: ResultStore, manifest: Any) -> set[str]:
 
 
 def scratch_dirs() -> set[str]:
-    """This process's write and probe directories (store/scratch.py) now under the system temp dir (another
+    """This process's write and probe directories (store/dataplane/scratch.py) now under the system temp dir (another
     process's writes on this host are not this test's)."""
     temp, me = Path(tempfile.gettempdir()), f"{scratch._host()}-{os.getpid()}-"
     return {p.name for kind in ("write", "probe") for p in temp.glob(f"region-failover-{kind}-{me}*")}
@@ -127,7 +128,7 @@ def test_an_empty_result_commits_no_object(spark: Any, s3_server: S3Endpoint) ->
 
 def test_a_local_master_is_probed_without_a_spark_job(spark: Any) -> None:
     """A probe job queues behind every other session's tasks (11-15 s on the ETL's critical path at 1 GB); with a
-    local master the driver finding this process's file is the probe (module rule of store/local_write.py)."""
+    local master the driver finding this process's file is the probe (module rule of store/dataplane/local_write.py)."""
     if not hasattr(spark, "sparkContext") or "connect" in type(spark).__module__:
         pytest.skip("the jobs are counted by the embedded session's SparkContext")
     tracker = spark.sparkContext.statusTracker()
@@ -181,8 +182,8 @@ def encodings(store: ResultStore, manifest: Any, column: str) -> set[str]:
 
 
 def test_a_write_delta_encodes_integers_whose_dictionary_does_not_pay(spark: Any, s3_server: S3Endpoint) -> None:
-    """Parquet's format-2 writer (store/local_write.py, WRITER_VERSION): a near-unique, increasing long key falls
-    back from its dictionary to DELTA_BINARY_PACKED, not PLAIN (line items' 2 columns: 254.5 -> 137.9 MB)."""
+    """Parquet's format-2 writer (store/dataplane/local_write.py, WRITER_VERSION): a near-unique, increasing long key
+    falls back from its dictionary to DELTA_BINARY_PACKED, not PLAIN (line items' 2 columns: 254.5 -> 137.9 MB)."""
     store = make_store(s3_server)
     df = spark.range(0, 200_000, 1, 2).selectExpr("id * 3 AS key", "id % 5 AS small")
     manifest = store.write(df, "etl", "v2", P, 1)
@@ -195,9 +196,9 @@ def test_a_write_delta_encodes_integers_whose_dictionary_does_not_pay(spark: Any
 def test_a_keyed_writes_integer_key_is_delta_encoded_from_its_first_row(spark: Any, s3_server: S3Endpoint) -> None:
     """parquet-mr keeps a dictionary while it beats PLAIN: a key in its producer's order (7 rows per key,
     increasing, as the ETL's line items' ``l_orderkey``) kept one, in more bytes than its deltas and for 29 % more
-    CPU (store/local_write.py, :func:`~airflow_region_failover.store.local_write.integer_key_paths`). A keyed write
-    writes its integer key without one, on either path; a low-cardinality code whose values lie far apart keeps its
-    dictionary."""
+    CPU (store/dataplane/local_write.py,
+    :func:`~airflow_region_failover.store.dataplane.local_write.integer_key_paths`). A keyed write writes its integer
+    key without one, on either path; a low-cardinality code whose values lie far apart keeps its dictionary."""
     df = spark.range(0, 210_000, 1, 2).selectExpr("CAST(id / 7 AS BIGINT) AS k", "(id % 3) * 1000000007 AS code")
     for store in (make_store(s3_server), python_path(make_store(s3_server))):
         manifest = store.write(df, "etl", "keyed-key", P, 1, cut=Cut(("k",), 128, 4))
@@ -211,8 +212,8 @@ def test_a_keyed_writes_integer_key_is_delta_encoded_from_its_first_row(spark: A
 def test_a_wide_decimal_is_written_without_parquets_dictionary(spark: Any, s3_server: S3Endpoint) -> None:
     """A decimal of more than 18 digits is a FIXED_LEN_BYTE_ARRAY column. Format-2 pages give it a dictionary
     (format 1 never does), whose hash of big-endian bytes collides wherever values are close: the ETL's
-    ``sum(revenue)`` cost 2.5-3.0x the JVM CPU of the same write without it (store/local_write.py,
-    :func:`~airflow_region_failover.store.local_write.write_options`). Without one, for keyed and unkeyed
+    ``sum(revenue)`` cost 2.5-3.0x the JVM CPU of the same write without it (store/dataplane/local_write.py,
+    :func:`~airflow_region_failover.store.dataplane.local_write.write_options`). Without one, for keyed and unkeyed
     writes: DELTA_BYTE_ARRAY pages, the same rows; a narrow decimal and a string keep theirs where it pays."""
     store = make_store(s3_server)
     df = spark.range(0, 120_000, 1, 2).selectExpr(

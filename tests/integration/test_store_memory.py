@@ -15,7 +15,7 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_read_arrow_holds_an_object_in_memory_about_once(s3_server: S3Endpoint) 
 
 def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: S3Endpoint) -> None:
     from airflow_region_failover.store import commit as protocol
-    from airflow_region_failover.store import parquet
+    from airflow_region_failover.store.dataplane import parquet, types
     from airflow_region_failover.store.manifest import Manifest
 
     threads, count = 2, 6
@@ -56,7 +56,7 @@ def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: 
                                       upload_threads=threads, verify_on_read=True)
     keys = store.run_keys("etl", "many")
     store.begin_attempt("etl", "many", P, 1)
-    target = parquet.Target(store.config.access, store.layout, keys, P, 1, secrets.token_hex(8), 5 * MiB, threads)
+    target = types.Target(store.config.access, store.layout, keys, P, 1, secrets.token_hex(8), 5 * MiB, threads)
     tables = [pa.table({"blob": pa.array([os.urandom(1024) for _ in range(4 * 1024)], pa.binary())})
               for _ in range(count)]
     written = [parquet.write_batches(target, iter(t.to_batches()), number) for number, t in enumerate(tables)]

@@ -15,7 +15,7 @@ import pytest
 from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def base() -> str:
 @pytest.fixture
 def deployment(s3_server: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ResultStore]]:
     """``deployment(prefix)``: this process's ``default_store()`` configured through Airflow for ``prefix``."""
-    from airflow_region_failover.store import facade
+    from airflow_region_failover.store import result_store
 
     conn = {"conn_type": "aws", "login": s3_server.access_key, "password": s3_server.secret_key,
             "extra": {"endpoint_url": s3_server.endpoint_url, "region_name": s3_server.region}}
@@ -41,11 +41,11 @@ def deployment(s3_server: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
     def start(prefix: str) -> ResultStore:
         monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_PREFIX", prefix)
-        facade.default_store.cache_clear()
-        return facade.default_store()
+        result_store.default_store.cache_clear()
+        return result_store.default_store()
 
     yield start
-    facade.default_store.cache_clear()
+    result_store.default_store.cache_clear()
 
 
 def keys_under(store: ResultStore, prefix: str) -> list[str]:

@@ -22,15 +22,16 @@ import pyarrow.compute as pc
 
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.plan import Epoch, Piece, plan_objects
-from airflow_region_failover.checkpoint.recovery import Identity
+from airflow_region_failover.checkpoint.resume import Identity
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Outcome, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.facade import ResultStore
+from airflow_region_failover.store.dataplane.parquet import write_arrow
+from airflow_region_failover.store.dataplane.reading import load_table
+from airflow_region_failover.store.dataplane.types import Target, Written
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.parquet import Target, Written, write_arrow
-from airflow_region_failover.store.reading import load_table
+from airflow_region_failover.store.result_store import ResultStore
 
 INPUT = PartitionId("src->count", 0)
 OUTPUT = PartitionId("count", 0)

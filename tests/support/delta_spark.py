@@ -11,7 +11,8 @@ import subprocess
 from typing import Any
 
 from airflow_region_failover.standalone.processes import stop_group
-from airflow_region_failover.store import S3Access, S3Credentials, s3a
+from airflow_region_failover.store.dataplane import s3a
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials
 from devtools.jars import classpath, reader_python
 
 READER = r"""
@@ -50,7 +51,7 @@ finally:
 
 def s3a_options(endpoint_url: str, access_key: str, secret_key: str, region: str = "us-east-1") -> dict[str, str]:
     """``fs.s3a.*`` (without that prefix) for an S3-compatible server at ``endpoint_url``: the options the store's
-    own JVM reads use (:func:`airflow_region_failover.store.s3a.hadoop_options`: path-style, static keys)."""
+    own JVM reads use (:func:`airflow_region_failover.store.dataplane.s3a.hadoop_options`: path-style, static keys)."""
     access = S3Access(endpoint_url, region, S3Credentials(access_key, secret_key))
     options = s3a.hadoop_options(access, s3a.Mode.AUTO) or {}
     return {key.removeprefix("fs.s3a."): value for key, value in options.items()}

@@ -9,11 +9,11 @@ from typing import Any
 
 from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed
 from airflow_region_failover.store.keys import Layout
-from airflow_region_failover.store.objects import Listed
+from airflow_region_failover.store.s3.objects import Listed
 
 
 class MemoryObjects:
-    """The parts of :class:`~airflow_region_failover.store.objects.Objects` the decision logs use, in memory:
+    """The parts of :class:`~airflow_region_failover.store.s3.objects.Objects` the decision logs use, in memory:
     keys are checked by the same :class:`Layout`, conditional writes answer as S3 does."""
 
     def __init__(self, layout: Layout | None = None) -> None:
@@ -115,9 +115,9 @@ def failure(task: str = "c.0", try_number: int = 1, at: float = 100.0, **extra: 
 
 
 def services(logs: Any, api: Any = None, store: Any = None, clear_number: Any = None) -> Any:
-    """:class:`~airflow_region_failover.plugins.recovery.Services` on fakes (defaults: a fresh :class:`FakeApi`
+    """:class:`~airflow_region_failover.plugins.clearing.Services` on fakes (defaults: a fresh :class:`FakeApi`
     per call, every partition available, no clear count)."""
-    from airflow_region_failover.plugins.recovery import Services
+    from airflow_region_failover.plugins.clearing import Services
 
     return Services(logs=lambda: logs, store=lambda: store or KnownStore(),
                     api=(lambda: api) if api is not None else FakeApi,

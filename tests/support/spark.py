@@ -19,7 +19,7 @@ def embedded_session(shuffle_partitions: int | None = None) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from airflow_region_failover.store.s3a import with_jars
+    from airflow_region_failover.store.dataplane.s3a import with_jars
 
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
     for key, value in with_jars({}).items():

@@ -12,8 +12,12 @@ from typing import Any
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
-from airflow_region_failover.store import ResultStore, Retirement, S3Access, StoreConfig, lifecycle
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.gc import lifecycle
+from airflow_region_failover.store.manifest import Retirement
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access
 
 
 def retirements(store: ResultStore, dag_id: str, run_id: str, partition: PartitionId) -> tuple[Retirement, ...]:

@@ -25,7 +25,8 @@ import airflow_region_failover
 from airflow_region_failover.decisions import storage
 from airflow_region_failover.plugins import rest
 from airflow_region_failover.spark import session as spark_session
-from airflow_region_failover.store import config, facade
+from airflow_region_failover.store import config, result_store
+from airflow_region_failover.store.s3 import clients
 
 ROOT = Path(airflow_region_failover.__file__).parent
 #: caches that hold no socket, pool or session (values only): these may be plain functools caches
@@ -74,20 +75,20 @@ def server() -> Iterator[tuple[str, list[tuple[str, int]]]]:
 def caches(server: tuple[str, list[tuple[str, int]]], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """The provider's process-wide clients, built in this process against the recording server."""
     url, _ = server
-    access = config.S3Access(endpoint_url=url, credentials=config.S3Credentials("AK", "SK"), max_attempts=1)
+    access = clients.S3Access(endpoint_url=url, credentials=clients.S3Credentials("AK", "SK"), max_attempts=1)
     monkeypatch.setattr(rest, "_connection_credentials", lambda: rest.ApiCredentials(url, token="t"))
-    monkeypatch.setattr(facade.ResultStore, "from_airflow",
+    monkeypatch.setattr(result_store.ResultStore, "from_airflow",
                         classmethod(lambda cls: cls(config.StoreConfig(bucket="fork-test", access=access))))
-    monkeypatch.setattr(facade.ResultStore, "start_up", lambda self: self)
+    monkeypatch.setattr(result_store.ResultStore, "start_up", lambda self: self)
     monkeypatch.setattr(spark_session, "_build", lambda target: object())
     factories: dict[str, Callable[[], Any]] = {
-        "store.config.client_for": lambda: config.client_for(access),
-        "store.facade.default_store": facade.default_store,
+        "store.clients.client_for": lambda: clients.client_for(access),
+        "store.result_store.default_store": result_store.default_store,
         "decisions.storage.default_run_logs": storage.default_run_logs,
         "plugins.rest.default_api": rest.default_api,
         "spark.session._session": lambda: spark_session._session("sc://target"),  # type: ignore[arg-type]
     }
-    clear = (config.client_for, facade.default_store, storage.default_run_logs, rest.default_api,
+    clear = (clients.client_for, result_store.default_store, storage.default_run_logs, rest.default_api,
              spark_session._session)
     for cache in clear:
         cache.cache_clear()
@@ -124,13 +125,13 @@ def test_a_forked_child_builds_its_own_clients_and_the_parents_keep_working(
         caches: dict[str, Any], server: tuple[str, list[tuple[str, int]]]) -> None:
     _, seen = server
     built = {name: factory() for name, factory in caches.items()}
-    built["store.config.client_for"].head_bucket(Bucket="fork-parent")
+    built["store.clients.client_for"].head_bucket(Bucket="fork-parent")
     built["plugins.rest.default_api"].get("/parent")
     parent_ports = {port for _, port in seen}
 
     def child() -> dict[str, Any]:
         again = {name: factory() for name, factory in caches.items()}
-        again["store.config.client_for"].head_bucket(Bucket="fork-child")
+        again["store.clients.client_for"].head_bucket(Bucket="fork-child")
         again["plugins.rest.default_api"].get("/child")
         return {"inherited": sorted(name for name, value in again.items() if value is built[name])}
 
@@ -139,7 +140,7 @@ def test_a_forked_child_builds_its_own_clients_and_the_parents_keep_working(
     child_ports = {port for path, port in seen if "child" in path}
     assert child_ports and not child_ports & parent_ports, f"the child spoke over the parent's connection: {seen}"
     assert all(factory() is built[name] for name, factory in caches.items()), "the parent's cache was reset"
-    built["store.config.client_for"].head_bucket(Bucket="fork-parent-again")
+    built["store.clients.client_for"].head_bucket(Bucket="fork-parent-again")
     assert built["plugins.rest.default_api"].get("/parent-again") == {"path": "/api/v2/parent-again"}
     assert {port for path, port in seen if "parent-again" in path} <= parent_ports, "the parent reconnected"
 

@@ -1,8 +1,12 @@
-"""The import contract: layers import downwards only, the core is pure, and no two modules import each other.
+"""The import contract: layers import downwards only, the core is pure, the store's protocol is free of the data
+plane's libraries, the rest of the provider reaches the store only through its faces, and no two modules import
+each other.
 
-Layers (ARCHITECTURE.md): ``(graph, provider_info) < (failover, planning) < (exceptions, naming, conf, job) < store <
-spark < (rendering, operators, plugins, cli, authoring, standalone) < (__init__, __main__)`` (``provider_info`` imports
-nothing: it declares the options that ``conf`` reads). Every import of our own
+Layers (ARCHITECTURE.md): ``(graph, provider_info) < (failover, planning) < (exceptions, naming, conf, job, ...)
+< store.keys < store.s3 < store (the protocol) < (store.gc, store.dataplane) < store.result_store <
+(decisions, checkpoint) < spark < (rendering, ...) < (operators, plugins, cli, authoring, standalone) <
+(__init__, __main__)``
+(``provider_info`` imports nothing: it declares the options that ``conf`` reads). Every import of our own
 modules counts — module-level, function-local or under ``TYPE_CHECKING`` — and a function-local one must say why it
 is deferred (a comment with ``deferred`` on its line). Sideways imports inside a layer are allowed only where listed.
 """
@@ -27,17 +31,22 @@ LAYER: dict[str, int] = {
     "failover": 1, "planning": 1,
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "process_cache": 2, "publication.declaration": 2,
     "timeline": 2,
-    "store": 3, "publication.staging": 3,
-    "decisions": 4, "publication.delta": 4, "checkpoint": 4,
-    "spark": 5,
-    "observability": 6, "rendering": 6, "failover_view": 6, "publication.operator": 6, "plugins.preload": 6,
-    "publication": 6,
-    "operators": 7, "plugins": 7, "cli": 7, "authoring": 7, "standalone": 7,
-    "__init__": 8, "__main__": 8,
+    "store.keys": 3, "publication.staging": 3,
+    "store.s3": 4,
+    "store": 5,
+    "store.gc": 6, "store.dataplane": 6,
+    "store.result_store": 7,
+    "decisions": 8, "publication.delta": 8, "checkpoint": 8,
+    "spark": 9,
+    "observability": 10, "rendering": 10, "failover_view": 10, "publication.operator": 10, "plugins.preload": 10,
+    "publication": 10,
+    "operators": 11, "plugins": 11, "cli": 11, "authoring": 11, "standalone": 11,
+    "__init__": 12, "__main__": 12,
 }
 """A unit is a subpackage or top-level module, or a module of a subpackage where it has a layer of its own (the
 most specific entry wins): ``publication`` spans the job spec (its declaration, read at parse time) and the
-adapters (its Delta commit and operator)."""
+adapters (its Delta commit and operator); ``store`` is the protocol (and the package's ``__init__``), with the key
+layout below it and its S3 access between, the sweeper and the data plane above it, and the front door on top."""
 SIDEWAYS = {
     ("conf", "exceptions"), ("job", "exceptions"), ("job", "naming"), ("job", "publication.declaration"),
     ("publication.declaration", "exceptions"),
@@ -46,6 +55,35 @@ SIDEWAYS = {
 }
 PURE = {"graph", "failover", "planning"}
 PURE_THIRD_PARTY: set[str] = set()
+PROTOCOL: dict[str, set[str]] = {"store.keys": set(), "store": set(), "store.gc": set(),
+                                 "store.s3": {"boto3", "botocore", "airflow"}}
+"""The store's protocol (keys, S3 access, commit, content, availability, gc) imports, besides the standard library,
+only what each unit lists here — never pyarrow, pyspark, numpy or pandas, which belong to ``store.dataplane``: the
+correctness proofs live here, and no performance change to a writer or reader may reach them. ``store.s3`` reaches
+S3 through boto3/botocore and an Airflow connection's hook."""
+EVERYONE = None
+FACES: dict[str, set[str] | None] = {
+    # ResultStore and its records (None: any unit outside the store)
+    "store.result_store": EVERYONE, "store.config": EVERYONE, "store.availability": EVERYONE,
+    "store.s3.clients": EVERYONE,
+    # the format
+    "store.keys": EVERYONE, "store.manifest": EVERYONE, "store.checkpoint_manifest": EVERYONE,
+    # the guarded S3 objects, for what the store keeps besides results (decision logs, checkpoints) and the
+    # failover loop's reading of S3 error codes
+    "store.s3.objects": {"decisions", "checkpoint", "plugins"},
+    # the write types, and the writer and reader entry points the engines call
+    "store.dataplane.types": {"spark", "checkpoint"},
+    "store.dataplane.parquet": {"checkpoint"}, "store.dataplane.encoding": {"checkpoint"},
+    "store.dataplane.reading": {"spark", "checkpoint"}, "store.dataplane.clustered": {"spark"},
+    "store.dataplane.s3a": {"spark", "standalone"},
+    # a checkpoint's objects share the results' content addressing, commit clock and run listing
+    "store.content": {"checkpoint"}, "store.commit": {"checkpoint"},
+    # holds, grace and the run listing: the decision logs, the gc command, checkpoints
+    "store.gc.lifecycle": {"decisions", "cli", "checkpoint"},
+}
+"""The faces of the store: each module of ``store`` the rest of the provider may import, and which top-level units
+may (``None``: all). Any other ``store.*`` import from outside the store is refused; an entry no import needs is
+removed (:func:`test_every_face_is_used`)."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +177,14 @@ def violations(found: list[Import]) -> list[str]:
             top = imp.target.split(".")[0]
             if src_unit in PURE and top not in sys.stdlib_module_names and top != "__future__":
                 out.append(f"{where}: the pure core imports {imp.target!r} (only the standard library is allowed)")
+            if (src_unit in PROTOCOL and top not in sys.stdlib_module_names and top != "__future__"
+                    and top not in PROTOCOL[src_unit]):
+                out.append(f"{where}: the store's protocol imports {imp.target!r} (it belongs to store.dataplane)")
             continue
         dst_unit = unit_of(imp.target)
+        outside = not (src_unit == "store" or src_unit.startswith("store."))
+        if outside and (dst_unit == "store" or dst_unit.startswith("store.")) and not _a_face(imp):
+            out.append(f"{where}: {imp.target!r} is not one of the store's faces for {_top(imp.source)} (FACES)")
         if src_unit in PURE and dst_unit not in PURE:
             out.append(f"{where}: the pure core imports {imp.target!r}")
         if dst_unit != src_unit and LAYER[dst_unit] >= LAYER[src_unit] and (src_unit, dst_unit) not in SIDEWAYS:
@@ -149,6 +193,26 @@ def violations(found: list[Import]) -> list[str]:
         if imp.local and not imp.typing_only and not imp.deferred_comment:
             out.append(f"{where}: function-local import of {imp.target!r} without a '# deferred: why' comment")
     return out
+
+
+def _top(module: str) -> str:
+    """The top-level unit of a module of ours (``spark`` for ``spark.store_io``)."""
+    parts = module.split(".")[1:]
+    return parts[0] if parts else "__init__"
+
+
+def _face_of(target: str) -> str | None:
+    """The :data:`FACES` entry ``target`` (a module of ours) is, or lies in."""
+    name = target.removeprefix(PACKAGE + ".")
+    return next((face for face in FACES if name == face or name.startswith(face + ".")), None)
+
+
+def _a_face(imp: Import) -> bool:
+    face = _face_of(imp.target)
+    if face is None:
+        return False
+    allowed = FACES[face]
+    return allowed is EVERYONE or _top(imp.source) in allowed
 
 
 def cycles(found: list[Import]) -> list[list[str]]:
@@ -193,12 +257,25 @@ def test_every_sideways_exception_is_used() -> None:
     assert SIDEWAYS - used == set()
 
 
+def test_every_face_is_used() -> None:
+    """The faces say what is true today: a unit no import needs is taken off its face, a face nothing imports is
+    removed."""
+    used: set[tuple[str, str]] = set()
+    for imp in all_imports():
+        face = _face_of(imp.target) if imp.target.startswith(PACKAGE + ".store") else None
+        if face is not None and not unit_of(imp.source).startswith("store"):
+            used.add((face, _top(imp.source)))
+    named = {(face, unit) for face, units in FACES.items() if units is not EVERYONE for unit in units}
+    assert named - used == set()
+    assert {face for face in FACES if FACES[face] is EVERYONE} - {face for face, _ in used} == set()
+
+
 def test_no_import_cycles() -> None:
     assert cycles(all_imports()) == []
 
 
 @pytest.mark.parametrize("source, unit, expected", [
-    ("from airflow_region_failover.plugins.recovery import SERVICES", "store", "upward import"),
+    ("from airflow_region_failover.plugins.clearing import SERVICES", "store", "upward import"),
     ("def f():\n    from airflow_region_failover.spark import session\n", "operators", "without a '# deferred"),
     ("import boto3", "failover", "pure core imports 'boto3'"),
     ("from airflow_region_failover.job import JobSpec", "graph", "pure core imports"),
@@ -206,9 +283,21 @@ def test_no_import_cycles() -> None:
     ("from airflow_region_failover.publication.operator import RegionPublishOperator", "publication.declaration",
      "upward import"),
     ("from airflow_region_failover.observability import metrics", "spark", "upward import"),
+    # the store's protocol stays free of the data plane's libraries; boto3 only where S3 is reached
+    ("import pyspark.sql", "store", "the store's protocol imports 'pyspark.sql'"),
+    ("from pyarrow import parquet", "store.gc", "the store's protocol imports 'pyarrow'"),
+    ("import boto3", "store", "the store's protocol imports 'boto3'"),
+    ("from airflow_region_failover.store.dataplane.parquet import write_arrow", "store", "upward import"),
+    # outside the store, only its faces
+    ("from airflow_region_failover.store.dataplane.local_write import write", "plugins",
+     "not one of the store's faces"),
+    ("from airflow_region_failover.store.dataplane.reading import load_table", "operators",
+     "not one of the store's faces"),
+    ("from airflow_region_failover.store import content", "spark", "not one of the store's faces"),
 ])
 def test_the_contract_catches_what_it_forbids(source: str, unit: str, expected: str) -> None:
-    """The checker itself: an upward import, an unexplained local import and an impure core import are flagged."""
+    """The checker itself: an upward import, an unexplained local import, an impure core or protocol import and an
+    import of the store past its faces are flagged."""
     found = list(imports_in(source, f"{PACKAGE}.{unit}.probe", False))
     assert any(expected in v for v in violations(found)), violations(found)
 
@@ -221,6 +310,6 @@ def test_cycles_are_found() -> None:
 
 @pytest.mark.parametrize("local, typing_only", [(True, False), (False, True)])
 def test_cycles_through_deferred_or_typing_imports_are_found(local: bool, typing_only: bool) -> None:
-    a = Import(f"{PACKAGE}.store.objects", f"{PACKAGE}.store.upload", 1, local, typing_only, local)
-    b = Import(f"{PACKAGE}.store.upload", f"{PACKAGE}.store.objects", 1, False, False, False)
+    a = Import(f"{PACKAGE}.store.s3.objects", f"{PACKAGE}.store.s3.upload", 1, local, typing_only, local)
+    b = Import(f"{PACKAGE}.store.s3.upload", f"{PACKAGE}.store.s3.objects", 1, False, False, False)
     assert cycles([a, b])

@@ -3,14 +3,14 @@
 The loop is the same for every engine (:class:`Engine`: the Spark one is :mod:`~..spark.checkpointed`; states
 travel between the loop and the engine as Arrow tables). Rules:
 
-* **Start**: the try resumes the best checkpoint :func:`~.recovery.choose` offers that is still *complete* — every
+* **Start**: the try resumes the best checkpoint :func:`~.resume.choose` offers that is still *complete* — every
   output object it lists is there as the store checks an object (:class:`~..store.availability.ObjectCheck`:
   present, of its recorded size, of its SHA-256 where the server keeps one) and its state can be read back — as
   Flink restores "the latest completed checkpoint" (seed 002): one with a lost piece (an object a consumer found
   corrupt and moved aside) is skipped for an older one, saying why, and the epochs after the one resumed are run
   again, writing the lost objects anew. It restores every stateful member's state and the output objects of the
   epochs it covers; without a complete checkpoint it starts from the first epoch with the initial state. Either
-  way it logs why and records it (:class:`~..store.checkpoints.TryRecord`) before the first epoch runs.
+  way it logs why and records it (:class:`~..store.checkpoint_manifest.TryRecord`) before the first epoch runs.
 * **Epoch**: the engine runs every member of the chain on the epoch's slice (a member's state as of the previous
   epoch in, its new state out) and stores the tail's outputs of the epoch as objects at once; they are never
   recomputed by this try.
@@ -23,11 +23,11 @@ travel between the loop and the engine as Arrow tables). Rules:
   (:mod:`.storage`). Then retention drops the checkpoints beyond ``state.checkpoints.num-retained`` and this
   writer's announcements go (the manifest holds the references now).
 * **Live writer**: from the start to the last checkpoint the try renews every output writer's heartbeat
-  (:class:`~..store.lifecycle.Heartbeat`, every quarter of the grace floor), so the sweeper keeps the objects it
+  (:class:`~..store.gc.lifecycle.Heartbeat`, every quarter of the grace floor), so the sweeper keeps the objects it
   announced — an epoch's outputs and a checkpoint's state runs, which no manifest lists until the next
-  checkpoint — however long an epoch or a checkpoint takes (the live-writer rule of :mod:`~..store.lifecycle`).
+  checkpoint — however long an epoch or a checkpoint takes (the live-writer rule of :mod:`~..store.gc.lifecycle`).
 * **End**: the loop returns the outputs of every epoch; the caller commits them as the partition's result
-  (:meth:`~..store.facade.ResultStore.commit_written`, which renews the same heartbeat while it commits).
+  (:meth:`~..store.result_store.ResultStore.commit_written`, which renews the same heartbeat while it commits).
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Protocol
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan
 from airflow_region_failover.checkpoint.policy import due, plan_compaction, retained
-from airflow_region_failover.checkpoint.recovery import Identity, choose
+from airflow_region_failover.checkpoint.resume import Identity, choose
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import ManifestError, NotAvailable, StepOutputError
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.store.availability import ObjectCheck
-from airflow_region_failover.store.checkpoints import (
+from airflow_region_failover.store.checkpoint_manifest import (
     CheckpointManifest,
     MemberState,
     ResultObjects,
@@ -55,8 +55,8 @@ from airflow_region_failover.store.checkpoints import (
     TryRecord,
 )
 from airflow_region_failover.store.commit import now_iso
-from airflow_region_failover.store.lifecycle import Heartbeat
-from airflow_region_failover.store.parquet import Target, Written
+from airflow_region_failover.store.dataplane.types import Target, Written
+from airflow_region_failover.store.gc.lifecycle import Heartbeat
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -130,7 +130,7 @@ def run_epochs(settings: Settings, plan: EpochPlan, engine: Engine, listener: Li
 
 @contextlib.contextmanager
 def _alive(settings: Settings) -> Iterator[None]:
-    """Every output writer's heartbeat (:class:`~..store.lifecycle.Heartbeat`), renewed while the loop runs (module
+    """Every output writer's heartbeat (:class:`~..store.gc.lifecycle.Heartbeat`), renewed while the loop runs (module
     rule), as an ordinary write's is while it writes and commits."""
     storage = settings.storage
     with contextlib.ExitStack() as stack:

@@ -2,13 +2,13 @@
 
 Rules:
 
-* A state run is encoded like any result object (:func:`~.store.parquet.write_arrow`: deterministic Parquet,
+* A state run is encoded like any result object (:func:`~.store.dataplane.parquet.write_arrow`: deterministic Parquet,
   bounded objects) but with its own :func:`run_codec` — zstd, and the sorted key columns delta-encoded (measured
   by ``benchmarks/bench_state_bytes.py``: a run of 50k changed keys of 1M took 6.6 bytes per key with Snappy and
   plain keys, 3.4 so) — and stored content-addressed (:func:`~.store.content.put_content`): a run already stored
   is not uploaded again, and each object is announced under this try's writer prefix first, so the sweeper never
-  takes a live writer's files for garbage (:mod:`~.store.registry`).
-* A checkpoint is committed by its manifest (:class:`~.store.checkpoints.CheckpointManifest`), written last with
+  takes a live writer's files for garbage (:mod:`~.store.gc.registry`).
+* A checkpoint is committed by its manifest (:class:`~.store.checkpoint_manifest.CheckpointManifest`), written last with
   ``If-None-Match: *`` under the next sequence number, after every shared object it lists was confirmed present and
   fresh within the grace floor's bound, as a result commit does (:mod:`~.store.content`): never half-visible. Two
   writers racing for one number (a zombie try) both keep their checkpoints: the loser takes the next number.
@@ -18,7 +18,8 @@ Rules:
   completion notes (:meth:`CheckpointStorage.next_seq`), so a manifest dropped or deleted behind the store's back
   never lends its id to a later try's checkpoint, and the history credits each id to the try that took it.
 * Dropping a checkpoint deletes its manifest only; the files it listed go when no retained manifest lists them
-  (the derived registry's sweep). Try records (:class:`~.store.checkpoints.TryRecord`) say where each try started.
+  (the derived registry's sweep). Try records (:class:`~.store.checkpoint_manifest.TryRecord`) say where each try
+started.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, ManifestError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.checkpoints import CheckpointManifest, CompletedNote, StateRun, TryRecord
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, CompletedNote, StateRun, TryRecord
 from airflow_region_failover.store.content import COMMIT_SHARE, LAND_SHARE, confirm_shared
-from airflow_region_failover.store.encoding import Codec
+from airflow_region_failover.store.dataplane.encoding import Codec
+from airflow_region_failover.store.dataplane.parquet import write_arrow
+from airflow_region_failover.store.dataplane.reading import load_table
+from airflow_region_failover.store.dataplane.types import Target
 from airflow_region_failover.store.keys import CHECKPOINTS, RunKeys
-from airflow_region_failover.store.objects import Objects
-from airflow_region_failover.store.parquet import Target, write_arrow
-from airflow_region_failover.store.reading import load_table
+from airflow_region_failover.store.s3.objects import Objects
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -2,7 +2,7 @@
 
 Rules: retention runs first (it releases runs, i.e. their manifests), then the sweep, which only removes what no
 remaining manifest references and what is older than ``--grace`` (a writer's age is its newest object or upload
-part; a shared content-addressed object's age is its last-modified time, :mod:`..store.registry`); ``--grace``
+part; a shared content-addressed object's age is its last-modified time, :mod:`..store.gc.registry`); ``--grace``
 below 15 min is refused before anything is read (a live writer could be swept); held runs, results with a
 manifest this version cannot read and other deployments' prefixes nested in ours are kept. Retention runs only
 when ``[region_failover] store_keep_last_runs`` and/or ``store_keep_days`` are set, and releases a run only if
@@ -27,10 +27,10 @@ from airflow_region_failover.failover.values import parse_duration_ms
 from airflow_region_failover.observability import lineage
 from airflow_region_failover.plugins.rest import default_api
 from airflow_region_failover.publication.operator import publish_root
-from airflow_region_failover.store.config import retention_from_airflow
-from airflow_region_failover.store.facade import ResultStore, default_store
+from airflow_region_failover.store.config import Retention, retention_from_airflow
+from airflow_region_failover.store.gc.lifecycle import MIN_GRACE_SECONDS, check_grace
 from airflow_region_failover.store.keys import Layout
-from airflow_region_failover.store.lifecycle import MIN_GRACE_SECONDS, Retention, check_grace
+from airflow_region_failover.store.result_store import ResultStore, default_store
 
 FINISHED = frozenset({"success", "failed"})
 _MANIFEST = re.compile(r"/manifests/p\d{5,6}/a\d{6}\.json\Z")

@@ -26,10 +26,10 @@ from typing import TypeVar
 from airflow_region_failover.exceptions import ConditionFailed
 from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.process_cache import per_process
-from airflow_region_failover.store import lifecycle
-from airflow_region_failover.store.facade import default_store
+from airflow_region_failover.store.gc import lifecycle
 from airflow_region_failover.store.keys import Layout, decode_airflow_id
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.result_store import default_store
+from airflow_region_failover.store.s3.objects import Objects
 
 CAS_ATTEMPTS = 20
 _R = TypeVar("_R")

@@ -48,7 +48,7 @@ from airflow_region_failover.failover_view.svg import (
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import region_label
-from airflow_region_failover.store.checkpoints import CompletedNote, TryRecord
+from airflow_region_failover.store.checkpoint_manifest import CompletedNote, TryRecord
 
 Checkpoints = Sequence[tuple[PartitionId, TryRecord | CompletedNote]]
 

@@ -77,7 +77,7 @@ class Edge:
     A keyed ``ALL_TO_ALL`` edge hashes the columns ``partition_by`` into ``max_parallelism`` key groups (0: the
     default, :data:`~.keygroups.DEFAULT_MAX_PARALLELISM`); other edges have neither. ``cluster_by`` (BLOCKING
     edges only) names the columns the persisted result is sorted by and cut into content-defined files over, so
-    rows that did not change between runs land in byte-identical files (:mod:`~.store.chunking`). ``columns``
+    rows that did not change between runs land in byte-identical files (:mod:`~.store.dataplane.chunking`). ``columns``
     (BLOCKING edges only) names the columns of the producer's output the persisted result keeps: the others are
     dropped before it is written, so bytes no consumer reads are never encoded, uploaded or read back (what Spark's
     optimizer does across one application's shuffles, declared here because each step is its own application).

@@ -32,7 +32,7 @@ from typing import Any
 from airflow_region_failover.checkpoint.runner import Listener
 from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.spark.ledger import TaskLedger
-from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, TryRecord
 
 log = logging.getLogger(__name__)
 PREFIX = "region_failover"

@@ -5,7 +5,7 @@ Rules:
   the failure; the watcher thread (:mod:`.watcher`) does the S3 and REST work.
 - **Worker path** (ordinary failure; measured on Airflow 3.3.2: ``on_task_instance_failed`` runs in the task
   process while the task instance is still ``running`` in the DB — the supervisor reports FAILED only after the
-  process exits): plan and record the decision (durable, merged, counted; :func:`.recovery.handle_failure`). It
+  process exits): plan and record the decision (durable, merged, counted; :func:`.clearing.handle_failure`). It
   does not clear: clearing a ``running`` instance makes it ``restarting`` and Airflow then parks it in
   ``up_for_retry`` for ``retry_delay``. The watcher clears it after a short merge window.
 - **Scheduler path**: ``on_starting`` starts the watcher in the scheduler process only; in a scheduler that runs
@@ -13,7 +13,7 @@ Rules:
   its workers.
 - Step tasks' failures are recorded, and a failure of any other task of a job that names a partition it could
   not read (a publishing task: :class:`~airflow_region_failover.publication.operator.SinkUnavailable`); the
-  failure handler decides what it restarts (:func:`.recovery.failed_subtask`).
+  failure handler decides what it restarts (:func:`.clearing.failed_subtask`).
 - A task in ``up_for_retry`` is Airflow's own retry and is left alone; only terminal failures are recorded. (The
   Task SDK hands the hook an enum whose ``str`` is ``TaskInstanceState.UP_FOR_RETRY``: states are compared by
   value.)
@@ -40,9 +40,9 @@ from airflow_region_failover.failover.error_class import ErrorClass, TryInputs
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import subtask_of
+from airflow_region_failover.plugins.clearing import handle_failure
 from airflow_region_failover.plugins.history import masked
 from airflow_region_failover.plugins.preload import forks_local_tasks, preload
-from airflow_region_failover.plugins.recovery import handle_failure
 from airflow_region_failover.plugins.watcher import Watcher
 
 log = logging.getLogger(__name__)

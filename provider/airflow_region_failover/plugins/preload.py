@@ -33,8 +33,8 @@ MODULES: tuple[str, ...] = (
     "pyspark.sql.connect.dataframe",
     "airflow.providers.amazon.aws.hooks.s3",
     "airflow_region_failover.spark.chain",
-    "airflow_region_failover.store.facade",
-    "airflow_region_failover.store.parquet",
+    "airflow_region_failover.store.result_store",
+    "airflow_region_failover.store.dataplane.parquet",
 )
 """What a step task imports besides Airflow (a missing optional one, such as pyspark's Connect client where
 only embedded Spark is installed, is skipped)."""

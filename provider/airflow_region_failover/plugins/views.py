@@ -73,7 +73,7 @@ def _checkpoints(dag_id: str, run_id: str) -> Checkpoints:
     """The run's checkpoint history (tries resumed or started over, checkpoints completed); empty when the store
     cannot be read: the rest of the view still answers."""
     from airflow_region_failover.checkpoint.storage import history  # deferred: the store, on request
-    from airflow_region_failover.store.facade import default_store  # deferred: the store, on request
+    from airflow_region_failover.store.result_store import default_store  # deferred: the store, on request
 
     try:
         store = default_store()

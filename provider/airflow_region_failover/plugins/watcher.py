@@ -12,7 +12,7 @@ the decision logs' compare-and-swap):
   metadata DB, which the scheduler still reaches (:func:`.metadata_db.keep_unrecorded`), and tried again until
   it is — also by a scheduler restarted after the look-back window moved past it (an outage longer than
   ``watch_lookback``) — after 1, 2, 4, 8 s, then every ``RETRY_MAX_S`` s (a storm of failures must not become a
-  storm of REST and S3 calls). An error that trying again cannot cure (:func:`.recovery.transient` names those
+  storm of REST and S3 calls). An error that trying again cannot cure (:func:`.clearing.transient` names those
   that may pass) is given up on after ``GIVE_UP_TRIES`` tries: recorded as an ``abandoned`` decision naming it
   (:func:`.handler.give_up`; the run note and the Failover tab show it) or, if even that cannot be written, left
   on the task instance with the reason. A failure a person caused (they set the run or the task to ``failed``:
@@ -45,7 +45,7 @@ from airflow_region_failover.failover.handler import claim_reclear, close, give_
 from airflow_region_failover.failover.run_log import DecisionStatus, FailureRecord
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins import metadata_db as probes
-from airflow_region_failover.plugins.recovery import WHO, Services, apply_due, handle_failure, transient
+from airflow_region_failover.plugins.clearing import WHO, Services, apply_due, handle_failure, transient
 
 log = logging.getLogger(__name__)
 SETTLE_TIMEOUT_S = 60.0

@@ -3,10 +3,10 @@
 Rules (the transactional sink of Flink's two-phase commit, on Delta's log):
 
 * **Read committed**: the rows are the *current committed* version of every partition of the sink result
-  (:meth:`~.facade.ResultStore.read_arrow_version`, one partition in memory at a time); a partition without a
-  committed version, or one that cannot be read (an object missing or corrupt), fails the publication with
-  :class:`InputUnavailable` naming it — the failover loop then restarts its producer, and the publishing task with
-  it (nothing is published from a partial result).
+  (:meth:`~airflow_region_failover.store.result_store.ResultStore.read_arrow_version`, one partition in memory at a
+  time); a partition without a committed version, or one that cannot be read (an object missing or corrupt), fails the
+  publication with :class:`InputUnavailable` naming it — the failover loop then restarts its producer, and the
+  publishing task with it (nothing is published from a partial result).
 * **Stage, then commit**: each non-empty partition is written as one Parquet data file in the publication's own
   folder of the table (:mod:`.staging`), then *one* Delta commit adds all of them together with the run's
   application transaction (:class:`~..publication.AppTransaction`). Until the commit's log entry
@@ -51,13 +51,13 @@ from airflow_region_failover.publication.staging import (
     stage,
     staging_folder,
 )
-from airflow_region_failover.store.config import S3Access, portable
+from airflow_region_failover.store.s3.clients import S3Access, portable
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_region_failover.store.facade import ResultStore
     from airflow_region_failover.store.manifest import Manifest
+    from airflow_region_failover.store.result_store import ResultStore
 
 log = logging.getLogger(__name__)
 COMMIT_ATTEMPTS = 3

@@ -51,9 +51,10 @@ from airflow_region_failover.publication.declaration import (
     transaction_of,
 )
 from airflow_region_failover.publication.staging import TableTarget
-from airflow_region_failover.store.config import S3Access, StoreConfig, config_from_airflow
-from airflow_region_failover.store.facade import default_store
+from airflow_region_failover.store.config import StoreConfig, config_from_airflow
 from airflow_region_failover.store.keys import Layout
+from airflow_region_failover.store.result_store import default_store
+from airflow_region_failover.store.s3.clients import S3Access
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -129,7 +130,7 @@ def run_times(context: Context) -> RunTimes:
 class SinkUnavailable(InputUnavailable, AirflowFailException):  # type: ignore[misc]
     """A partition of the sink result cannot be read: the publishing task fails without Airflow's retries (they
     would read the same partition again) and names it (``partition``), so region failover restarts its producer
-    and this task with it (:func:`~airflow_region_failover.plugins.recovery.failed_subtask`)."""
+    and this task with it (:func:`~airflow_region_failover.plugins.clearing.failed_subtask`)."""
 
     def __init__(self, partition: PartitionId, why: str) -> None:
         InputUnavailable.__init__(self, partition, why.removeprefix(f"input partition {partition} is unavailable: "))

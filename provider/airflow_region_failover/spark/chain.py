@@ -45,7 +45,7 @@ from airflow_region_failover.spark.run import SubtaskRun, start, try_inputs
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import open_store_io
 from airflow_region_failover.spark.submit import submit_script
-from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, TryRecord
 from airflow_region_failover.timeline import current, phase
 
 log = logging.getLogger(__name__)

@@ -8,18 +8,19 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
 * per epoch, the head reads its slice — exactly the epoch's objects, or the rows of the epoch's key groups — and
   its other inputs whole; every member is called with ``context.epoch`` set, a stateful one as
   ``fn(spark, inputs, state, context) -> (output, new_state)`` with its state as a DataFrame of its declared
-  schema; the tail's outputs of the epoch are stored as objects at once (:meth:`~..store.facade.ResultStore.
+  schema; the tail's outputs of the epoch are stored as objects at once (:meth:`~..store.result_store.ResultStore.
   write_objects`), cut into subpartitions for keyed consumers. A returned state is cast to the declared schema and
-  tagged with each row's key group (Spark's own hash, :func:`~..store.parquet.key_group_column`) before it goes to
-  the loop as Arrow;
+  tagged with each row's key group (Spark's own hash, :func:`~..store.dataplane.types.key_group_column`) before it
+  goes to the loop as Arrow;
 * what an epoch's job read through Spark's own reader is confirmed unchanged after it
-  (:func:`~..store.reading.confirm_unchanged`), once per job that read it: the epoch's slice after its epoch only,
-  the inputs read whole after every epoch (each epoch's job scans them again) — HEADs linear in the epochs;
+  (:func:`~..store.dataplane.reading.confirm_unchanged`), once per job that read it: the epoch's slice after its
+  epoch only, the inputs read whole after every epoch (each epoch's job scans them again) — HEADs linear in the
+  epochs;
 * the initial state is empty, or — with ``execution.state-recovery.path`` in the job's options or the run's conf
-  — taken from an earlier run's final checkpoints (:func:`~..checkpoint.recovery.recover`, rescaled by key-group
+  — taken from an earlier run's final checkpoints (:func:`~..checkpoint.resume.recover`, rescaled by key-group
   range);
 * at the end, every result's objects of all epochs are committed as the partition's ordinary result
-  (:meth:`~..store.facade.ResultStore.commit_written`), recording the inputs and code like any write: consumers,
+  (:meth:`~..store.result_store.ResultStore.commit_written`), recording the inputs and code like any write: consumers,
   reuse, lineage and publication see an ordinary result.
 """
 
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.declared import ChainCheckpoint
 from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan, Piece, plan_key_groups, plan_objects
-from airflow_region_failover.checkpoint.recovery import Identity, recover
+from airflow_region_failover.checkpoint.resume import Identity, recover
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.exceptions import InputUnavailable, StepOutputError
@@ -45,8 +46,8 @@ from airflow_region_failover.spark.compute import read_inputs
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
 from airflow_region_failover.spark.run import SubtaskRun
-from airflow_region_failover.store.parquet import Target, Written, key_group_column
-from airflow_region_failover.store.reading import JvmRead
+from airflow_region_failover.store.dataplane.reading import JvmRead
+from airflow_region_failover.store.dataplane.types import Target, Written, key_group_column
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -70,7 +70,7 @@ def named_input(run: SubtaskRun, exc: BaseException) -> InputUnavailable | None:
     """The input partition of ``run`` an error names as unreadable anywhere in its text (a reader's error inside
     Spark's ``PythonException``), as :class:`InputUnavailable`; else, when the text names one of its inputs'
     shared objects (Spark's own reader failing on a file), that object is hashed and, if it is not what its manifest
-    records, the partition is named (:func:`~airflow_region_failover.store.reading.recheck_named`); ``None``
+    records, the partition is named (:func:`~airflow_region_failover.store.dataplane.reading.recheck_named`); ``None``
     otherwise."""
     text = str(exc)
     found = unreadable_in(text)

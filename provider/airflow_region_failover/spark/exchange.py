@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover.exceptions import GraphError, InputUnavailable, StepOutputError
 from airflow_region_failover.graph.ids import PartitionId, default_result_id
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
-from airflow_region_failover.store.clustered import Clustering
-from airflow_region_failover.store.parquet import Cut
+from airflow_region_failover.store.dataplane.clustered import Clustering
+from airflow_region_failover.store.dataplane.types import Cut
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

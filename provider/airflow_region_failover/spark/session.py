@@ -5,7 +5,7 @@ Rules (connection types of the apache-spark provider):
 * no connection (step and ``[region_failover] spark_conn_id`` empty): an **embedded** session on
   ``[region_failover] spark_master`` (``local[*]``), one JVM per worker process, reused by every step it runs; its
   classpath has the jars of this environment's ``jars/`` (hadoop-aws for the result store's ``s3a://`` reads,
-  :func:`~airflow_region_failover.store.s3a.with_jars`) unless ``spark_conf`` names jars or packages itself;
+  :func:`~airflow_region_failover.store.dataplane.s3a.with_jars`) unless ``spark_conf`` names jars or packages itself;
 * a ``spark_connect`` connection: a **Spark Connect** session on ``sc://host:port`` (URL built by the provider's
   ``SparkConnectHook``): no JVM in the worker, so a task starts in about a second;
 * a ``spark`` connection: its master URL (``spark://…``, ``yarn``, ``local[*]``…) for Python steps (the worker is
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import OptionError
 from airflow_region_failover.process_cache import per_process
-from airflow_region_failover.store import s3a
+from airflow_region_failover.store.dataplane import s3a
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -7,7 +7,7 @@ A keyed read (:meth:`StoreIO.read_keys`) fetches only the subpartitions the read
 drops other key groups' rows when a subpartition holds some (a partition cut another way). :attr:`StoreIO.reads`
 counts what this process read — bytes and objects fetched, and the bytes of the partitions they belong to —
 which a subtask reports (read amplification). The store is the deployment's
-(:func:`~airflow_region_failover.store.facade.default_store`), built once per process.
+(:func:`~airflow_region_failover.store.result_store.default_store`), built once per process.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.store.clustered import Clustering
-from airflow_region_failover.store.facade import ResultStore, default_store
+from airflow_region_failover.store.dataplane.clustered import Clustering
+from airflow_region_failover.store.dataplane.reading import JvmRead
+from airflow_region_failover.store.dataplane.types import Cut, check_key_columns, key_group_column
 from airflow_region_failover.store.manifest import InputVersion, Manifest
-from airflow_region_failover.store.parquet import Cut, check_key_columns, key_group_column
-from airflow_region_failover.store.reading import JvmRead
+from airflow_region_failover.store.result_store import ResultStore, default_store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,7 +52,7 @@ class StoreIO:
     reads: ReadCounter = field(default_factory=ReadCounter, compare=False)
     #: every committed manifest this process wrote or looked up, by partition (the task's lineage, :mod:`.ledger`)
     seen: dict[PartitionId, Manifest] = field(default_factory=dict, compare=False)
-    #: the reads given to Spark's own reader, confirmed unchanged before each write commits (store/reading.py)
+    #: the reads given to Spark's own reader, confirmed unchanged before each write commits (store/dataplane/reading.py)
     jvm_reads: list[JvmRead] = field(default_factory=list, compare=False)
 
     def write(self, frame: DataFrame, ref: PartitionRef, inputs: tuple[InputVersion, ...] = (),

@@ -43,8 +43,9 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.run import SubtaskRun, current_inputs, input_versions
 from airflow_region_failover.spark.session import CLUSTER, default_conf, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO
-from airflow_region_failover.store import ResultStore, S3Access, S3Credentials, StoreConfig
-from airflow_region_failover.store.config import portable
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, portable
 
 SPEC_ARG = "--region-failover-spec"
 LOCAL_CONN_ID = "region_failover_local_spark"
@@ -86,7 +87,7 @@ def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
 def script_environment(store: ResultStore, master: str) -> dict[str, str]:
     """The script's environment: this Python, and — for a local or standalone master, where it stays in the
     spark-submit process's environment — the store's credentials frozen now (the script must finish within their
-    remaining lifetime: :func:`~airflow_region_failover.store.config.portable`). For YARN and Kubernetes the
+    remaining lifetime: :func:`~airflow_region_failover.store.s3.clients.portable`). For YARN and Kubernetes the
     apache-spark provider puts env vars on the spark-submit command line (``--conf spark.*Env.*=``), which every
     user of the host can read: there the script uses the cluster's own identity (instance profile, IRSA)."""
     env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),

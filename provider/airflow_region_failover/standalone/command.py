@@ -44,7 +44,7 @@ from airflow_region_failover.standalone.processes import stop_guarded, stop_on_s
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.standalone.secret_files import kept_secret, private_dir, write_secret
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-from airflow_region_failover.store import s3a
+from airflow_region_failover.store.dataplane import s3a
 
 DEFAULT_HOME = Path(".region-failover")
 PRIVATE_FOLDERS = ("airflow", "s3", "spark")

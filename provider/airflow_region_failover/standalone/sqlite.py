@@ -13,7 +13,7 @@ Rules:
   loop runs): the wait is a deadlock that ends only when it gives up, and the whole API server answers nothing
   meanwhile (seen in ``./dev demo``: a trigger's audit log against a task's ``PUT .../rtif``, 60 s, then HTTP 500).
   The request that gave up fails with HTTP 500 and nothing written; the REST client sends a trigger again
-  (``plugins/rest.py``), and the failover loop a clear whose tries show it did not clear (``plugins/recovery.py``).
+  (``plugins/rest.py``), and the failover loop a clear whose tries show it did not clear (``plugins/clearing.py``).
 """
 
 from __future__ import annotations

@@ -1,72 +1,28 @@
 """The BLOCKING result store on S3: a result partition committed atomically, checked for availability, read back,
-released and swept. :class:`ResultStore` (:mod:`.facade`) is the one object the rest of the provider talks to.
+released and swept. Its front door is :class:`~.result_store.ResultStore` (:mod:`.result_store`); the long form
+of the protocol is the docs site's reference page on the store (``docs/reference/store.md``).
 
-Modules, each answering one question:
+Rooms, each answering one question, lower ones never importing higher ones (the import contract,
+``tests/unit/test_imports.py``):
 
 * where every key goes — :mod:`.keys` (the one description of the key layout, and the only producer of keys);
-* what a commit records — :mod:`.manifest`; which attempt is the committed version — :mod:`.commit` (the commit /
-  supersede protocol and the reader rule);
-* how a body is stored once under the name of its hash, and whether what is stored there is that body (a wrong
-  object is moved aside) — :mod:`.content`; which shared objects are still referenced — :mod:`.registry`;
-* how a DataFrame becomes Parquet objects — :mod:`.local_write` (Spark's own writer to the driver's disk, where
-  the session's executors share it, in directories of :mod:`.scratch`), :mod:`.parquet` and :mod:`.encoding`
-  (Python workers: bounded bodies, keyed batches split by subpartition), :mod:`.clustered` and :mod:`.chunking`
-  (sorted, content-defined chunks); how a committed version is read back — :mod:`.reading` (Spark's own reader
-  through ``s3a://``, :mod:`.s3a`, or the Python workers), with its schema's nullability — :mod:`.nullability`;
-* what a checkpoint of a checkpointed step records — :mod:`.checkpoints`;
-* can a partition be read again — :mod:`.availability`; when is it deleted — :mod:`.lifecycle`;
-* how S3 is reached — :mod:`.config`; guarded S3 calls — :mod:`.objects`, and the streaming multipart upload on
-  top of them — :mod:`.upload`;
-* does the server honour conditional writes — :mod:`.conditional_writes`; which prefix is this deployment's —
-  :mod:`.deployment`.
+* how S3 is reached — :mod:`.s3` (credentials and clients, the guarded object calls, the streaming upload);
+* the protocol, which imports neither pyarrow nor pyspark: what a commit records — :mod:`.manifest`, and what a
+  checkpoint of a checkpointed step records — :mod:`.checkpoint_manifest`; which attempt is the committed version
+  — :mod:`.commit` (the commit / supersede protocol and the reader rule); how a body is stored once under the name
+  of its hash, and whether what is stored there is that body — :mod:`.content`; can a partition be read again —
+  :mod:`.availability`; does the server honour conditional writes, which prefix is this deployment's —
+  :mod:`.deployment`; where the store lives and its settings — :mod:`.config`;
+* when stored results are deleted — :mod:`.gc` (the sweeper, retention and holds, the shared objects' registry);
+* how a DataFrame becomes Parquet objects and is read back — :mod:`.dataplane` (the writers, the reader, the
+  write protocol's types, the JVM sources);
+* the front door that puts them together — :mod:`.result_store`.
 
-Errors are in :mod:`airflow_region_failover.exceptions` (re-exported here).
+The faces the rest of the provider may import (the contract's ``FACES`` refuses any other ``store.*`` import from
+outside the store): ``ResultStore`` and its records (:mod:`.result_store`, :mod:`.config`, :mod:`.availability`,
+:mod:`.s3.clients`), the format (:mod:`.keys`, :mod:`.manifest`, :mod:`.checkpoint_manifest`), the guarded S3
+objects (:mod:`.s3.objects`) for the decision logs and checkpoints, and the write types
+(:mod:`.dataplane.types`) with the few writer and reader entry points the engines (``spark/``, ``checkpoint/``)
+call. This package re-exports nothing: import a name from the module that answers its question. Errors are in
+:mod:`airflow_region_failover.exceptions`.
 """
-
-from airflow_region_failover.exceptions import (
-    AlreadyCommitted,
-    ConditionalWritesUnsupported,
-    GraceTooShort,
-    IncompleteCommit,
-    ManifestError,
-    NestedDeployment,
-    NotAvailable,
-    ReleaseRefused,
-    StoreError,
-    StoreUnreachable,
-    Superseded,
-    UnsafeKeyError,
-)
-from airflow_region_failover.store.availability import Mode, Probe, StoreAvailabilityChecker
-from airflow_region_failover.store.config import S3Access, S3Credentials, StoreConfig
-from airflow_region_failover.store.facade import ResultStore
-from airflow_region_failover.store.lifecycle import Retention, SweepReport
-from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement
-
-__all__ = [
-    "AlreadyCommitted",
-    "ConditionalWritesUnsupported",
-    "GraceTooShort",
-    "IncompleteCommit",
-    "InputVersion",
-    "Manifest",
-    "ManifestError",
-    "Mode",
-    "NestedDeployment",
-    "NotAvailable",
-    "ObjectEntry",
-    "Probe",
-    "ReleaseRefused",
-    "ResultStore",
-    "Retention",
-    "Retirement",
-    "S3Access",
-    "S3Credentials",
-    "StoreAvailabilityChecker",
-    "StoreConfig",
-    "StoreError",
-    "StoreUnreachable",
-    "Superseded",
-    "SweepReport",
-    "UnsafeKeyError",
-]

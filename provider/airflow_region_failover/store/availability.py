@@ -29,7 +29,7 @@ from airflow_region_failover.store.commit import PartitionState, load_manifest, 
 from airflow_region_failover.store.content import check_stored
 from airflow_region_failover.store.keys import RunKeys, check_partition
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.s3.objects import Objects
 
 
 class Mode(str, Enum):

@@ -43,7 +43,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.content import COMMIT_SHARE, LAND_SHARE, MIN_GRACE_SECONDS, confirm_shared
 from airflow_region_failover.store.keys import PARTITION_PART, RunKeys
 from airflow_region_failover.store.manifest import Manifest, Retirement
-from airflow_region_failover.store.objects import Objects
+from airflow_region_failover.store.s3.objects import Objects
 
 _ATTEMPT_KEY = re.compile(rf"({PARTITION_PART})/a(\d{{6}})\.json\Z")
 

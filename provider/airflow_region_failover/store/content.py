@@ -8,7 +8,7 @@ Rules:
   bytes (:meth:`.keys.Layout.cas_object`). A body of at most :data:`SINGLE_PUT_BYTES` (every object the writers cut)
   goes up with a create-only PUT (``If-None-Match: *``) carrying its SHA-256 as the S3 checksum: the server refuses
   a body that does not match and keeps the checksum with the object, which is what a reader that does not hash the
-  bytes itself checks (Spark's own reader, :mod:`.reading`). A larger body is streamed as a multipart upload,
+  bytes itself checks (Spark's own reader, :mod:`.dataplane.reading`). A larger body is streamed as a multipart upload,
   visible only when complete (a concurrent writer of the same key writes the same bytes, so whichever completes last
   changes nothing). The caller learns whether bytes went up (:class:`Stored`), so each write reports bytes uploaded
   vs reused, and how long hashing and storing took (the task's timeline, :mod:`~airflow_region_failover.timeline`).
@@ -17,7 +17,7 @@ Rules:
   is ``h``; where the server keeps a CRC32 instead (an object put by a plain SDK call over ours), the writer, who
   holds the bytes, compares that. Where it keeps neither (an object uploaded before this rule, a multipart
   upload, a server without checksums) the size is all a writer can compare, and readers, which hash every byte
-  they read (:mod:`.reading`), find the rest.
+  they read (:mod:`.dataplane.reading`), find the rest.
 * **Quarantine** (:func:`quarantine`): whoever finds other bytes (or another size) under ``h`` — a reader, the
   committer, a writer's put — moves the object aside to
   ``<prefix>/cas/v1/quarantine/<h>-<t>.parquet`` (only while it is still the object it found: ``If-Match`` on its
@@ -26,18 +26,18 @@ Rules:
   producer's put heals the object for every run that lists it: a corrupted shared object counts as lost.
 * **Freshness** (the race with the sweeper; git's *freshen* rule). A writer that found an object present may be
   about to list an object the sweeper has judged garbage. Writers know the grace floor ``G0``
-  (:data:`.lifecycle.MIN_GRACE_SECONDS`, or the store's ``min_grace_seconds``); the sweeper uses a grace ``G >=
+  (:data:`.gc.lifecycle.MIN_GRACE_SECONDS`, or the store's ``min_grace_seconds``); the sweeper uses a grace ``G >=
   G0``. Every age is the server's clock minus the object's last-modified time (both the server's:
-  :attr:`.objects.Stat.now`), so no clock of a process is compared with another's. Before the manifest PUT the
+  :attr:`.s3.objects.Stat.now`), so no clock of a process is compared with another's. Before the manifest PUT the
   committer confirms every shared object it lists (:func:`confirm_shared`, starting at ``t``): missing, of
   another size or of other bytes -> :class:`IncompleteCommit` (nothing committed; the retried task uploads it
   again); older than ``G0/2`` -> refreshed by a server-side copy onto itself. The PUT is issued by ``t + G0/8``
   (:data:`COMMIT_SHARE`; later: confirm again) and must land by ``t + G0/4``; the committer measures that on
   its monotonic clock until the PUT's answer, and when the answer came later it confirms every object again
   *after* the manifest landed and withdraws its commit (retires its own attempt) if one is gone
-  (:mod:`.commit`). The sweeper (:mod:`.registry`) derives the references starting at ``d``, then HEADs each
+  (:mod:`.commit`). The sweeper (:mod:`.gc.registry`) derives the references starting at ``d``, then HEADs each
   unreferenced candidate at ``s < d + G/4`` and DELETEs it only if its last-modified ``m < s - G`` and the DELETE
-  follows the HEAD within :data:`.registry.HEAD_TO_DELETE_SECONDS` (else it judges the object again next sweep).
+  follows the HEAD within :data:`.gc.registry.HEAD_TO_DELETE_SECONDS` (else it judges the object again next sweep).
   Safety: suppose the manifest, visible at ``v``, was missed by the derivation (``v > d``). If the committer's
   check came after the HEAD, it came after the DELETE and saw the object missing. Otherwise ``m >= t - G0/2 >=
   t - G/2`` and ``m < s - G``, so ``s - t > G/2``; but ``s < d + G/4 < v + G/4 <= t + G0/4 + G/4 <= t + G/2``: a
@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, StoreError
 from airflow_region_failover.store.keys import Layout, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
-from airflow_region_failover.store.objects import Objects, Stat
-from airflow_region_failover.store.upload import UploadStream
+from airflow_region_failover.store.s3.objects import Objects, Stat
+from airflow_region_failover.store.s3.upload import UploadStream
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,16 @@
-"""Which prefix belongs to this deployment, and does it lie inside another deployment's?
+"""The start-up checks of a deployment's store: does the S3 server honour conditional writes
+(:func:`probe_conditional_writes`), which prefix belongs to this deployment, and does it lie inside another
+deployment's?
 
-Rules: every deployment marks its prefix with ``<prefix>/_region_failover_deployment.json`` (created once with
-``If-None-Match: *`` when the deployment's store starts; later processes find it there). A prefix below another
-deployment's marked prefix is refused at start-up with :class:`NestedDeployment` naming both prefixes — its keys
+Conditional writes. Rule: the commit protocol, the run record, holds and the failover decision logs all rely on S3
+refusing a create-only PUT (``If-None-Match: *``) of an existing key and a PUT with a stale ``If-Match`` ETag (412). A
+server that ignores either header silently turns every compare-and-swap into last-writer-wins, so the probe writes a
+throw-away object under the deployment's failover root (``<prefix>/failover/v1/_probe/<random>``), checks both
+refusals, deletes it, and raises :class:`ConditionalWritesUnsupported` naming the endpoint and what it ignored.
+
+The prefix. Rules: every deployment marks its prefix with ``<prefix>/_region_failover_deployment.json`` (created
+once with ``If-None-Match: *`` when the deployment's store starts; later processes find it there). A prefix below
+another deployment's marked prefix is refused at start-up with :class:`NestedDeployment` naming both prefixes — its keys
 would lie in the other deployment's tree, where that deployment's sweeper would take them for orphans. A
 deployment started before an enclosing one cannot be refused afterwards; for it the sweeper and retention never
 descend into a sub-prefix that holds a marker (:func:`nested_prefixes`, :func:`outside_nested`). A parent marker
@@ -10,7 +18,7 @@ this deployment may not read (403: credentials scoped to its own prefix) counts 
 cannot see, and so cannot be inside, another one's tree that it is not allowed into.
 
 Once per deployment, not per process: the marker also records that its server was found to honour conditional
-writes (:mod:`.conditional_writes`; ``conditional_writes``: when, through which endpoint). A process whose
+writes (:func:`probe_conditional_writes`; ``conditional_writes``: when, through which endpoint). A process whose
 deployment's marker says so starts with that one GET (:func:`checked`) instead of the probe's and this check's five
 requests: the nesting check has nothing to add once the marker stands (a deployment marked later could not have been
 refused anyway, see above), and the server is the one the marker lives on. A marker written before this rule is
@@ -22,12 +30,18 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+import secrets
+from collections.abc import Callable, Iterable, Sequence
 
-from airflow_region_failover.exceptions import AlreadyCommitted, ConditionFailed, NestedDeployment
+from airflow_region_failover.exceptions import (
+    AlreadyCommitted,
+    ConditionalWritesUnsupported,
+    ConditionFailed,
+    NestedDeployment,
+)
 from airflow_region_failover.store.commit import now_iso
 from airflow_region_failover.store.keys import DEPLOYMENT_MARKER
-from airflow_region_failover.store.objects import Listed, Objects, error_code
+from airflow_region_failover.store.s3.objects import Listed, Objects, error_code
 
 log = logging.getLogger(__name__)
 FORMAT = "airflow-region-failover/deployment"
@@ -105,3 +119,48 @@ def nested_prefixes(base: str, items: Iterable[Listed]) -> tuple[str, ...]:
 def outside_nested(items: Sequence[Listed], nested: Sequence[str]) -> list[Listed]:
     """``items`` without those that lie under one of the ``nested`` prefixes."""
     return [item for item in items if not item.key.startswith(tuple(nested))] if nested else list(items)
+
+
+WRONG_ETAG = '"00000000000000000000000000000000"'
+_NOT_IMPLEMENTED = {"NotImplemented", "501"}
+
+
+def probe_conditional_writes(objects: Objects, endpoint: str) -> None:
+    """Raise :class:`ConditionalWritesUnsupported` unless ``objects``' server refuses both stale conditions."""
+    key = objects.layout.probe_key(secrets.token_hex(8))
+    ignored: list[str] = []
+    try:
+        _expect("If-None-Match", endpoint, lambda: objects.put_if_absent(key, b"probe", "text/plain"))
+        try:
+            _expect("If-None-Match", endpoint, lambda: objects.put_if_absent(key, b"probe 2", "text/plain"))
+            ignored.append("If-None-Match: * (a create-only PUT of an existing key succeeded)")
+        except AlreadyCommitted:
+            pass
+        try:
+            _expect("If-Match", endpoint, lambda: objects.put_if_match(key, b"probe 3", WRONG_ETAG, "text/plain"))
+            ignored.append("If-Match (a PUT with a wrong ETag succeeded)")
+        except ConditionFailed:
+            pass
+    finally:
+        with contextlib.suppress(Exception):  # best effort: a leftover probe object is harmless
+            objects.delete([key])
+    if ignored:
+        raise ConditionalWritesUnsupported(
+            f"S3 endpoint {endpoint} ignored {' and '.join(ignored)}: every compare-and-swap of the result store "
+            "and the decision logs would silently become last-writer-wins; use a server that supports conditional "
+            "writes (AWS S3, SeaweedFS, a recent MinIO)")
+    log.debug("S3 endpoint %s honours conditional writes", endpoint)
+
+
+def _expect(header: str, endpoint: str, put: Callable[[], object]) -> None:
+    """Run ``put``; a server that rejects the conditional header as not implemented does not support it."""
+    try:
+        put()
+    except ConditionFailed:
+        raise
+    except Exception as exc:
+        if error_code(exc) in _NOT_IMPLEMENTED:
+            raise ConditionalWritesUnsupported(
+                f"S3 endpoint {endpoint} does not implement {header} on PUT: the store's compare-and-swap needs "
+                "conditional writes; use a server that supports them (AWS S3, SeaweedFS, a recent MinIO)") from None
+        raise

@@ -61,7 +61,7 @@ STARTERS = {"daily": start_daily, "backfill": start_backfill}
 def e2e(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[E2E]:
     """The production-like stack (~1-2 min to start)."""
     from airflow_region_failover.decisions.storage import RunLogs
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
     from devtools.production import ProductionStack
 
     work = tmp_path_factory.mktemp("production")

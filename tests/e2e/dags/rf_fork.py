@@ -21,10 +21,11 @@ def held_clients() -> dict[str, int]:
     from airflow_region_failover.decisions import storage
     from airflow_region_failover.plugins import rest
     from airflow_region_failover.spark import session
-    from airflow_region_failover.store import config, facade
+    from airflow_region_failover.store import result_store
+    from airflow_region_failover.store.s3 import clients
 
-    caches = {"store.config.client_for": config.client_for, "store.facade.default_store": facade.default_store,
-              "decisions.storage.default_run_logs": storage.default_run_logs,
+    caches = {"store.s3.clients.client_for": clients.client_for, "store.result_store.default_store":
+              result_store.default_store, "decisions.storage.default_run_logs": storage.default_run_logs,
               "plugins.rest.default_api": rest.default_api, "spark.session._session": session._session}
     return {name: cache.cache_info().currsize for name, cache in caches.items()}
 

@@ -112,7 +112,7 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
         request: pytest.FixtureRequest, statsd: StatsdListener, lineage_events: Path) -> Iterator[E2E]:
     """The embedded stack (started once for this package; ~30-60 s)."""
     from airflow_region_failover.decisions.storage import RunLogs
-    from airflow_region_failover.store.facade import ResultStore
+    from airflow_region_failover.store.result_store import ResultStore
 
     home = tmp_path_factory.mktemp("airflow")
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py",

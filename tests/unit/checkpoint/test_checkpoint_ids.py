@@ -19,7 +19,7 @@ from airflow_region_failover.failover_view.page import checkpoint_events
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.spark.chain import Heard
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import OUTPUT, commit_input, run_try
 from tests.unit.checkpoint.test_runner import DAG, Flaky, clicks, storage
 

@@ -21,8 +21,10 @@ from airflow_region_failover.checkpoint.plan import Epoch
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access
 from tests.support.checkpointing import commit_input, counting, run_try
 from tests.unit.checkpoint.test_runner import DAG, clicks
 

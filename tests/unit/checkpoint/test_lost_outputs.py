@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
-from airflow_region_failover.store import ResultStore
 from airflow_region_failover.store.content import quarantine
 from airflow_region_failover.store.manifest import ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import commit_input, run_try
 from tests.unit.checkpoint.test_runner import DAG, Flaky, clicks, storage
 

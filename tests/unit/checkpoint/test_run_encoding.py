@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 
 from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.storage import SMALL_RUN_ROWS, CheckpointStorage, run_codec
-from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.checkpoints import StateRun
-from airflow_region_failover.store.encoding import RESULTS, encode_objects
-from airflow_region_failover.store.reading import fetch
+from airflow_region_failover.store.checkpoint_manifest import StateRun
+from airflow_region_failover.store.dataplane.encoding import RESULTS, encode_objects
+from airflow_region_failover.store.dataplane.reading import fetch
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import OUTPUT
 
 KEYS = 40_000

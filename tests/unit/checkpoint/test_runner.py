@@ -17,9 +17,9 @@ import pytest
 from airflow_region_failover.checkpoint.plan import Epoch
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.failover.checkpointing import CheckpointConfig
-from airflow_region_failover.store import ResultStore
-from airflow_region_failover.store.checkpoints import CheckpointManifest, TryRecord
-from airflow_region_failover.store.registry import derive_registry
+from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, TryRecord
+from airflow_region_failover.store.gc.registry import derive_registry
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import OUTPUT, commit_input, counting, run_try
 
 DAG = "d"

@@ -13,7 +13,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.observability.metrics import checkpoint_values
 from airflow_region_failover.spark.ledger import CheckpointEntry, TaskSummary
-from airflow_region_failover.store.checkpoints import (
+from airflow_region_failover.store.checkpoint_manifest import (
     CheckpointManifest,
     CompletedNote,
     MemberState,

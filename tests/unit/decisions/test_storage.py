@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from airflow_region_failover.decisions.storage import RunLogs, hold_name
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
-from airflow_region_failover.store import lifecycle
+from airflow_region_failover.store.gc import lifecycle
 from tests.support.fakes import MemoryObjects
 
 DAG, RUN = "etl", "r1"

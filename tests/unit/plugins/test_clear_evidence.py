@@ -1,4 +1,4 @@
-"""Whether a clear took effect, told per task from the states before it (plugins/recovery.py, M1 and L4 of
+"""Whether a clear took effect, told per task from the states before it (plugins/clearing.py, M1 and L4 of
 issue 48): a task's try increased, or it went from a finished state to a waiting one; a task already waiting
 before the clear is no evidence.
 
@@ -15,7 +15,7 @@ import pytest
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.exceptions import RestError
 from airflow_region_failover.failover.handler import STUCK_APPLYING_S
-from airflow_region_failover.plugins.recovery import CLEAR_TRIES, apply_due, handle_failure
+from airflow_region_failover.plugins.clearing import CLEAR_TRIES, apply_due, handle_failure
 from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, failure, services
 
 RESTART = ["a.b.1", "c.0", "c.1", "d.0", "d.1"]

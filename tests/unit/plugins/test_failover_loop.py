@@ -15,8 +15,8 @@ from airflow_region_failover.decisions.try_log import LogState, TryLog
 from airflow_region_failover.failover.handler import HandlingResult, restart_wait
 from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.failover.run_log import FailureRecord, RunLog
+from airflow_region_failover.plugins.clearing import apply_due, handle_failure
 from airflow_region_failover.plugins.history import format_history, note_text
-from airflow_region_failover.plugins.recovery import apply_due, handle_failure
 from tests.support.fakes import DAG, RUN, FakeApi, KnownStore, MemoryObjects, budget_spec, edit_decision, services
 from tests.support.fakes import failure as event
 
@@ -228,7 +228,7 @@ def test_step_operator_reschedules_a_restarted_task_to_its_restart_time(
 def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> None:
     """The worker path sees its own failed task still ``running`` in the API: it must not count as at work. A task
     with no state yet (d.0: waiting for its upstream) will run: at work; a finished one (b.1) is not."""
-    from airflow_region_failover.plugins.recovery import at_work
+    from airflow_region_failover.plugins.clearing import at_work
 
     class Api(FakeApi):
         def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
@@ -249,7 +249,7 @@ def test_at_work_lists_producers_still_running_but_never_the_failed_task() -> No
 def test_at_work_expands_a_chain_task_into_every_subtask_it_runs() -> None:
     """With the job, a chain task at work (a.b.0: a#0 then b#0) produces every partition of its members; an id
     that names no task of the job (the unchained ``b.1``) is not a producer of it."""
-    from airflow_region_failover.plugins.recovery import at_work
+    from airflow_region_failover.plugins.clearing import at_work
 
     class Api(FakeApi):
         def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Failure classes through the adapters (plugins/listener.py, plugins/recovery.py, operators/step.py, job.py): a real
+"""Failure classes through the adapters (plugins/listener.py, plugins/clearing.py, operators/step.py, job.py): a real
 exception from a step function, captured by the worker's listener with what the try computed from, recorded by the
 failover loop on an in-memory decision log and a fake REST API.
 
@@ -23,8 +23,8 @@ from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
 from airflow_region_failover.observability import metrics
 from airflow_region_failover.operators import step
+from airflow_region_failover.plugins.clearing import apply_due, handle_failure
 from airflow_region_failover.plugins.listener import failure_event
-from airflow_region_failover.plugins.recovery import apply_due, handle_failure
 from airflow_region_failover.spark.ledger import TaskSummary
 from tests.support.fakes import DAG, RUN, FakeApi, MemoryObjects, budget_spec, services
 

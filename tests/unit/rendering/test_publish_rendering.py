@@ -19,7 +19,7 @@ from airflow_region_failover.failover.run_log import FailureRecord, RunLog
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.naming import JOB_PARAM, subtasks_of
-from airflow_region_failover.plugins.recovery import handler_of
+from airflow_region_failover.plugins.clearing import handler_of
 from airflow_region_failover.publication.declaration import PublishMode
 from airflow_region_failover.publication.operator import RegionPublishOperator
 

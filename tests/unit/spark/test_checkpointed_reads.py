@@ -25,9 +25,9 @@ from airflow_region_failover.spark.checkpointed import SparkEngine
 from airflow_region_failover.spark.context import StepContext
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import ReadCounter
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.dataplane.reading import JvmRead
 from airflow_region_failover.store.manifest import Manifest
-from airflow_region_failover.store.reading import JvmRead
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import commit_input
 from tests.support.store import HeadCounter, moto_store
 
@@ -40,7 +40,7 @@ FRAME = SimpleNamespace(schema=SimpleNamespace(json=lambda: "{}"))
 
 class JvmStore:
     """The real store, but its reads are handed to Spark's own reader (recorded as :class:`JvmRead`, as
-    :func:`~airflow_region_failover.store.reading.read_dataframe` records them) without a Spark session."""
+    :func:`~airflow_region_failover.store.dataplane.reading.read_dataframe` records them) without a Spark session."""
 
     def __init__(self, store: ResultStore) -> None:
         self.store = store

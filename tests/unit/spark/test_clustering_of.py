@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.spark.exchange import clustering_of, cut_of, kept_columns
-from airflow_region_failover.store.clustered import Clustering
+from airflow_region_failover.store.dataplane.clustered import Clustering
 
 
 def test_the_graph_names_the_clustering_of_a_result() -> None:

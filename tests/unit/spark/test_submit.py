@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.spark import submit
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 
 @pytest.mark.parametrize("master", ["yarn"])  # k8s:// takes the same branch; its hook needs the cncf provider

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pytest
 from botocore.exceptions import ConnectionClosedError
 
+from airflow_region_failover.exceptions import AlreadyCommitted
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import AlreadyCommitted, ResultStore
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.result_store import ResultStore
 
 P = PartitionId("clean->join", 0)
 RUN = ("etl", "manual__1")

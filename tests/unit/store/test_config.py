@@ -7,8 +7,9 @@ import logging
 
 import pytest
 
-from airflow_region_failover.store import S3Access, S3Credentials, StoreConfig, UnsafeKeyError
-from airflow_region_failover.store.config import access_from_airflow, client_for, config_from_airflow, portable
+from airflow_region_failover.exceptions import UnsafeKeyError
+from airflow_region_failover.store.config import StoreConfig, config_from_airflow
+from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, access_from_airflow, client_for, portable
 
 SECRET = "s3cr3t-VALUE-never-logged"
 
@@ -103,8 +104,8 @@ def test_retention_days_that_are_not_a_number_of_days_name_the_option(monkeypatc
 
 
 def test_the_object_size_has_one_declared_default() -> None:
-    from airflow_region_failover.store import parquet
     from airflow_region_failover.store.config import MAX_OBJECT_BYTES
+    from airflow_region_failover.store.dataplane import types
 
-    target = parquet.Target.__dataclass_fields__["max_object_bytes"].default
+    target = types.Target.__dataclass_fields__["max_object_bytes"].default
     assert StoreConfig("bucket").max_object_bytes == target == MAX_OBJECT_BYTES == 64 * 1024 * 1024

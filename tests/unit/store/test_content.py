@@ -9,8 +9,9 @@ import time
 import pytest
 
 from airflow_region_failover.exceptions import IncompleteCommit
-from airflow_region_failover.store import ResultStore, content
+from airflow_region_failover.store import content
 from airflow_region_failover.store.content import Tally, confirm_shared, put_content
+from airflow_region_failover.store.result_store import ResultStore
 
 MiB = 1024 * 1024
 
@@ -45,7 +46,7 @@ def test_a_body_larger_than_a_single_put_goes_up_as_a_multipart_upload_once(stor
 
 def test_an_object_goes_up_in_one_put_carrying_its_sha256_which_s3_keeps(store: ResultStore) -> None:
     """Every object the writers cut (up to S3's single-PUT limit, even above a multipart part) is one create-only
-    PUT with its SHA-256 as the S3 checksum: what Spark's own reader relies on (store/reading.py)."""
+    PUT with its SHA-256 as the S3 checksum: what Spark's own reader relies on (store/dataplane/reading.py)."""
     body = bytes(range(256)) * (20 * MiB // 256)
     stored = put_content(store.objects, store.layout, body, part_size=5 * MiB)
     key = store.layout.cas_object(stored.entry.sha256)

@@ -18,8 +18,10 @@ import pytest
 
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import Mode, ObjectEntry, ResultStore
+from airflow_region_failover.store.availability import Mode
 from airflow_region_failover.store.content import put_content
+from airflow_region_failover.store.manifest import ObjectEntry
+from airflow_region_failover.store.result_store import ResultStore
 
 P = PartitionId("r", 0)
 TABLE = pa.table({"x": list(range(2_000)), "s": [f"row {i}" for i in range(2_000)]})

@@ -8,9 +8,11 @@ partitions of 64 objects) — on moto's in-memory S3, counting the HEADs the cli
 from __future__ import annotations
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import Manifest, Mode, ResultStore
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.availability import Mode
 from airflow_region_failover.store.content import put_content
+from airflow_region_failover.store.manifest import Manifest
+from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import HeadCounter
 
 PARTITIONS = 4

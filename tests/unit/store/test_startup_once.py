@@ -13,7 +13,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from airflow_region_failover.store import ResultStore, S3Access, StoreConfig
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.result_store import ResultStore
+from airflow_region_failover.store.s3.clients import S3Access
 
 
 class Counting:

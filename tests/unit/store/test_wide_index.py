@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 WIDE = PartitionId("clean->join", 123456)
 RUN = ("etl", "manual__1")

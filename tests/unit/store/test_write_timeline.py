@@ -1,5 +1,5 @@
-"""What a write tells the task's timeline (store/facade.py, store/parquet.py, store/content.py): its begin, job,
-commit and discard spans, and what its writers spent — encoding, hashing, uploading, and how many wrote — on
+"""What a write tells the task's timeline (store/result_store.py, store/dataplane/parquet.py, store/content.py): its
+begin, job, commit and discard spans, and what its writers spent — encoding, hashing, uploading, and how many wrote — on
 moto's in-memory S3."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from airflow_region_failover import timeline
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 
 def test_a_write_records_its_phases_and_its_writers_work(store: ResultStore) -> None:

@@ -1,0 +1,260 @@
+"""Spark I/O, reading: a committed version back as Arrow or as a DataFrame.
+
+Rules: where the Spark session's JVM reaches the store through ``s3a://`` (:func:`.s3a.jvm_reader`: hadoop-aws on
+its classpath, the store's endpoint and long-lived keys, ``[region_failover] store_jvm_io`` not ``off``), a read in
+``executors`` mode is **Spark's own Parquet reader over exactly the manifest's objects**
+(``spark.read.schema(s).parquet(*urls)``; when the objects were just checked, the same scan without Spark's listing
+of them, :mod:`.listed`; else listed from the driver: :func:`.s3a.listed_on_driver`) — Spark's JVM
+path is several times faster than decoding in Python workers (``benchmarks/bench_store_paths.py``) — and the
+integrity check moves to S3's own checksum: every object is HEADed first and must have its recorded size and, kept
+by S3 with it, the full-object SHA-256 its key and manifest name (the writers upload every object with that
+checksum, which the server verifies, :mod:`..content`); a missing, resized or different object makes the partition
+unreadable (below), naming it and the object, before Spark reads anything. The frame gets back the nullability its
+schema records (:mod:`.nullability`). An object S3 keeps no full-object SHA-256 for (uploaded before this rule, or
+multipart), or a schema whose nullability cannot be restored, sends the read to the Python path, which hashes what
+it reads.
+
+Python path (no S3A, ``driver`` mode, reads without Spark): ``executors`` mode maps one Spark partition per object
+(``spark.range(n, numPartitions=n).mapInArrow``), each GETting and decoding its object; ``driver`` mode GETs the
+objects in the driver and calls ``spark.createDataFrame(arrow_table)``. An object's key comes from its manifest
+entry: run-scoped (version-1 manifests) or shared and content-addressed (:meth:`..keys.RunKeys.object_key`). It
+always checks sizes, and SHA-256s when ``verify`` is set (hashed while streaming). Memory rule: an object's body is
+streamed into one buffer of its recorded size, the Parquet decoder reads that buffer without copying it, and the
+buffer is dropped as soon as its table is decoded — so a read holds each object once, and only the objects in flight
+(not all of a manifest's) at a time. Executors receive the store's access with credentials frozen at the moment of
+the read (:func:`..s3.clients.portable`).
+
+Every error of a read that finds an object missing, of another size or of other bytes makes the partition
+unreadable: it (:func:`~airflow_region_failover.exceptions.unreadable`) names the partition and the object — also
+through Spark, whose executor errors reach the driver as text — and a shared object found wrong is moved aside
+first (:func:`..content.quarantine`), so the restart of its producer, which the failover loop makes for an
+unreadable partition, writes it again for every run that lists it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.exceptions import unreadable
+from airflow_region_failover.graph.ids import PartitionId
+from airflow_region_failover.store.content import check_stored, quarantine
+from airflow_region_failover.store.dataplane import listed, nullability, s3a
+from airflow_region_failover.store.dataplane.types import Target
+from airflow_region_failover.store.keys import Layout, RunKeys
+from airflow_region_failover.store.manifest import Manifest, ObjectEntry
+from airflow_region_failover.store.s3.clients import S3Access, client_for, portable
+from airflow_region_failover.store.s3.objects import Objects
+from airflow_region_failover.timeline import phase
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, partition: PartitionId) -> bytearray:
+    """GET one object of ``partition``'s manifest into one buffer of its recorded size, checking the size (and the
+    SHA-256 if ``verify``, hashed while streaming): no second copy of the body is made (module rule)."""
+    key = keys.object_key(entry.key, entry.shared)
+    opened = objects.open(key)
+    if opened is None:
+        raise unreadable(partition, f"object {key} listed in its manifest is missing")
+    with contextlib.closing(opened.body):
+        problem = "" if opened.length == entry.size else f"has {opened.length} bytes, its manifest says {entry.size}"
+        buffer = bytearray(opened.length if not problem else 0)
+        digest = hashlib.sha256()
+        filled = 0
+        with memoryview(buffer) as view:
+            for chunk in () if problem else objects.chunks(key, opened.body):
+                end = filled + len(chunk)
+                if end > opened.length:
+                    problem = f"has more than {opened.length} bytes, its manifest says {entry.size}"
+                    break
+                view[filled:end] = chunk
+                if verify:
+                    digest.update(chunk)
+                filled = end
+    if not problem and filled != opened.length:
+        problem = f"ended after {filled} of {opened.length} bytes"
+    if not problem and verify and digest.hexdigest() != entry.sha256:
+        problem = "does not match the SHA-256 in its manifest"
+    if problem:
+        quarantine(objects, objects.layout, entry, opened.etag, problem)
+        raise unreadable(partition, f"object {key} listed in its manifest {problem}")
+    return buffer
+
+
+def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, partition: PartitionId) -> pa.Table:
+    """One object of ``partition``'s manifest decoded from its fetched buffer (zero-copy input); the buffer is
+    dropped after."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify, partition))))
+
+
+def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool, threads: int = 4) -> pa.Table:
+    """The committed version as one Arrow table (objects fetched and decoded in parallel, in manifest order)."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        tables = list(pool.map(lambda e: load_table(objects, keys, e, verify, manifest.partition), manifest.objects))
+    if tables:
+        return pa.concat_tables(tables)
+    return _empty_arrow(StructType.fromJson(_schema_json(manifest)))
+
+
+def _schema_json(manifest: Manifest) -> dict[str, Any]:
+    import json
+
+    parsed: dict[str, Any] = json.loads(manifest.spark_schema)
+    return parsed
+
+
+def _empty_arrow(schema: Any) -> pa.Table:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema).empty_table()
+
+
+@dataclass(frozen=True)
+class _TaskReader:
+    """The ``mapInArrow`` function of a read: object number -> that object's record batches."""
+
+    access: S3Access = field(repr=False)
+    layout: Layout
+    keys: RunKeys
+    objects: tuple[ObjectEntry, ...]
+    verify: bool
+    partition: PartitionId
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = Objects(client_for(self.access), self.layout)
+        for batch in batches:
+            for number in batch.column(0).to_pylist():
+                entry = self.objects[number]
+                yield from load_table(store, self.keys, entry, self.verify, self.partition).to_batches()
+
+
+def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
+                   objects: tuple[ObjectEntry, ...] | None = None, jvm: s3a.Mode = s3a.Mode.OFF,
+                   checked: list[JvmRead] | None = None) -> DataFrame:
+    """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
+    only these of its objects (a subpartition selection), default all; ``jvm``: whether Spark's own reader may
+    read them (module rule); a read given to Spark's own reader is added to ``checked``, so that the writer of
+    what it computes confirms the objects unchanged before it commits (:func:`confirm_unchanged`)."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(_schema_json(manifest))
+    chosen = manifest.objects if objects is None else objects
+    if not chosen:
+        return spark.createDataFrame([], schema)
+    if mode == "driver":
+        table = read_arrow(target.objects(), target.keys, dataclasses.replace(manifest, objects=chosen), verify,
+                           target.threads)
+        return spark.createDataFrame(table, schema=schema)
+    keys = manifest_keys(target.keys, chosen)
+    if jvm is not s3a.Mode.OFF and (not verify or _checked(target, manifest, chosen)):
+        with phase("read_probe"):
+            options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
+        if options is not None:
+            urls = [s3a.url(target.layout.bucket, key) for key in keys]
+            with phase("read_resolve"):
+                read = listed.read(spark, options, urls, [e.size for e in chosen], schema) if verify else None
+                if read is None:
+                    with s3a.listed_on_driver(spark, len(urls)):
+                        read = spark.read.options(**options).schema(schema).parquet(*urls)
+                        _ = read.schema  # Spark Connect resolves (lists) lazily: now, inside the block
+            with phase("read_restore"):
+                frame = nullability.restore(read, schema)
+            if frame is not None:
+                if checked is not None:
+                    checked.append(JvmRead(manifest, chosen))
+                return frame
+    count = len(chosen)
+    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify, manifest.partition)
+    return spark.range(0, count, 1, count).mapInArrow(reader, schema)
+
+
+def _checked(target: Target, manifest: Manifest, chosen: tuple[ObjectEntry, ...]) -> bool:
+    """:func:`stored_checksums_match` for ``target``'s objects, timed as the task's ``read_check`` phase."""
+    with phase("read_check"):
+        return stored_checksums_match(target.objects(), manifest, chosen)
+
+
+def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...],
+                           threads: int = 16) -> bool:
+    """Whether S3 keeps, with every ``chosen`` object of ``manifest``, the full-object SHA-256 the manifest records
+    (``False``: one has none, so only hashing its bytes can verify it); an :func:`unreadable` error naming the
+    partition and the object when one is missing, of another size, or has another SHA-256 (a shared one is moved
+    aside first, :func:`..content.quarantine`)."""
+    return _check_stored_all(objects, manifest, chosen, threads)
+
+
+def _check_stored_all(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...], threads: int = 16,
+                      after_read: bool = False) -> bool:
+    """:func:`stored_checksums_match`, ``threads`` objects at a time; ``after_read`` (:func:`confirm_unchanged`):
+    an object S3 now keeps no SHA-256 for is hashed instead, and a problem is said to be found after Spark read."""
+    keys = objects.layout.run(manifest.dag_id, manifest.run_id)
+    found_when = " (found after Spark read it)" if after_read else ""
+
+    def stored(entry: ObjectEntry) -> bool:
+        key = keys.object_key(entry.key, entry.shared)
+        verdict = check_stored(objects, key, entry)
+        if verdict.problem:
+            if verdict.found is not None:
+                quarantine(objects, objects.layout, entry, verdict.found.etag, verdict.problem)
+            raise unreadable(manifest.partition, f"object {key} listed in its manifest {verdict.problem}{found_when}")
+        kept = verdict.found is not None and verdict.found.sha256 is not None
+        if after_read and not kept:
+            fetch(objects, keys, entry, True, manifest.partition)
+        return kept
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen)))) as pool:
+        return all(list(pool.map(stored, chosen)))
+
+
+@dataclass(frozen=True)
+class JvmRead:
+    """Objects of ``manifest`` given to Spark's own reader after their stored SHA-256 was checked."""
+
+    manifest: Manifest
+    objects: tuple[ObjectEntry, ...]
+
+
+def confirm_unchanged(objects: Objects, reads: Iterable[JvmRead]) -> None:
+    """Before a result computed from ``reads`` is committed (module rule): Spark read them *after* their stored
+    SHA-256 was checked, when the job ran; every object must still have its recorded size and that SHA-256, or,
+    where S3 now keeps none (replaced by a plain PUT), hash to it. Else the object is moved aside and an
+    :func:`unreadable` error names the partition: the computed result is not committed."""
+    for read in reads:
+        _check_stored_all(objects, read.manifest, read.objects, after_read=True)
+
+
+_CAS_OBJECT = re.compile(r"cas/v1/[0-9a-f]{2}/([0-9a-f]{64})\.parquet")
+
+
+def recheck_named(objects: Objects, manifests: Iterable[Manifest], text: str) -> None:
+    """Hash every shared object of ``manifests`` whose key ``text`` names (a Spark reader's error: Spark's own
+    reader names the file it could not read, and an object may change after the stored-checksum check that let the
+    JVM read it); an :func:`unreadable` error naming the partition (the object moved aside first, :func:`fetch`)
+    for the first one that is not what its manifest records. Nothing is raised when every named object is right:
+    the error was something else."""
+    named = set(_CAS_OBJECT.findall(text))
+    for manifest in manifests:
+        keys = objects.layout.run(manifest.dag_id, manifest.run_id)
+        for entry in manifest.objects:
+            if entry.shared and entry.sha256 in named:
+                fetch(objects, keys, entry, True, manifest.partition)
+
+
+def manifest_keys(keys: RunKeys, chosen: tuple[ObjectEntry, ...]) -> list[str]:
+    """The S3 keys of ``chosen`` manifest entries."""
+    return [keys.object_key(e.key, e.shared) for e in chosen]

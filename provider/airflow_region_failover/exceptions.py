@@ -36,6 +36,7 @@ __all__ = [
     "RegionFailoverError",
     "ReleaseRefused",
     "RestError",
+    "SparkUnreachable",
     "StepOutputError",
     "StoreError",
     "StoreUnreachable",
@@ -139,6 +140,12 @@ class InputUnavailable(RegionFailoverError):
     def __init__(self, partition: PartitionId, why: str) -> None:
         super().__init__(f"input partition {partition} is unavailable: {why}")
         self.partition = partition
+
+
+# -- Spark -------------------------------------------------------------------------------------------------------
+class SparkUnreachable(RegionFailoverError, ConnectionError):
+    """The Spark Connect server of a step's connection does not accept connections (the message names its URL and
+    the Airflow connection, never the URL's token)."""
 
 
 # -- Airflow's REST API -----------------------------------------------------------------------------------------

@@ -13,17 +13,23 @@ Rules (connection types of the apache-spark provider):
 
 Any other connection type is an error naming the connection and the types accepted. Sessions are cached per
 process and target (a stopped one is rebuilt on the next request).
+
+A Spark Connect server that does not answer fails the try at once (:func:`probe`): before a session is built its
+``host:port`` must accept a TCP connection within :data:`CONNECT_TIMEOUT_S`, else :class:`SparkUnreachable` names
+the URL (without its parameters: they may hold a token) and the connection. pyspark's own retry policy would wait
+about ten minutes per try before saying anything.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover import conf
-from airflow_region_failover.exceptions import OptionError
+from airflow_region_failover.exceptions import OptionError, SparkUnreachable
 from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store.dataplane import s3a
 
@@ -31,6 +37,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 EMBEDDED, CONNECT, CLUSTER = "embedded", "connect", "cluster"
+CONNECT_TIMEOUT_S = 10.0
+"""How long the Spark Connect server has to accept a TCP connection before the try fails (:func:`probe`)."""
+DEFAULT_CONNECT_PORT = 15002
+"""Spark Connect's port when an ``sc://`` URL names none (Spark's own default)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,7 @@ def _build(target: SparkTarget) -> SparkSession:
     from pyspark.sql import SparkSession
 
     if target.mode == CONNECT:
+        probe(target)
         return SparkSession.builder.remote(target.url).getOrCreate()
     if target.is_local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -110,6 +121,31 @@ def _build(target: SparkTarget) -> SparkSession:
     for key, value in s3a.with_jars(dict(target.conf)).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``sc://host[:port][/;params]`` URL (port :data:`DEFAULT_CONNECT_PORT` if none)."""
+    netloc = url.split("://", 1)[-1].split("/", 1)[0].split(";", 1)[0]
+    if netloc.startswith("["):  # [IPv6]:port
+        host, _, rest = netloc[1:].partition("]")
+        port = rest.lstrip(":")
+    else:
+        host, _, port = netloc.rpartition(":") if ":" in netloc else (netloc, "", "")
+    return host, int(port) if port.isdigit() else DEFAULT_CONNECT_PORT
+
+
+def probe(target: SparkTarget, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """:class:`SparkUnreachable` naming the URL and the connection unless the Spark Connect server of ``target``
+    accepts a TCP connection within ``timeout_s`` (module rule)."""
+    host, port = connect_address(target.url)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = f"no answer within {timeout_s:.0f} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        via = f"connection {target.conn_id!r}" if target.conn_id else "the Spark Connect URL"
+        raise SparkUnreachable(
+            f"Spark Connect server sc://{host}:{port} ({via}) does not answer: {reason}; start the server or fix "
+            f"the host/port of {via} (airflow connections get {target.conn_id or '<conn_id>'})") from None
 
 
 def _alive(session: SparkSession) -> bool:

@@ -179,4 +179,6 @@ def get_provider_info() -> dict[str, Any]:
         # under "connection-types" would register them twice).
         "connection-types-used": list(CONNECTION_TYPES_USED),
         "config": {CONFIG_SECTION: _config_section()},
+        # `airflow region-failover ...` (Airflow 3 builds its CLI from these functions)
+        "cli": ["airflow_region_failover.cli.airflow_command.get_cli_commands"],
     }

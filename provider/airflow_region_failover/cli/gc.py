@@ -18,11 +18,11 @@ what).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from airflow_region_failover.cli.output import render
 from airflow_region_failover.failover.values import parse_duration_ms
 from airflow_region_failover.observability import lineage
 from airflow_region_failover.plugins.rest import default_api
@@ -95,13 +95,13 @@ def committed_partitions(store: ResultStore, dag_id: str, run_ids: Iterable[str]
 
 
 def gc_command(args: argparse.Namespace) -> int:
-    """CLI handler: ``--grace`` (Flink duration, default 1 h, at least 15 min) and ``--dry-run``; exit status 1 when
-    the shared sweep's window closed (module rule)."""
+    """CLI handler: ``--grace`` (Flink duration, default 1 h, at least 15 min), ``--dry-run`` and ``-o json|table``
+    (the summary, to ``args.out``); exit status 1 when the shared sweep's window closed (module rule)."""
     grace = parse_duration_ms(getattr(args, "grace", "1 h"), "--grace") / 1000
     check_grace(grace, MIN_GRACE_SECONDS, "--grace")
     store = default_store()
     publish_root(store.config)  # OptionError if published tables lie where this sweep would delete them
     summary = run_gc(store, grace, retention_from_airflow(), run_finished_via_rest,
                      dry_run=bool(getattr(args, "dry_run", False)))
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    args.out.write(render(summary, args.output) + "\n")
     return 1 if summary["shared_sweep_window_closed"] else 0

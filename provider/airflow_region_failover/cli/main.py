@@ -1,8 +1,11 @@
-"""``region-failover`` (also ``python -m airflow_region_failover``): look at regions and preview decisions.
+"""``region-failover`` (also ``python -m airflow_region_failover`` and ``airflow region-failover``): look at
+regions and preview decisions.
 
 ``regions``, ``plan``, ``backoff`` and ``dot`` need only the pure core: they import no Airflow, boto3 or
-pyspark. ``history`` and ``gc`` (:mod:`.history`, :mod:`.gc`) import the Airflow / S3 side when they run. Bad
-input exits 2 with one line on stderr naming the offending step, edge, option or file.
+pyspark. ``history`` and ``gc`` (:mod:`.history`, :mod:`.gc`) import the Airflow / S3 side when they run, after
+the configuration they need is checked (:mod:`.preflight`), and write only their results to stdout
+(:func:`.output.results_only`). ``-o json|table`` picks the form of a document. Bad input exits 2 with one line
+on stderr naming the offending step, edge, option or file. Help texts are plain text (:data:`DESCRIPTION`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_region_failover.cli import advise
+from airflow_region_failover.cli import preflight
+from airflow_region_failover.cli.output import FORMATS, results_only, table
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.options import FailoverStrategy
@@ -29,10 +34,17 @@ from airflow_region_failover.graph.dot import to_dot
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.regions import compute_regions
 
+DESCRIPTION = ("Flink-style region failover for PySpark pipelines: look at a job graph's failover regions, preview "
+               "restart decisions and backoffs, read a run's failover history, collect the result store's garbage.")
+"""The command's help text (plain text: argparse shows it as it is)."""
+
 
 def _regions(args: argparse.Namespace) -> int:
-    regions = compute_regions(jsonformat.load(args.graph))
-    _print_json({"regions": [[str(s) for s in r.subtasks] for r in regions.regions]})
+    regions = [[str(s) for s in r.subtasks] for r in compute_regions(jsonformat.load(args.graph)).regions]
+    if args.output == "table":
+        print(table(("region", "subtasks"), [(i, " ".join(r)) for i, r in enumerate(regions)]))
+    else:
+        _print_json({"regions": regions})
     return 0
 
 
@@ -46,7 +58,12 @@ def _plan(args: argparse.Namespace) -> int:
     decision = plan_restart(
         FailoverTopology.build(graph), failed, KnownAvailability.except_(unavailable), args.strategy
     )
-    _print_json({**decision.to_dict(), "reuse": reuse_hints(graph, decision)})
+    document = {**decision.to_dict(), "reuse": reuse_hints(graph, decision)}
+    if args.output == "table":
+        print(table(("region", "reason", "subtasks"),
+                    [(r["region"], r["reason"], " ".join(r["subtasks"])) for r in document["regions"]]))
+    else:
+        _print_json(document)
     return 0
 
 
@@ -65,13 +82,17 @@ def _dot(args: argparse.Namespace) -> int:
 
 def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     """A sub-command implemented on the Airflow / S3 side, imported only when it runs (the core commands must work
-    without Airflow, boto3 or pyspark). Like Airflow's own CLI, it reads connections as a server process does
-    (secrets backends and the metadata DB)."""
+    without Airflow, boto3 or pyspark) and only once the store's required options are set somewhere. Like Airflow's
+    own CLI, it reads connections as a server process does (secrets backends and the metadata DB). Its results go
+    to ``args.out``; anything else written to stdout meanwhile goes to stderr."""
 
     def run(args: argparse.Namespace) -> int:
+        preflight.require_store()
         os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
-        handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
-        return handler(args)
+        with results_only() as out:
+            args.out = out
+            handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+            return handler(args)
 
     return run
 
@@ -97,15 +118,21 @@ def _print_json(document: object) -> None:
     print(json.dumps(document, indent=2))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``region-failover``."""
-    parser = argparse.ArgumentParser(prog="region-failover", description=__doc__.splitlines()[0])
+def _output(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("-o", "--output", choices=FORMATS, default=default, help=f"output format (default: {default})")
+
+
+def build_parser(prog: str = "region-failover") -> argparse.ArgumentParser:
+    """The argument parser of ``region-failover`` (``prog``: the name its usage lines show)."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("regions", help="print the failover regions of a job graph (JSON)")
+    p = sub.add_parser("regions", help="print the failover regions of a job graph")
     p.add_argument("graph", help="job graph JSON file")
+    _output(p, "json")
     p.set_defaults(run=_regions)
-    p = sub.add_parser("plan", help="print which subtasks restart after a failure, and why (JSON)")
+    p = sub.add_parser("plan", help="print which subtasks restart after a failure, and why")
     p.add_argument("graph", help="job graph JSON file")
+    _output(p, "json")
     p.add_argument("--failed", required=True, help="the failed subtask, e.g. join#3")
     p.add_argument("--unavailable", nargs="+", action="extend", default=[], metavar="PARTITION",
                    help="a partition that is gone, e.g. clean->join#0 (repeat the flag or list several)")
@@ -128,11 +155,13 @@ def _add_lazy_commands(sub: Any) -> None:
     p = sub.add_parser("history", help="print the failover decisions of a DAG run")
     p.add_argument("dag_id")
     p.add_argument("run_id")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _output(p, "table")
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
     p.set_defaults(run=_delegate("airflow_region_failover.cli.history", "history_command"))
     p = sub.add_parser("gc", help="sweep uncommitted attempts and orphaned prefixes, release expired results")
     p.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
     p.add_argument("--grace", default="1 h", help="minimum age of what is swept (Flink duration), default 1 h")
+    _output(p, "json")
     p.set_defaults(run=_delegate("airflow_region_failover.cli.gc", "gc_command"))
     p = sub.add_parser("standalone", help="run SeaweedFS, Spark Connect and Airflow on your DAGs folder until stopped")
     p.add_argument("--dags", type=Path, default=Path("dags"), help="your DAGs folder (default: ./dags)")
@@ -154,15 +183,15 @@ def _standalone(args: argparse.Namespace) -> int:
     return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "region-failover") -> int:
     """Entry point; returns the exit code (2 for bad input, with one line on stderr; 1 when the reader of stdout
     closed it early, e.g. ``| head``, quietly: Python's advice for SIGPIPE)."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     try:
         code: int = args.run(args)
         sys.stdout.flush()
     except RegionFailoverError as exc:
-        print(f"region-failover: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # the interpreter flushes stdout again at exit: point it at /dev/null so that flush cannot fail too

@@ -22,6 +22,7 @@ __all__ = [
     "ConditionFailed",
     "ConditionalWritesUnsupported",
     "DiskTooFull",
+    "ExtraNotInstalled",
     "GraceTooShort",
     "GraphError",
     "HistoryError",
@@ -39,6 +40,7 @@ __all__ = [
     "SparkUnreachable",
     "StepOutputError",
     "StoreError",
+    "StoreNotConfigured",
     "StoreUnreachable",
     "Superseded",
     "UnsafeKeyError",
@@ -105,6 +107,11 @@ class StoreUnreachable(StoreError):
     """S3 did not answer after the configured bounded retries; nothing was committed."""
 
 
+class StoreNotConfigured(StoreError):
+    """The result store cannot sign a request: no AWS credentials in its connection or this process (the message
+    names the connection and how to add it)."""
+
+
 class ReleaseRefused(StoreError):
     """A release or clean-up was refused because a run is unfinished or a pending restart holds its results."""
 
@@ -140,6 +147,11 @@ class InputUnavailable(RegionFailoverError):
     def __init__(self, partition: PartitionId, why: str) -> None:
         super().__init__(f"input partition {partition} is unavailable: {why}")
         self.partition = partition
+
+
+class ExtraNotInstalled(RegionFailoverError, FileNotFoundError):
+    """A feature needs an extra of the distribution that is not installed (the message names the extra and the
+    ``pip install`` that adds it); a ``FileNotFoundError`` too, as the missing program or package is."""
 
 
 # -- Spark -------------------------------------------------------------------------------------------------------

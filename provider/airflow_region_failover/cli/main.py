@@ -177,8 +177,9 @@ def _standalone(args: argparse.Namespace) -> int:
     try:
         command = importlib.import_module("airflow_region_failover.standalone.command")
     except ModuleNotFoundError as exc:
-        raise RegionFailoverError(f"standalone needs {exc.name!r}: pip install "
-                                  "'airflow-provider-region-failover[standalone]'") from exc
+        raise RegionFailoverError(f"standalone needs {exc.name!r}, of the provider's 'standalone' extra: pip install "
+                                  "'airflow-provider-region-failover[standalone]' (from the wheel: pip install "
+                                  "'<wheel>.whl[standalone]', docs/operator/installing.md)") from exc
     code: int = command.standalone_command(args)
     return code
 

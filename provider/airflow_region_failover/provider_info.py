@@ -5,8 +5,11 @@ the import layers that :mod:`.conf` reads. ``package-name`` equals the distribut
 ``[region_failover]`` section (:data:`CONFIG_OPTIONS`) is the one source of every option the provider reads: its
 name, its one default and its description. ``airflow config list`` shows them, and :mod:`.conf` has one typed
 getter per option that falls back to the default declared here (``tests/unit/test_conf.py`` checks both ways).
-The plugin is registered through the ``airflow.plugins`` entry point (provider-info plugins are ignored under
-lazy provider discovery), so it is not listed here.
+Each option is typed as its getter in :mod:`.conf` returns it (``boolean``, ``integer``, ``float``; JSON objects and
+the rest ``string``; ``tests/unit/packaging/test_provider_info_typed.py``). The plugin is registered through the
+``airflow.plugins`` entry point, which is what loads it (provider-info plugins are ignored under lazy provider
+discovery); ``plugins`` lists the same class so ``airflow providers get`` shows it. The integration's doc link is
+this provider's docs (``docs/`` of the source distribution: there is no public site yet).
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ CONNECTION_TYPES_USED: tuple[str, ...] = (
 
 
 class Option(NamedTuple):
-    """A declared option: its default (as airflow.cfg text; ``""``: unset) and its description."""
+    """A declared option: its default (as airflow.cfg text; ``""``: unset), its description and its type in the
+    provider schema's terms (``string``, ``boolean``, ``integer``, ``float``)."""
 
     default: str
     description: str
+    type: str = "string"
 
 
 #: option -> (default, description). Failover/restart options use Flink's key names as values.
 CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
-    "enabled": ("True", "Whether the failover loop (the plugin's listener) acts on failed tasks of rendered jobs."),
+    "enabled": ("True", "Whether the failover loop (the plugin's listener) acts on failed tasks of rendered jobs.",
+                "boolean"),
     "api_conn_id": (
         "region_failover_api",
         "Connection (http://login:password@host:port of the api-server; extra 'token' optional) through which the "
@@ -44,16 +50,19 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "1.0",
         "Seconds between two passes of the scheduler-side watcher that applies pending restart decisions and "
         "detects failed step tasks that fired no listener (e.g. a SIGKILLed task process).",
+        "float",
     ),
     "watch_lookback": (
         "600.0",
         "Seconds of history the watcher re-reads when the scheduler starts, so a decision still pending in the "
         "decision log survives a scheduler restart; also how long it keeps watching a run after the run ended.",
+        "float",
     ),
     "max_start_delay": (
         "3600.0",
         "Upper bound, in seconds, of the restart delay a restarted task waits before executing (a guard against a "
         "misconfigured backoff).",
+        "float",
     ),
     "failover_strategy": (
         "region",
@@ -79,9 +88,11 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "a type mismatch, bad SQL: the plan is wrong, every try fails alike) and Python's SyntaxError and NameError "
         "(the code is wrong). Empty: none. A job's restart-strategy.non-recoverable-errors and a step's "
         "non_recoverable_errors override it.",
+        "string",
     ),
-    "store_keep_last_runs": ("", "Retention: keep the results of the last N finished runs per DAG (empty: no limit)."),
-    "store_keep_days": ("", "Retention: keep the results of finished runs for D days (empty: no limit)."),
+    "store_keep_last_runs": ("", "Retention: keep the results of the last N finished runs per DAG (empty: no limit).",
+                             "integer"),
+    "store_keep_days": ("", "Retention: keep the results of finished runs for D days (empty: no limit).", "float"),
     "spark_conn_id": (
         "",
         "Connection used by step operators that name none. Empty: an embedded local Spark session "
@@ -152,9 +163,9 @@ def options_table() -> str:
 
 def _config_section() -> dict[str, Any]:
     options = {
-        key: {"description": description, "version_added": "0.1.0", "type": "string", "example": None,
+        key: {"description": description, "version_added": "0.1.0", "type": kind, "example": None,
               "default": default}
-        for key, (default, description) in CONFIG_OPTIONS.items()
+        for key, (default, description, kind) in CONFIG_OPTIONS.items()
     }
     return {"description": "Region failover of PySpark pipelines (airflow-provider-region-failover).",
             "options": options}
@@ -168,9 +179,10 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Flink-style fine-grained (region) failover for PySpark pipelines orchestrated by Airflow 3.",
         "versions": ["0.1.0"],
         "integrations": [
-            {"integration-name": "Region Failover", "external-doc-url": "https://nightlies.apache.org/flink/",
-             "tags": ["software"]},
+            {"integration-name": "Region Failover", "external-doc-url": "docs/index.md", "tags": ["software"]},
         ],
+        "plugins": [{"name": "region_failover",
+                     "plugin-class": "airflow_region_failover.plugins.plugin.RegionFailoverPlugin"}],
         "operators": [
             {"integration-name": "Region Failover",
              "python-modules": ["airflow_region_failover.operators.step"]},

@@ -1,10 +1,12 @@
 """The install commands of docs/operator/installing.md work as a user runs them: its first ``bash`` block builds the
 wheel from this checkout and installs it into an empty venv (uv's ``pip``, from the machine's caches and PyPI;
-≈ 75 s warm), where ``region-failover --help`` and ``import airflow_region_failover`` work and exactly one pyspark
-distribution is installed (docs/versions.md, "One pyspark")."""
+≈ 75 s warm), where ``region-failover --help``, ``airflow region-failover --help`` and ``import
+airflow_region_failover`` work, exactly one pyspark distribution is installed (docs/versions.md, "One pyspark") and
+the JVM helper jar lies in the environment's ``jars/``."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -25,8 +27,9 @@ def documented_commands() -> list[list[str]]:
     return [shlex.split(line, comments=True) for line in block.splitlines() if shlex.split(line, comments=True)]
 
 
-def _run(argv: list[str], cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+def _run(argv: list[str], cwd: Path, timeout: float = 240,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     assert done.returncode == 0, f"{shlex.join(argv)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done
 
@@ -55,3 +58,10 @@ def test_the_documented_install_works_in_an_empty_venv(tmp_path: Path) -> None:
              "if d.metadata['Name'].lower().startswith('pyspark')), pyspark.__version__, m.version('pyspark'))")
     imported = _run([str(python), "-c", probe], tmp_path, timeout=120).stdout.split()
     assert imported[0] == "['pyspark']" and imported[1] == imported[2], imported
+    jars = [p.name for p in (venv / "jars").glob("*.jar")]
+    assert len(jars) == 1 and jars[0].startswith("region-failover-keyed-parquet-"), jars  # where sessions find it
+    (tmp_path / "airflow").mkdir()
+    quiet = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")},
+             "AIRFLOW_HOME": str(tmp_path / "airflow")}
+    airflow = _run([str(venv / "bin" / "airflow"), "region-failover", "--help"], tmp_path, timeout=120, env=quiet)
+    assert "region-failover" in airflow.stdout, airflow.stdout

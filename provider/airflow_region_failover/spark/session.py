@@ -15,8 +15,9 @@ Any other connection type is an error naming the connection and the types accept
 process and target (a stopped one is rebuilt on the next request).
 
 A Spark Connect server that does not answer fails the try at once (:func:`probe`): before a session is built its
-``host:port`` must accept a TCP connection within :data:`CONNECT_TIMEOUT_S`, else :class:`SparkUnreachable` names
-the URL (without its parameters: they may hold a token) and the connection. pyspark's own retry policy would wait
+``host:port`` must accept a TCP connection and answer HTTP/2's preface (as gRPC servers do) within
+:data:`CONNECT_TIMEOUT_S` each, else :class:`SparkUnreachable` names the URL (without its parameters: they may hold a
+token) and the connection. pyspark's own retry policy would wait
 about ten minutes per try before saying anything.
 """
 
@@ -40,6 +41,10 @@ EMBEDDED, CONNECT, CLUSTER = "embedded", "connect", "cluster"
 CONNECT_TIMEOUT_S = 10.0
 """How long the Spark Connect server has to accept a TCP connection before the try fails (:func:`probe`)."""
 DEFAULT_CONNECT_PORT = 15002
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")
+"""HTTP/2's client connection preface and an empty SETTINGS frame: what a gRPC client sends first (RFC 9113 3.4)."""
+H2_SETTINGS = 0x4
+"""The frame type of the SETTINGS frame a gRPC (HTTP/2) server answers the preface with."""
 """Spark Connect's port when an ``sc://`` URL names none (Spark's own default)."""
 
 
@@ -136,16 +141,25 @@ def connect_address(url: str) -> tuple[str, int]:
 
 def probe(target: SparkTarget, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """:class:`SparkUnreachable` naming the URL and the connection unless the Spark Connect server of ``target``
-    accepts a TCP connection within ``timeout_s`` (module rule)."""
+    accepts a TCP connection within ``timeout_s`` and — on a plaintext URL — answers HTTP/2's connection preface
+    with its SETTINGS frame within ``timeout_s`` as every gRPC server does (module rule). A TLS URL
+    (``use_ssl=true``) is checked to the TCP connection only."""
     host, port = connect_address(target.url)
+    via = f"connection {target.conn_id!r}" if target.conn_id else "the Spark Connect URL"
+    fix = f"start the server or fix the host/port of {via} (airflow connections get {target.conn_id or '<conn_id>'})"
     try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
+        with socket.create_connection((host, port), timeout=timeout_s) as conn:
+            if "use_ssl=true" in target.url.lower():
+                return
+            conn.sendall(H2_PREFACE)
+            answer = conn.recv(9)
     except OSError as exc:
         reason = f"no answer within {timeout_s:.0f} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        via = f"connection {target.conn_id!r}" if target.conn_id else "the Spark Connect URL"
-        raise SparkUnreachable(
-            f"Spark Connect server sc://{host}:{port} ({via}) does not answer: {reason}; start the server or fix "
-            f"the host/port of {via} (airflow connections get {target.conn_id or '<conn_id>'})") from None
+        raise SparkUnreachable(f"Spark Connect server sc://{host}:{port} ({via}) does not answer: {reason}; "
+                               f"{fix}") from None
+    if len(answer) < 4 or answer[3] != H2_SETTINGS:
+        raise SparkUnreachable(f"sc://{host}:{port} ({via}) is not a Spark Connect (gRPC) server: it "
+                               f"{'closed the connection' if not answer else 'answered something else'}; {fix}")
 
 
 def _alive(session: SparkSession) -> bool:

@@ -28,6 +28,33 @@ def test_a_spark_connect_url_nothing_answers_fails_within_30_s_naming_the_url_an
     assert "s3cr3t" not in message and "\n" not in message, message
 
 
+@pytest.mark.timeout(60)
+def test_a_port_that_accepts_but_never_answers_fails_within_30_s_too() -> None:
+    with socket.socket() as silent:  # listening, never accepting: the kernel completes the handshake, nobody speaks
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(RegionFailoverError) as raised:
+            session.get_session(SparkTarget(CONNECT, f"sc://127.0.0.1:{port}", "spark_prod")).range(1).count()
+    assert time.monotonic() - started < 30, raised.value
+    assert f"sc://127.0.0.1:{port}" in str(raised.value) and "'spark_prod'" in str(raised.value), raised.value
+
+
+def test_a_grpc_server_passes_the_probe() -> None:
+    from concurrent import futures
+
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        session.probe(SparkTarget(CONNECT, f"sc://127.0.0.1:{port}", "spark_prod"))  # answers HTTP/2 SETTINGS
+    finally:
+        server.stop(0)
+
+
 def test_the_probe_names_the_default_port_when_the_url_has_none() -> None:
     assert session.connect_address("sc://spark-connect.example/;user_id=a") == ("spark-connect.example", 15002)
     assert session.connect_address("sc://10.0.0.5:15010") == ("10.0.0.5", 15010)

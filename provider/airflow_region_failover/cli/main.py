@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_region_failover.cli import advise
-from airflow_region_failover.cli import preflight
+from airflow_region_failover.cli import advise, preflight
 from airflow_region_failover.cli.output import FORMATS, results_only, table
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.failover.availability import KnownAvailability

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 
 from airflow_region_failover.exceptions import StoreNotConfigured, StoreUnreachable
-from airflow_region_failover.store.config import S3Access
+from airflow_region_failover.store.s3.clients import S3Access
 
 OPTION = "[region_failover] store_aws_conn_id"
 

@@ -20,7 +20,7 @@ import pytest
 
 from airflow_region_failover.cli.main import main
 from airflow_region_failover.exceptions import StoreError
-from airflow_region_failover.store import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 
 
 def _closed_port() -> int:

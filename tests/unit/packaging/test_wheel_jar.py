@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from airflow_region_failover.store import keyed_writer
+from airflow_region_failover.store.dataplane import keyed_writer
 from devtools import wheel_jar
 from tests.support.wheel import names
 

@@ -37,7 +37,7 @@ class Option(NamedTuple):
     type: str = "string"
 
 
-#: option -> (default, description). Failover/restart options use Flink's key names as values.
+#: option -> its declared default, description and type. Failover/restart options use Flink's key names as values.
 CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
     "enabled": ("True", "Whether the failover loop (the plugin's listener) acts on failed tasks of rendered jobs.",
                 "boolean"),

@@ -27,11 +27,11 @@ from airflow_region_failover.store.dataplane import clustered, local_write, parq
 from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.types import Cut, Target, Written
 from airflow_region_failover.store.deployment import checked, mark_deployment, probe_conditional_writes
-from airflow_region_failover.store.first_contact import set_up_errors
 from airflow_region_failover.store.gc import lifecycle
 from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, client_for
+from airflow_region_failover.store.s3.first_contact import set_up_errors
 from airflow_region_failover.store.s3.objects import Objects
 from airflow_region_failover.timeline import add_work, phase
 
@@ -74,7 +74,7 @@ class ResultStore:
         (:class:`ConditionalWritesUnsupported` otherwise) and the prefix must not lie inside another deployment's
         (:class:`NestedDeployment`); then the prefix is marked as this deployment's. Once per deployment: a
         process whose deployment's marker records the checks starts with that one GET (:mod:`.deployment`)."""
-        with set_up_errors(self.config.access, self.endpoint):  # no credentials, no answer: one line (.first_contact)
+        with set_up_errors(self.config.access, self.endpoint):  # no credentials, no answer: one line (s3.first_contact)
             if checked(self.objects):
                 return self
             probe_conditional_writes(self.objects, self.endpoint)

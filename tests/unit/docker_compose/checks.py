@@ -78,7 +78,7 @@ def connection_problems(doc: Compose) -> list[str]:
     use (``AIRFLOW__REGION_FAILOVER__*_CONN_ID``, or the option's default when unset) is defined, of a type the
     option accepts."""
     problems = []
-    conn_options = {key: default for key, (default, _) in CONFIG_OPTIONS.items() if key.endswith("_conn_id")}
+    conn_options = {key: option.default for key, option in CONFIG_OPTIONS.items() if key.endswith("_conn_id")}
     for name, variables in airflow_services(doc).items():
         conns: dict[str, dict[str, Any]] = {}
         for key, value in variables.items():

@@ -1,7 +1,8 @@
 """What a process's first S3 call says when the result store is not set up: one line naming the endpoint, the
 Airflow connection and the fix, instead of botocore's traceback.
 
-Rules (:func:`set_up_errors`, around :meth:`~.facade.ResultStore.start_up`, the first S3 call of every task, CLI
+Rules (:func:`set_up_errors`, around
+:meth:`~airflow_region_failover.store.result_store.ResultStore.start_up`, the first S3 call of every task, CLI
 command and scheduler-side component): no credentials anywhere (botocore's ``NoCredentialsError`` /
 ``PartialCredentialsError``) is :class:`~airflow_region_failover.exceptions.StoreNotConfigured` naming the
 connection (``[region_failover] store_aws_conn_id``) and how to add one; an endpoint that does not answer after the

@@ -20,6 +20,7 @@ from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _etl_stack import Salts, size_of
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,8 +152,8 @@ def _app_attempt(args: argparse.Namespace, clock: Any) -> int:
             aggregated = aggregated.withColumn("year", fail(F.col("year")))
         try:
             with timeline.phase("write"):
-                store.write(etl["report"](aggregated), args.dag_id, args.run_id, PartitionId("report", 0),
-                            args.attempt)
+                store.write(etl["report"](aggregated), AttemptId(args.dag_id, args.run_id, PartitionId("report", 0),
+                                                                 args.attempt))
         except Exception as exc:  # the injected failure arrives wrapped in Spark's error
             if args.fail and "injected failure" in str(exc):
                 print("injected failure fired", file=sys.stderr)

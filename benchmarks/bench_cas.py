@@ -25,7 +25,7 @@ import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store.gc.registry import derive_registry
-from airflow_region_failover.store.keys import cas_name
+from airflow_region_failover.store.keys import AttemptId, cas_name
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -45,7 +45,7 @@ def bench_restart(store: ResultStore, table: pa.Table) -> list[dict[str, Any]]:
     for label, run, attempt in (("first write", "r1", 1), ("restart, same rows", "r1", 2),
                                 ("next scheduled run, same rows", "r2", 1)):
         start = time.perf_counter()
-        manifest, tally = store.write_arrow_counted(table, "etl", run, P, attempt)
+        manifest, tally = store.write_arrow(table, AttemptId("etl", run, P, attempt))
         seconds = time.perf_counter() - start
         out.append({"write": label, "objects": f"{tally.new_objects}/{tally.objects}",
                     "uploaded MB": round(tally.new_bytes / MB, 1), "of MB": round(tally.bytes / MB, 1),

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from airflow_region_failover.store.keys import AttemptId
 
 DAG = "bench_checkpoint"
 SHARE = 20
@@ -103,7 +104,7 @@ def write_input(spark: Any, store: Any, size_mb: int, epochs: int, keys: int) ->
         "id", ((((F.col("id") % (keys // SHARE)) * SHARE) + (F.col("id") / per_epoch).cast("long")) % keys)
         .alias("key"), (F.col("id") % 997).cast("double").alias("value"),
         F.sha1(F.col("id").cast("string")).substr(1, 24).alias("pad"))
-    manifest = store.write(frame, DAG, "input", PartitionId("src->agg", 0), 1)
+    manifest, _ = store.write(frame, AttemptId(DAG, "input", PartitionId("src->agg", 0), 1))
     print(f"input: {manifest.row_count} rows, {manifest.total_bytes / 2**20:.0f} MB, {len(manifest.objects)} "
           "objects", flush=True)
     return PartitionRef("src->agg", 0, Exchange.BLOCKING, DAG, "input", 1, manifest.row_count).to_json()

@@ -44,6 +44,7 @@ from airflow_region_failover.store.dataplane.chunking import (
     sort_order,
 )
 from airflow_region_failover.store.dataplane.encoding import ROW_GROUP_BYTES, row_groups
+from airflow_region_failover.store.keys import AttemptId
 
 MB = 1024 * 1024
 KEY = ("key",)
@@ -210,12 +211,12 @@ def spark_write(size_mb: int, target_mb: int) -> list[str]:
         e = server.endpoint
         store = ResultStore.from_endpoint(e.endpoint_url, e.access_key, e.secret_key, e.bucket,
                                           prefix=f"chunk-{secrets.token_hex(3)}")
-        store.write(df.limit(1000), "bench", "warm", PartitionId("r", 0), 1)  # python workers started
+        store.write(df.limit(1000), AttemptId("bench", "warm", PartitionId("r", 0), 1))  # python workers started
         best: dict[str, tuple[float, int, int]] = {}
         for run in range(2):
             for label, extra in (("plain", {}), ("chunked", {"clustering": clustering})):
                 start = time.perf_counter()
-                manifest = store.write(df, "bench", f"{label}-{run}", PartitionId("r", 0), 1, **extra)
+                manifest, _ = store.write(df, AttemptId("bench", f"{label}-{run}", PartitionId("r", 0), 1), **extra)
                 seconds = time.perf_counter() - start
                 if label not in best or seconds < best[label][0]:
                     best[label] = (seconds, len(manifest.objects), manifest.total_bytes)

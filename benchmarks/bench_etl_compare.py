@@ -112,7 +112,7 @@ def report_rows(store: Any, dag_id: str, run_id: str) -> list[tuple[Any, ...]]:
     """The committed report (partition ``report#0``) as sorted rows, for the cross-check."""
     from airflow_region_failover.graph.ids import PartitionId
 
-    table = store.read_arrow(dag_id, run_id, PartitionId("report", 0))
+    table = store.read_arrow(store.manifest(dag_id, run_id, PartitionId("report", 0)))
     cols = ["c_mktsegment", "year", "revenue", "orders", "customers"]
     return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
 

@@ -58,6 +58,7 @@ from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store.config import MAX_OBJECT_BYTES, MiB
 from airflow_region_failover.store.dataplane import keyed_writer
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -127,7 +128,8 @@ def produce(store: ResultStore, spark: Any, total: int, run: str, cut: Cut | Non
     manifests = []
     for i in range(PRODUCERS):
         lo, hi = total * i // PRODUCERS, total * (i + 1) // PRODUCERS
-        manifests.append(store.write(rows(spark, lo, hi), "bench", run, PartitionId("rows", i), 1, cut=cut))
+        manifests.append(store.write(rows(spark, lo, hi), AttemptId("bench", run, PartitionId("rows", i), 1),
+                                     cut=cut)[0])
     return manifests
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -142,7 +143,7 @@ def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: 
                     client=store.objects.client)
     part = PartitionId("bench", 0)
     run = f"write-{mode}-{time.time_ns()}"
-    write_s, write_cpu, manifest = timed_cpu(lambda: s.write(df, "bench", run, part, 1))
+    write_s, write_cpu, manifest = timed_cpu(lambda: s.write(df, AttemptId("bench", run, part, 1))[0])
     read_s, _ = timed(lambda: s.read(spark, "bench", run, part).write.format("noop")
                       .mode("overwrite").save())
     raw_s, raw_cpu, raw_bytes = raw_upload(s, manifest, threads=cores if mode == "executors" else 1)
@@ -159,8 +160,8 @@ def bench_write_read(store: ResultStore, spark: Any, df: Any, mode: str, cores: 
 def populate(store: ResultStore, count: int) -> None:
     tiny = pa.table({"x": [1]})
     run = f"avail-{count}"
-    list(ThreadPoolExecutor(8).map(lambda i: store.write_arrow(tiny, "bench", run, PartitionId("a", i), 1),
-                                   range(count)))
+    list(ThreadPoolExecutor(8).map(
+        lambda i: store.write_arrow(tiny, AttemptId("bench", run, PartitionId("a", i), 1))[0], range(count)))
 
 
 def bench_availability(store: ResultStore, count: int) -> dict[str, float]:

@@ -45,6 +45,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.processes import stop_on_signals
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store.dataplane import s3a
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.result_store import ResultStore
 from bench_store import timed_cpu
@@ -107,12 +108,12 @@ class Bench:
         spark_url = s3a.url(self.bucket, f"spark/{number}")
         self.measure("spark_write", lambda: self.df.write.options(**self.options).parquet(spark_url))
         store = ResultStore(replace(self.store.config, prefix=f"paths-{number}"), client=self.client)
-        manifest = self.measure("store_write", lambda: store.write(self.df, "bench", f"r{number}",
-                                                                    PartitionId("li", 0), 1))
+        manifest = self.measure("store_write", lambda: store.write(self.df, AttemptId("bench", f"r{number}",
+                                                                                      PartitionId("li", 0), 1))[0])
         python_store = ResultStore(replace(self.store.config, prefix=f"paths-py-{number}", jvm_io="off"),
                                    client=self.client)
-        before = self.measure("store_write_python", lambda: python_store.write(self.df, "bench", f"r{number}",
-                                                                                PartitionId("li", 0), 1))
+        attempt = AttemptId("bench", f"r{number}", PartitionId("li", 0), 1)
+        before = self.measure("store_write_python", lambda: python_store.write(self.df, attempt)[0])
         for name, written in (("store_write", manifest), ("store_write_python", before)):
             sizes = [o.size / MB for o in written.objects]
             print(f"  {name}: {len(sizes)} objects, {min(sizes):.1f}-{max(sizes):.1f} MB", flush=True)
@@ -269,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             bench = Bench(server, spark, line_items(spark, args.orders))
             bench.store.start_up()
             warm = ResultStore(replace(bench.store.config, prefix="warm-up"), client=bench.client)
-            seconds, _, manifest = timed_cpu(lambda: warm.write(spark.range(0, 1000, 1, 2), "bench", "warm",
-                                                                  PartitionId("w", 0), 1))
+            warm_up = AttemptId("bench", "warm", PartitionId("w", 0), 1)
+            seconds, _, manifest = timed_cpu(lambda: warm.write(spark.range(0, 1000, 1, 2), warm_up)[0])
             revenue_of = warm.read_version(spark, manifest).count()
             print(f"Python workers and S3A warmed in {seconds:.1f} s ({revenue_of} rows; excluded)", flush=True)
             for number in range(1, args.repeat + 1):

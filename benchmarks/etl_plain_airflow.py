@@ -32,6 +32,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
+from airflow_region_failover.store.keys import AttemptId
+
 DAG_ID = "etl_plain_airflow"
 ETL_SOURCE = str(Path(__file__).resolve().parents[1] / "dags" / "tpch_etl.py")
 ORDERS = 20_000
@@ -86,7 +88,7 @@ def _save(df: Any, step: str, context: Any) -> int:
         url, options = _s3a(step, context)
         df.write.options(**options).mode("overwrite").parquet(url)
         return 0
-    manifest = _store().write(df, ti.dag_id, ti.run_id, PartitionId(step, 0), int(ti.try_number))
+    manifest, _ = _store().write(df, AttemptId(ti.dag_id, ti.run_id, PartitionId(step, 0), int(ti.try_number)))
     return int(manifest.total_bytes)
 
 

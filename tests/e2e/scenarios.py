@@ -25,7 +25,7 @@ def _attempts(e2e: Any, dag_id: str, run_id: str, partitions: list[str]) -> dict
 def _d_output(e2e: Any, dag_id: str, run_id: str) -> dict[int, tuple[int, int]]:
     rows: dict[int, tuple[int, int]] = {}
     for index in (0, 1):
-        table = e2e.store.read_arrow(dag_id, run_id, PartitionId("d", index)).to_pylist()
+        table = e2e.store.read_arrow(e2e.store.manifest(dag_id, run_id, PartitionId("d", index))).to_pylist()
         rows.update({int(r["k"]): (int(r["total"]), int(r["n"])) for r in table})
     return rows
 
@@ -82,7 +82,7 @@ def _check_report(e2e: Any, run_id: str, spark_connect: str) -> None:
         expected = [tuple(r) for r in etl["expected_report"](spark).collect()]
     finally:
         spark.stop()  # else the client's threads retry against the server stopped at session end, delaying exit
-    got = e2e.store.read_arrow("tpch_etl", run_id, PartitionId("report", 0)).to_pylist()
+    got = e2e.store.read_arrow(e2e.store.manifest("tpch_etl", run_id, PartitionId("report", 0))).to_pylist()
     assert [tuple(r.values()) for r in got] == expected
 
 
@@ -95,7 +95,8 @@ def _post(e2e: Any, path: str, body: dict[str, Any]) -> Any:
 
 
 def _values(e2e: Any, dag_id: str, run_id: str) -> list[int]:
-    rows = [r for i in (0, 1) for r in e2e.store.read_arrow(dag_id, run_id, PartitionId("scale", i)).to_pylist()]
+    rows = [r for i in (0, 1) for r in e2e.store.read_arrow(e2e.store.manifest(dag_id, run_id, PartitionId("scale",
+                                                                                                           i))).to_pylist()]
     return sorted(int(r["v"]) for r in rows)
 
 

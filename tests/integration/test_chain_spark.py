@@ -28,6 +28,7 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.run import SubtaskRun, chain_contexts, current_inputs, input_versions
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import embedded_session
 
@@ -99,8 +100,8 @@ class Calls:
 def commit_src(store: ResultStore) -> list[PartitionRef]:
     refs = []
     for index in (0, 1):
-        manifest = store.write_arrow(pa.table({"id": list(range(index * 10, index * 10 + 10))}), DAG, RUN,
-                                     PartitionId("src->gen", index), 1)
+        manifest, _ = store.write_arrow(pa.table({"id": list(range(index * 10, index * 10 + 10))}),
+                                        AttemptId(DAG, RUN, PartitionId("src->gen", index), 1))
         refs.append(PartitionRef("src->gen", index, Exchange.BLOCKING, DAG, RUN, 1, manifest.row_count))
     return refs
 

@@ -55,7 +55,7 @@ def child(s3: S3Endpoint, store: ResultStore, source: Manifest, run_id: str, try
 
 
 def rows(store: ResultStore, manifest: Manifest) -> list[tuple[int, int, int]]:
-    table = store.read_arrow(manifest.dag_id, manifest.run_id, OUTPUT)
+    table = store.read_arrow(store.manifest(manifest.dag_id, manifest.run_id, OUTPUT))
     return sorted((r["epoch"], r["k"], r["n"]) for r in table.to_pylist())
 
 

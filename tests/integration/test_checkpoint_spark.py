@@ -94,7 +94,7 @@ def test_the_example_resumes_from_its_checkpoint_and_sessions_are_correct(
         expected = {"epochs": 7, "resumed_from": 4, "skipped": 4, "checkpoints": 3} if index == 0 else \
             {"epochs": 7, "resumed_from": 0, "skipped": 0, "checkpoints": 7}
         assert {k: v for k, v in summary["checkpoint"].items() if k != "uploaded_bytes"} == expected, summary
-        table = store.read_arrow(DAG, RUN, PartitionId("sessions", index))
+        table = store.read_arrow(store.manifest(DAG, RUN, PartitionId("sessions", index)))
         rows += [(r["user"], r["start"], r["end"], r["clicks"]) for r in table.to_pylist()]
     assert sorted(rows) == EXAMPLE["reference_sessions"]()
 
@@ -142,7 +142,7 @@ def test_a_chain_checkpoints_every_member_at_one_boundary(spark: Any, store: Res
     storage = CheckpointStorage(store.objects, store.run_keys(DAG, RUN), PartitionId("total", 0), 900)
     last = storage.completed()[0].manifest
     assert last is not None and [s.step for s in last.states] == ["count", "total"]  # one cut, both members
-    rows = sorted((r["epoch"], r["total"]) for r in store.read_arrow(DAG, RUN, PartitionId("total->sink", 0))
-                  .to_pylist())
+    sink = store.manifest(DAG, RUN, PartitionId("total->sink", 0))
+    rows = sorted((r["epoch"], r["total"]) for r in store.read_arrow(sink).to_pylist())
     assert rows == [(0, 10), (1, 20), (2, 30)]
     assert PartitionRef("total->sink", 0, Exchange.BLOCKING, DAG, RUN, 2).partition == PartitionId("total->sink", 0)

@@ -12,6 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
+from airflow_region_failover.store.keys import AttemptId
 from devtools.cluster import Postgres, Redis, SparkCluster
 from devtools.databases import descendants, running
 
@@ -195,7 +196,7 @@ def store_round_trip_on_executors(url: str, s3: Any) -> None:
     session = SparkSession.builder.remote(url).create()
     try:
         df = session.range(0, 5_000, 1, 4).selectExpr("id", "concat('k', id % 13) AS k")
-        manifest = store.write(df, "cluster", "run", PartitionId("a->b", 0), 1)
+        manifest, _ = store.write(df, AttemptId("cluster", "run", PartitionId("a->b", 0), 1))
         assert (manifest.row_count, len(manifest.objects)) == (5_000, 4)
         back = store.read(session, "cluster", "run", PartitionId("a->b", 0))
         assert tuple(back.selectExpr("count(*)", "sum(id)", "count(distinct k)").first()) == (5_000, 12_497_500, 13)

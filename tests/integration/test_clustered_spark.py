@@ -15,6 +15,7 @@ from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.dataplane.chunking import ChunkPolicy
 from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 
@@ -55,25 +56,25 @@ def _collect(df: Any) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("store", ["executors", "driver"], indirect=True)
 def test_rewriting_with_a_few_rows_changed_shares_most_objects(spark: Any, store: ResultStore) -> None:
-    first = store.write(events(spark, 3), "etl", "r1", P, 1, clustering=CLUSTER)
+    first, _ = store.write(events(spark, 3), AttemptId("etl", "r1", P, 1), clustering=CLUSTER)
     assert first.row_count == N and len(first.objects) > 20  # ~2.5k rows a chunk
     changed = (5, 40_000, 99_999)
     # the next run: other rows changed, and Spark slices the input differently
-    second = store.write(events(spark, 5, changed), "etl", "r2", P, 1, clustering=CLUSTER)
+    second, _ = store.write(events(spark, 5, changed), AttemptId("etl", "r2", P, 1), clustering=CLUSTER)
     assert second.row_count == N
     new = shas(second) - shas(first)
     assert 1 <= len(new) <= len(changed), f"{len(new)} of {len(second.objects)} objects changed"
     assert _collect(store.read(spark, "etl", "r2", P)) == _collect(events(spark, 2, changed))
     # each object holds one ascending run of the cluster key
-    table = store.read_arrow("etl", "r2", P)
+    table = store.read_arrow(store.manifest("etl", "r2", P))
     assert table.num_rows == N
 
 
 def test_a_keyed_clustered_result_keeps_its_subpartitions(spark: Any, store: ResultStore) -> None:
     cut = Cut(("region",), 128, 2)
-    first = store.write(events(spark, 3), "etl", "k1", P, 1, cut=cut, clustering=CLUSTER)
+    first, _ = store.write(events(spark, 3), AttemptId("etl", "k1", P, 1), cut=cut, clustering=CLUSTER)
     assert {o.subpartition for o in first.objects} == {0, 1}
-    second = store.write(events(spark, 4, (77,)), "etl", "k2", P, 1, cut=cut, clustering=CLUSTER)
+    second, _ = store.write(events(spark, 4, (77,)), AttemptId("etl", "k2", P, 1), cut=cut, clustering=CLUSTER)
     assert len(shas(second) - shas(first)) == 1
     for sub in (0, 1):
         mine = [o for o in second.objects if o.subpartition == sub]
@@ -88,11 +89,12 @@ def test_bad_cluster_or_key_columns_are_named_at_run_time(spark: Any, store: Res
     bad = Clustering(("nope",), where="step 'p', edge p -> c")
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: cluster_by column 'nope' is not a column of "
                                               "the result"):
-        store.write(events(spark, 1), "etl", "bad", P, 1, clustering=bad)
+        store.write(events(spark, 1), AttemptId("etl", "bad", P, 1), clustering=bad)
     nested = Clustering(("tags",), where="step 'p', edge p -> c")
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: cluster_by column 'tags' is of type "
                                               "array<bigint>; cluster by flat columns only"):
-        store.write(events(spark, 1).selectExpr("*", "array(id) AS tags"), "etl", "bad", P, 1, clustering=nested)
+        store.write(events(spark, 1).selectExpr("*", "array(id) AS tags"), AttemptId("etl", "bad", P, 1),
+                    clustering=nested)
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: partition_by column 'nah' is not a column"):
-        store.write(events(spark, 1), "etl", "bad", P, 1, clustering=CLUSTER,
+        store.write(events(spark, 1), AttemptId("etl", "bad", P, 1), clustering=CLUSTER,
                     cut=Cut(("nah",), 128, 2, where="step 'p', edge p -> c"))

@@ -20,6 +20,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.job import job_of
 from airflow_region_failover.plugins.clearing import Services, handle_failure
 from airflow_region_failover.store.config import Retention
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.fakes import services as fake_services
 
@@ -42,7 +43,8 @@ def store(s3_server: Any) -> ResultStore:
 
 def commit_b(store: ResultStore, run_id: str) -> None:
     for index in (0, 1):
-        store.write_arrow(pa.table({"k": [index], "v": [index * 10]}), DAG, run_id, PartitionId("b->c", index), 1)
+        store.write_arrow(pa.table({"k": [index], "v": [index * 10]}), AttemptId(DAG, run_id, PartitionId("b->c",
+                                                                                                          index), 1))
 
 
 def services(store: ResultStore) -> Services:

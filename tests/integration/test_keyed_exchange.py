@@ -20,6 +20,7 @@ from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.dataplane.types import Cut, key_group_column
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 
@@ -74,7 +75,7 @@ def _collect(df: Any) -> list[tuple[Any, ...]]:
 def test_one_subpartition_per_consumer_each_read_exactly_once(spark: Any, store: ResultStore) -> None:
     df = rows(spark)
     edge = edge_to(4)
-    manifest = store.write(df, "etl", "run", P, 1, cut=Cut(KEYS, 128, 4))
+    manifest, _ = store.write(df, AttemptId("etl", "run", P, 1), cut=Cut(KEYS, 128, 4))
     cut = manifest.partitioning
     assert cut is not None and [s.key_groups for s in cut.subpartitions] == [key_group_range(128, 4, j)
                                                                              for j in range(4)]
@@ -99,7 +100,7 @@ def test_a_consumer_at_another_parallelism_reads_exactly_its_keys(spark: Any, st
     """Written for 4 consumers, read by 3 (a DAG edit between runs): each reads only the subpartitions its key
     groups overlap, drops the other rows, and together they read every row once."""
     df = rows(spark)
-    store.write(df, "etl", "run", P, 1, cut=Cut(KEYS, 128, 4))
+    store.write(df, AttemptId("etl", "run", P, 1), cut=Cut(KEYS, 128, 4))
     io = StoreIO(store)
     ref = PartitionRef("orders", 0, Exchange.BLOCKING, "etl", "run", 1)
     edge = edge_to(3)
@@ -112,4 +113,5 @@ def test_a_consumer_at_another_parallelism_reads_exactly_its_keys(spark: Any, st
 
 def test_an_unknown_key_column_is_named_at_run_time(spark: Any, store: ResultStore) -> None:
     with pytest.raises(StepOutputError, match="step 'p', edge p -> c: partition_by column 'nope' is not a column"):
-        store.write(rows(spark, 10), "etl", "run", P, 1, cut=Cut(("nope",), 128, 2, where="step 'p', edge p -> c"))
+        store.write(rows(spark, 10), AttemptId("etl", "run", P, 1), cut=Cut(("nope",), 128, 2,
+                                                                            where="step 'p', edge p -> c"))

@@ -26,6 +26,7 @@ from airflow_region_failover.store.dataplane.local_write import (
 )
 from airflow_region_failover.store.dataplane.s3a import session_settings
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.keys import AttemptId
 from tests.support.spark import spark_session, typed_rows
 from tests.support.store import on_server
 
@@ -143,23 +144,23 @@ def test_the_stores_keyed_writes_go_through_it(spark: Any, s3_server: S3Endpoint
 
     monkeypatch.setattr(keyed_writer, "write", counted)
     store = on_server(s3_server, f"kw-{secrets.token_hex(4)}")
-    manifest = store.write(typed_rows(spark), "etl", "keyed", P, 1, cut=CUT)
+    manifest, _ = store.write(typed_rows(spark), AttemptId("etl", "keyed", P, 1), cut=CUT)
     assert calls == [True] and manifest.partitioning is not None
     assert manifest.row_count == 30_000
-    store.write(typed_rows(spark), "etl", "unkeyed", P, 1)
+    store.write(typed_rows(spark), AttemptId("etl", "unkeyed", P, 1))
     assert calls == [True], "an unkeyed write does not"
     monkeypatch.setattr(local_write, "MAX_OPEN_WRITERS", CUT.parallelism - 1)
-    store.write(typed_rows(spark), "etl", "many", P, 1, cut=CUT)
+    store.write(typed_rows(spark), AttemptId("etl", "many", P, 1), cut=CUT)
     assert calls == [True], "nor a cut into more subpartitions than a task may keep open"
 
 
 def test_a_session_without_it_writes_through_partition_by_and_remembers(spark: Any, s3_server: S3Endpoint,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     store = on_server(s3_server, f"kw-{secrets.token_hex(4)}")
-    with_it = store.write(typed_rows(spark), "etl", "with", P, 1, cut=CUT)
+    with_it, _ = store.write(typed_rows(spark), AttemptId("etl", "with", P, 1), cut=CUT)
     monkeypatch.setattr(keyed_writer, "FORMAT", "org.regionfailover.spark.NotOnTheClassPath")
     monkeypatch.setattr(keyed_writer, "WRITER", keyed_writer.JarSource(keyed_writer.FORMAT, "partitionBy"))
-    without = store.write(typed_rows(spark), "etl", "without", P, 1, cut=CUT)
+    without, _ = store.write(typed_rows(spark), AttemptId("etl", "without", P, 1), cut=CUT)
     assert keyed_writer.WRITER.known_missing(spark)
     assert without.objects == with_it.objects, "the same objects, content addresses and all"
     assert not keyed_writer.write(CUT.tag(typed_rows(spark)), "file:///nowhere", RECORDS, 4, "t", {})

@@ -28,6 +28,7 @@ from airflow_region_failover.publication.declaration import (
     table_uri,
     transaction_of,
 )
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
@@ -70,7 +71,7 @@ def produce(store: ResultStore, run: RunTimes, day: int) -> None:
     for i in range(2):
         rows = pa.table({"item": [f"i{i}-{k}" for k in range(3)], "price": [day * 10.0 + k for k in range(3)],
                          "at": pa.array([datetime(2026, 1, day)] * 3, pa.timestamp("ns"))})
-        store.write_arrow(rows, run.dag_id, run.run_id, PartitionId(RESULT, i), 1)
+        store.write_arrow(rows, AttemptId(run.dag_id, run.run_id, PartitionId(RESULT, i), 1))
 
 
 def target(store: ResultStore, name: str) -> delta.TableTarget:
@@ -159,7 +160,7 @@ def test_two_publishers_of_one_run_racing_commit_once(store: ResultStore, monkey
     produce(store, DAY1, 1)
     tgt = target(store, "prices")
     txn = transaction_of(Publication(RESULT, "prices", PublishMode.APPEND), DAY1)
-    parts = [store.read_arrow(DAG, DAY1.run_id, PartitionId(RESULT, i)) for i in range(2)]
+    parts = [store.read_arrow(store.manifest(DAG, DAY1.run_id, PartitionId(RESULT, i))) for i in range(2)]
     older = RunTimes(DAG, "other", datetime(2025, 12, 31))
     produce(store, older, 1)
     assert publish(store, tgt, older).committed  # the table exists
@@ -195,8 +196,8 @@ def test_append_refuses_other_columns_and_duckdb_reads_the_table(store: ResultSt
     local = delta.target_for(table_uri(str(tmp_path), "prices"), None)
     assert publish(store, local, DAY1).committed
     other = RunTimes(DAG, "manual__x", None, None, datetime(2026, 2, 1, tzinfo=timezone.utc))
-    store.write_arrow(pa.table({"sku": ["a"]}), DAG, other.run_id, PartitionId(RESULT, 0), 1)
-    store.write_arrow(pa.table({"sku": ["b"]}), DAG, other.run_id, PartitionId(RESULT, 1), 1)
+    store.write_arrow(pa.table({"sku": ["a"]}), AttemptId(DAG, other.run_id, PartitionId(RESULT, 0), 1))
+    store.write_arrow(pa.table({"sku": ["b"]}), AttemptId(DAG, other.run_id, PartitionId(RESULT, 1), 1))
     with pytest.raises(delta.PublishError, match="append only adds rows of the same columns"):
         publish(store, local, other)
     duckdb = pytest.importorskip("duckdb")

@@ -20,6 +20,7 @@ import pytest
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication import delta, staging
 from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes, transaction_of
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.delta_spark import read_tables, s3a_options
 
@@ -76,7 +77,7 @@ def publish_all(store: ResultStore, table: str, mode: PublishMode) -> tuple[str,
     for run in DAYS:
         parts = [rows_of(run, i) for i in range(2)]
         for i, part in enumerate(parts):
-            store.write_arrow(part, DAG, run.run_id, PartitionId(result, i), 1)
+            store.write_arrow(part, AttemptId(DAG, run.run_id, PartitionId(result, i), 1))
         outcome = delta.publish(store, DAG, run.run_id, result, 2, target,
                                 transaction_of(Publication(result, table, mode), run))
         assert outcome.committed and outcome.version is not None, outcome

@@ -21,6 +21,7 @@ import pytest
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.gc.registry import derive_registry
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import release
@@ -52,14 +53,14 @@ def shared_keys(store: ResultStore) -> set[str]:
 def test_two_runs_share_objects_and_releasing_one_keeps_the_other_readable(s3_server: S3Endpoint,
                                                                            prefix: str) -> None:
     store = make_store(s3_server, prefix)
-    first, written = store.write_arrow_counted(table(1), "etl", "day-1", P, 1)
-    second, unchanged = store.write_arrow_counted(table(1), "etl", "day-2", P, 1)  # a scheduled run, same rows
+    first, written = store.write_arrow(table(1), AttemptId("etl", "day-1", P, 1))
+    second, unchanged = store.write_arrow(table(1), AttemptId("etl", "day-2", P, 1))  # a scheduled run, same rows
     assert second.objects == first.objects and unchanged.new_bytes == 0 and written.new_bytes == written.bytes > 0
     assert derive_registry(store.objects, store.layout).references == {first.objects[0].sha256: 2}
     release(store, "etl", "day-1")
     report = store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
     assert (report.shared.deleted, report.shared.referenced) == (0, 1)
-    assert store.read_arrow("etl", "day-2", P).equals(table(1))
+    assert store.read_arrow(store.manifest("etl", "day-2", P)).equals(table(1))
     assert store.is_available("etl", "day-2", P, "deep", verify_checksums=True)
     release(store, "etl", "day-2")
     assert store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR).shared.deleted == 1
@@ -89,9 +90,9 @@ print("FINISHED", flush=True)
 def test_a_sweeper_killed_mid_way_loses_nothing_and_the_next_sweep_removes_the_rest(s3_server: S3Endpoint,
                                                                                     prefix: str) -> None:
     store = make_store(s3_server, prefix)
-    kept = {run: store.write_arrow(table(seed), "etl", run, P, 1) for seed, run in enumerate(["a", "b"])}
-    store.write_arrow(table(0), "etl", "a-again", P, 1)  # shares run a's object
-    garbage = [store.write_arrow(table(10 + i), "etl", f"old-{i}", P, 1) for i in range(4)]
+    kept = {run: store.write_arrow(table(seed), AttemptId("etl", run, P, 1))[0] for seed, run in enumerate(["a", "b"])}
+    store.write_arrow(table(0), AttemptId("etl", "a-again", P, 1))  # shares run a's object
+    garbage = [store.write_arrow(table(10 + i), AttemptId("etl", f"old-{i}", P, 1))[0] for i in range(4)]
     for i in range(4):
         release(store, "etl", f"old-{i}")
     release(store, "etl", "a")  # a's object still listed by a-again
@@ -113,8 +114,8 @@ def test_a_sweeper_killed_mid_way_loses_nothing_and_the_next_sweep_removes_the_r
         assert store.is_available("etl", run, P, "deep", verify_checksums=True)
     report = store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
     assert (report.shared.deleted, report.shared.referenced) == (3, 2)
-    assert store.read_arrow("etl", "a-again", P).equals(table(0))
-    assert store.read_arrow("etl", "b", P).num_rows == kept["b"].row_count
+    assert store.read_arrow(store.manifest("etl", "a-again", P)).equals(table(0))
+    assert store.read_arrow(store.manifest("etl", "b", P)).num_rows == kept["b"].row_count
     assert len(shared_keys(store)) == 2
 
 
@@ -124,7 +125,7 @@ def test_a_committer_reusing_an_object_the_sweeper_judged_garbage_keeps_it(s3_se
     writer re-produces the same bytes (its create-only PUT finds them there) and commits. The committer refreshes
     the stale object before its manifest goes in, and the sweeper's HEAD right before the DELETE sees that."""
     store = make_store(s3_server, prefix, min_grace_seconds=8.0)  # writers refresh objects older than 4 s
-    old = store.write_arrow(table(5), "etl", "old", P, 1)
+    old, _ = store.write_arrow(table(5), AttemptId("etl", "old", P, 1))
     release(store, "etl", "old")
     time.sleep(6)
     listed, resume = threading.Event(), threading.Event()
@@ -145,12 +146,12 @@ def test_a_committer_reusing_an_object_the_sweeper_judged_garbage_keeps_it(s3_se
         sweeper.sweep(grace_seconds=40, now=time.time() + 37, min_grace_seconds=8.0)))
     thread.start()
     assert listed.wait(60)
-    new, tally = store.write_arrow_counted(table(5), "etl", "new", P, 1)  # same bytes: nothing uploaded
+    new, tally = store.write_arrow(table(5), AttemptId("etl", "new", P, 1))  # same bytes: nothing uploaded
     assert new.objects == old.objects and tally.new_bytes == 0
     resume.set()
     thread.join(60)
     assert reports and reports[0].shared.deleted == 0 and reports[0].shared.deferred == 1
-    assert store.read_arrow("etl", "new", P).equals(table(5))
+    assert store.read_arrow(store.manifest("etl", "new", P)).equals(table(5))
 
 
 def test_version_1_manifests_with_run_scoped_objects_are_read_and_kept(s3_server: S3Endpoint, prefix: str) -> None:
@@ -167,7 +168,7 @@ def test_version_1_manifests_with_run_scoped_objects_are_read_and_kept(s3_server
     document = json.loads(manifest.to_json())
     document["version"] = 1
     store.objects.put_if_absent(keys.manifest(P, 1), json.dumps(document).encode())
-    assert store.read_arrow("etl", "legacy", P).equals(table(7))
+    assert store.read_arrow(store.manifest("etl", "legacy", P)).equals(table(7))
     store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
     assert store.is_available("etl", "legacy", P, "deep", verify_checksums=True)
 

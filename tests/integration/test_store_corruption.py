@@ -20,6 +20,7 @@ from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.content import put_content
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -48,7 +49,7 @@ def flip(store: ResultStore, entry: ObjectEntry, keep_checksum: bool) -> None:
 
 
 def test_the_server_keeps_each_objects_sha256_and_refuses_a_body_that_does_not_match(store: ResultStore) -> None:
-    (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
+    (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
     found = store.objects.stat(store.layout.cas_object(entry.sha256))
     assert found is not None and found.sha256 == entry.sha256 and found.size == entry.size
     with pytest.raises(Exception, match=r"BadDigest|XAmzContentSHA256Mismatch|did not match"):
@@ -57,19 +58,20 @@ def test_the_server_keeps_each_objects_sha256_and_refuses_a_body_that_does_not_m
 
 def test_a_flipped_object_two_runs_list_is_found_moved_aside_and_written_again_by_one_restart(
         store: ResultStore) -> None:
-    (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
-    assert store.write_arrow(TABLE, "d", "r2", P, 1).objects == (entry,)
+    (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
+    assert store.write_arrow(TABLE, AttemptId("d", "r2", P, 1))[0].objects == (entry,)
     flip(store, entry, keep_checksum=True)
     for run in ("r1", "r2"):
         assert "SHA-256" in store.checker("d", run, "deep").why_unavailable(P), run
     with pytest.raises(NotAvailable) as caught:
-        store.read_arrow("d", "r1", P)
+        store.read_arrow(store.manifest("d", "r1", P))
     assert caught.value.partition == P and "is unreadable" in str(caught.value)
     quarantined = [i.key for i in store.objects.listing(store.layout.quarantine_root + "/")]
     assert [k.rsplit("/", 1)[1].split("-")[0] for k in quarantined] == [entry.sha256]
-    _, tally = store.write_arrow_counted(TABLE, "d", "r1", P, 2)  # the producer's restart
+    _, tally = store.write_arrow(TABLE, AttemptId("d", "r1", P, 2))  # the producer's restart
     assert tally.new_objects == 1
-    assert store.read_arrow("d", "r1", P) == TABLE and store.read_arrow("d", "r2", P) == TABLE
+    assert store.read_arrow(store.manifest("d", "r1", P)) == TABLE and store.read_arrow(store.manifest("d", "r2",
+                                                                                                       P)) == TABLE
     assert store.checker("d", "r2", "deep").is_available(P)
 
 

@@ -20,6 +20,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint, SeaweedFS
 from airflow_region_failover.store.config import Retention
 from airflow_region_failover.store.gc import lifecycle
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import release, retirements
 
@@ -86,9 +87,10 @@ def test_sigkill_mid_upload_leaves_nothing_visible_and_rerun_commits(s3_server: 
     assert all(key.endswith(".ref") for key in data)  # nothing half-visible (only the writer's announcement)
     assert list(store.objects.listing(store.layout.cas_root + "/")) == []
     assert store.objects.uploads(store.layout.cas_root + "/")  # the open upload is there...
-    manifest = store.write_arrow(random_table(1000), "etl", "r1", P, 2)  # ...and the rerun commits cleanly
+    manifest, _ = store.write_arrow(random_table(1000), AttemptId("etl", "r1", P,
+                                                                  2))  # ...and the rerun commits cleanly
     assert store.checker("etl", "r1", "deep").is_available(P)
-    assert store.read_arrow("etl", "r1", P).num_rows == 1000 and manifest.attempt == 2
+    assert store.read_arrow(store.manifest("etl", "r1", P)).num_rows == 1000 and manifest.attempt == 2
     report = store.sweep(grace_seconds=3600, now=time.time() + 3601)
     assert report.aborted_uploads >= 1
     assert store.checker("etl", "r1", "deep", verify_checksums=True).is_available(P)
@@ -103,7 +105,7 @@ def test_racing_committers_exactly_one_wins(s3_server: S3Endpoint, prefix: str) 
     def write(i: int) -> None:
         barrier.wait()
         try:
-            outcomes[i] = store.write_arrow(tables[i], "etl", "race", P, 1)
+            outcomes[i] = store.write_arrow(tables[i], AttemptId("etl", "race", P, 1))[0]
         except (AlreadyCommitted, Superseded) as exc:
             outcomes[i] = exc
 
@@ -117,29 +119,29 @@ def test_racing_committers_exactly_one_wins(s3_server: S3Endpoint, prefix: str) 
     assert all(isinstance(o, AlreadyCommitted) for o in outcomes if o is not winners[0])
     current = store.manifest("etl", "race", P)
     assert current == winners[0]
-    assert store.read_arrow("etl", "race", P).num_rows == current.row_count
+    assert store.read_arrow(store.manifest("etl", "race", P)).num_rows == current.row_count
     shared = store.layout.cas_root + "/"
     assert len(list(store.objects.listing(shared))) == 4  # every writer's object; the losers' are garbage...
     report = store.sweep(grace_seconds=3600, now=time.time() + 3601)
     assert report.shared.deleted == 3 and report.shared.referenced == 1  # ...which the sweeper removes
-    assert store.read_arrow("etl", "race", P).num_rows == current.row_count
+    assert store.read_arrow(store.manifest("etl", "race", P)).num_rows == current.row_count
 
 
 def test_rerun_and_zombie_in_the_same_run(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
-    first = store.write_arrow(random_table(10), "etl", "rr", P, 1)
-    store.begin_attempt("etl", "rr", P, 2)  # the producer region restarts: attempt 2 begins
+    first, _ = store.write_arrow(random_table(10), AttemptId("etl", "rr", P, 1))
+    store.begin_attempt(AttemptId("etl", "rr", P, 2))  # the producer region restarts: attempt 2 begins
     assert not store.is_available("etl", "rr", P)
-    second = store.write_arrow(random_table(20), "etl", "rr", P, 2)
+    second, _ = store.write_arrow(random_table(20), AttemptId("etl", "rr", P, 2))
     with pytest.raises(Superseded):
-        store.write_arrow(random_table(30), "etl", "rr", P, 1)
+        store.write_arrow(random_table(30), AttemptId("etl", "rr", P, 1))
     assert store.manifest("etl", "rr", P) == second
     assert retirements(store, "etl", "rr", P)[0].content_checksum == first.content_checksum
 
 
 def test_deleted_or_truncated_object_fails_the_deep_check(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
-    manifest = store.write_arrow(random_table(5000), "etl", "deep", P, 1)
+    manifest, _ = store.write_arrow(random_table(5000), AttemptId("etl", "deep", P, 1))
     key = store.run_keys("etl", "deep").object_key(manifest.objects[0].key, shared=True)
     client = store.objects.client
     body = client.get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
@@ -164,7 +166,7 @@ def test_server_stopped_during_write_gives_clear_error_and_commits_nothing(tmp_p
         killer.start()
         started = time.monotonic()
         with pytest.raises(StoreUnreachable, match="failed after retries"):
-            store.write_arrow(table, "etl", "down", P, 1)
+            store.write_arrow(table, AttemptId("etl", "down", P, 1))
         assert time.monotonic() - started < 60
         killer.join()
         endpoint = server.start()  # same data directory, new ports
@@ -178,7 +180,7 @@ def test_server_stopped_during_write_gives_clear_error_and_commits_nothing(tmp_p
 def test_release_and_gc_never_delete_what_a_pending_restart_needs(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
     for run in ("old-held", "old-running", "old-done", "new"):
-        store.write_arrow(random_table(10), "etl", run, P, 1)
+        store.write_arrow(random_table(10), AttemptId("etl", run, P, 1))
     lifecycle.hold(store.objects, store.run_keys("etl", "old-held"), "restart-7", "restart pending in backoff")
     with pytest.raises(ReleaseRefused, match="restart-7"):
         release(store, "etl", "old-held")
@@ -194,7 +196,7 @@ def test_release_and_gc_never_delete_what_a_pending_restart_needs(s3_server: S3E
 
 def test_sweeper_removes_uncommitted_attempts_only_after_grace(s3_server: S3Endpoint, prefix: str) -> None:
     store = make_store(s3_server, prefix)
-    store.write_arrow(random_table(10), "etl", "sw", P, 1)
+    store.write_arrow(random_table(10), AttemptId("etl", "sw", P, 1))
     keys = store.run_keys("etl", "sw")
     orphan = keys.data_object(P, 2, "abcdef0123456789", 0)
     store.objects.client.put_object(Bucket=s3_server.bucket, Key=orphan, Body=b"x" * 10)
@@ -206,13 +208,13 @@ def test_sweeper_removes_uncommitted_attempts_only_after_grace(s3_server: S3Endp
 def test_credentials_never_logged(s3_server: S3Endpoint, prefix: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     store = make_store(s3_server, prefix, max_attempts=1)
-    store.write_arrow(random_table(10), "etl", "log", P, 1)
-    store.read_arrow("etl", "log", P)
+    store.write_arrow(random_table(10), AttemptId("etl", "log", P, 1))
+    store.read_arrow(store.manifest("etl", "log", P))
     store.is_available("etl", "log", P, "deep")
     bad = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, "wrong-" + s3_server.secret_key,
                                     s3_server.bucket, prefix=prefix, max_attempts=1)
     with pytest.raises(Exception):  # noqa: B017 - the signature error itself is not the point
-        bad.write_arrow(random_table(10), "etl", "log", P, 2)
+        bad.write_arrow(random_table(10), AttemptId("etl", "log", P, 2))
     text = caplog.text + repr(store.config) + repr(bad.config) + repr(s3_server)
     assert s3_server.secret_key not in text
     ours = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("airflow_region_failover"))
@@ -229,7 +231,7 @@ def test_unsafe_ids_are_rejected_before_any_request(s3_server: S3Endpoint, prefi
 
     store = make_store(s3_server, prefix)
     with pytest.raises(UnsafeKeyError):
-        store.write_arrow(random_table(3), dag_id, run_id, partition, 1)
+        store.write_arrow(random_table(3), AttemptId(dag_id, run_id, partition, 1))
     with pytest.raises(UnsafeKeyError):
         store.checker(dag_id, run_id).is_available(partition)
     everything = store.objects.client.list_objects_v2(Bucket=s3_server.bucket).get("Contents", [])
@@ -242,7 +244,7 @@ def test_gc_dry_run_then_real(s3_server: S3Endpoint, prefix: str) -> None:
 
     store = make_store(s3_server, prefix)
     for run in ("a", "b"):
-        store.write_arrow(random_table(10), "etl", run, P, 1)
+        store.write_arrow(random_table(10), AttemptId("etl", run, P, 1))
     orphan = store.run_keys("etl", "a").data_object(P, 2, "0123456789abcdef", 0)
     store.objects.client.put_object(Bucket=s3_server.bucket, Key=orphan, Body=b"x")
     finished: dict[str, bool] = {"a": True, "b": True}
@@ -251,7 +253,7 @@ def test_gc_dry_run_then_real(s3_server: S3Endpoint, prefix: str) -> None:
         return lambda run_id: finished[run_id]
 
     time.sleep(1.1)  # created times differ, so "newest run" is well defined
-    store.write_arrow(random_table(10), "etl", "c", P, 1)
+    store.write_arrow(random_table(10), AttemptId("etl", "c", P, 1))
     finished["c"] = False
     reported: list[tuple[Any, list[str]]] = []
 

@@ -18,6 +18,7 @@ import pytest
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import FORMAT, Manifest, ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -87,7 +88,7 @@ def test_sweep_aborts_uploads_by_their_last_part_not_their_start(s3_server: S3En
     store = make_store(s3_server, prefix)
     client, bucket = store.objects.client, s3_server.bucket
     keys = store.run_keys("etl", "long")
-    store.write_arrow(pa.table({"x": [1, 2, 3]}), "etl", "long", P, 1)
+    store.write_arrow(pa.table({"x": [1, 2, 3]}), AttemptId("etl", "long", P, 1))
     busy = keys.data_object(P, 2, "aaaaaaaaaaaaaaaa", 0)
     stale = keys.data_object(P, 2, "bbbbbbbbbbbbbbbb", 0)
     busy_id = client.create_multipart_upload(Bucket=bucket, Key=busy)["UploadId"]
@@ -147,7 +148,7 @@ def test_commit_refuses_a_manifest_whose_objects_are_not_all_there(s3_server: S3
     store = make_store(s3_server, prefix)
     keys = store.run_keys("etl", "missing")
     writer = "0123456789abcdef"
-    store.begin_attempt("etl", "missing", P, 1)
+    store.begin_attempt(AttemptId("etl", "missing", P, 1))
     present, absent = keys.data_object(P, 1, writer, 0), keys.data_object(P, 1, writer, 1)
     store.objects.client.put_object(Bucket=s3_server.bucket, Key=present, Body=b"x" * 10)
 
@@ -168,7 +169,7 @@ def test_sweep_keeps_every_object_of_a_result_with_an_unreadable_manifest(s3_ser
                                                                          prefix: str) -> None:
     store = make_store(s3_server, prefix)
     client, bucket = store.objects.client, s3_server.bucket
-    store.write_arrow(pa.table({"x": [1]}), "etl", "upgrade", P, 1)
+    store.write_arrow(pa.table({"x": [1]}), AttemptId("etl", "upgrade", P, 1))
     keys = store.run_keys("etl", "upgrade")
     newer = keys.data_object(P, 2, "eeeeeeeeeeeeeeee", 0)  # written by a newer provider during an upgrade
     client.put_object(Bucket=bucket, Key=newer, Body=b"parquet of a newer writer")

@@ -20,6 +20,7 @@ from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.dataplane import listed, s3a
 from airflow_region_failover.store.dataplane.keyed_writer import JarSource
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session
 from tests.support.spark import typed_rows as rows
@@ -48,7 +49,7 @@ def object_urls(store: ResultStore, manifest: Any, objects: Any = None) -> list[
 def test_a_read_is_sparks_file_scan_over_exactly_the_manifests_objects(spark: Any, s3_server: S3Endpoint) -> None:
     store = make_store(s3_server)
     df = rows(spark)
-    manifest = store.write(df, "etl", "run", P, 1)
+    manifest, _ = store.write(df, AttemptId("etl", "run", P, 1))
     back = store.read(spark, "etl", "run", P)
     assert sorted(back.inputFiles()) == object_urls(store, manifest)
     assert back.schema == df.schema and back.count() == manifest.row_count == 30_000
@@ -59,7 +60,7 @@ def test_a_read_is_sparks_file_scan_over_exactly_the_manifests_objects(spark: An
 
 def test_a_replaced_object_is_refused_naming_the_partition(spark: Any, s3_server: S3Endpoint) -> None:
     store = make_store(s3_server)
-    manifest = store.write(rows(spark), "etl", "bad", P, 1)
+    manifest, _ = store.write(rows(spark), AttemptId("etl", "bad", P, 1))
     victim = manifest.objects[1]
     key = store.run_keys("etl", "bad").object_key(victim.key, victim.shared)
     client, bucket = store.objects.client, store.layout.bucket
@@ -84,7 +85,7 @@ def test_a_replaced_object_is_refused_naming_the_partition(spark: Any, s3_server
 def test_a_keyed_consumer_scans_exactly_its_subpartitions_objects(spark: Any, s3_server: S3Endpoint) -> None:
     store = make_store(s3_server)
     df = rows(spark)
-    manifest = store.write(df, "etl", "keyed", P, 1, cut=Cut(("k",), 128, 4))
+    manifest, _ = store.write(df, AttemptId("etl", "keyed", P, 1), cut=Cut(("k",), 128, 4))
     assert manifest.partitioning is not None
     seen = 0
     for j, sub in enumerate(manifest.partitioning.subpartitions):
@@ -106,7 +107,7 @@ def test_a_read_of_many_objects_lists_them_without_a_spark_job(spark: Any, s3_se
 
     store = make_store(s3_server, max_object_bytes=1024 * 1024)  # 10 binary columns: ~1,000 rows per object
     wide = spark.range(60_000).select("id", *[F.lit(b"x").alias(f"b{i}") for i in range(10)])
-    manifest = store.write(wide, "etl", "many", P, 1)
+    manifest, _ = store.write(wide, AttemptId("etl", "many", P, 1))
     assert len(manifest.objects) > int(spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold"))
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup(None))
@@ -121,7 +122,7 @@ def test_a_checked_read_is_resolved_without_spark_listing_its_objects(spark: Any
     Spark the sizes its manifest records instead: resolving a read of objects that are not there succeeds where
     ``spark.read.parquet`` refuses them, and reading them fails (nothing is made up)."""
     store = make_store(s3_server)
-    manifest = store.write(rows(spark), "etl", "listed", P, 1)
+    manifest, _ = store.write(rows(spark), AttemptId("etl", "listed", P, 1))
     embedded = hasattr(spark, "sparkContext") and "connect" not in type(spark).__module__
     metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.HiveCatalogMetrics if embedded else None
     counts = (lambda: (metrics.METRIC_FILES_DISCOVERED().getCount(), metrics.METRIC_FILE_CACHE_HITS().getCount())
@@ -149,7 +150,7 @@ def test_a_checked_read_is_resolved_without_spark_listing_its_objects(spark: Any
 def test_a_session_without_the_listed_reader_gets_none_and_is_remembered(spark: Any, s3_server: S3Endpoint,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     store = make_store(s3_server)
-    manifest = store.write(rows(spark), "etl", "unlisted", P, 1)
+    manifest, _ = store.write(rows(spark), AttemptId("etl", "unlisted", P, 1))
     options = s3a.hadoop_options(store.config.access, s3a.Mode.AUTO)
     assert options is not None
     monkeypatch.setattr(listed, "FORMAT", "org.regionfailover.spark.NotOnTheClassPath")

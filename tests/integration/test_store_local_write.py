@@ -23,6 +23,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.dataplane import local_write, s3a, scratch
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import spark_session, typed_rows
 from tests.support.store import on_server
@@ -67,8 +68,8 @@ def test_rows_round_trip_identical_to_the_python_workers_path(spark: Any, s3_ser
     store, before = make_store(s3_server), scratch_dirs()
     df = typed_rows(spark)
     assert local_write.jvm_writer(spark, s3a.Mode.AUTO), "the session's JVM writes where the driver reads"
-    jvm = store.write(df, "etl", "jvm", P, 1)
-    python = python_path(store).write(df, "etl", "py", P, 1)
+    jvm, _ = store.write(df, AttemptId("etl", "jvm", P, 1))
+    python, _ = python_path(store).write(df, AttemptId("etl", "py", P, 1))
     assert writers(store, jvm) == {"parquet-mr"} and writers(store, python) == {"parquet-cpp-arrow"}
     assert jvm.spark_schema == python.spark_schema == df.schema.json()
     assert jvm.row_count == python.row_count == 30_000 and len(jvm.objects) == 3  # one file per Spark task
@@ -84,8 +85,8 @@ def test_a_keyed_write_puts_each_subpartitions_rows_in_its_own_objects(spark: An
     store = make_store(s3_server)
     df = typed_rows(spark)
     cut = Cut(("k",), 128, 4)
-    manifest = store.write(df, "etl", "keyed", P, 1, cut=cut)
-    python = python_path(store).write(df, "etl", "keyed-py", P, 1, cut=cut)
+    manifest, _ = store.write(df, AttemptId("etl", "keyed", P, 1), cut=cut)
+    python, _ = python_path(store).write(df, AttemptId("etl", "keyed-py", P, 1), cut=cut)
     assert writers(store, manifest) == {"parquet-mr"} and manifest.partitioning is not None
     assert python.partitioning is not None
     assert [(s.index, s.key_groups, s.rows) for s in manifest.partitioning.subpartitions] == [
@@ -103,16 +104,16 @@ def test_a_keyed_write_puts_each_subpartitions_rows_in_its_own_objects(spark: An
 def test_a_rewrite_of_the_same_rows_uploads_nothing(spark: Any, s3_server: S3Endpoint) -> None:
     store = make_store(s3_server, max_object_bytes=MiB)
     df = typed_rows(spark)
-    first, uploaded = store.write_counted(df, "etl", "a", P, 1)
+    first, uploaded = store.write(df, AttemptId("etl", "a", P, 1))
     assert len(first.objects) == 6 and all(o.size <= MiB for o in first.objects)  # two files per Spark task
     assert uploaded.new_bytes == uploaded.bytes > 0
     for run, attempt in (("a", 2), ("b", 1)):  # a restart of the producer, a scheduled run of the same rows
-        again, tally = store.write_counted(df, "etl", run, P, attempt)
+        again, tally = store.write(df, AttemptId("etl", run, P, attempt))
         assert [o.sha256 for o in again.objects] == [o.sha256 for o in first.objects]
         assert (tally.new_bytes, tally.new_objects, tally.bytes) == (0, 0, uploaded.bytes)
     cut = Cut(("k",), 128, 4)
-    keyed, _ = store.write_counted(df, "etl", "k1", P, 1, cut=cut)
-    rekeyed, tally = store.write_counted(df, "etl", "k2", P, 1, cut=cut)
+    keyed, _ = store.write(df, AttemptId("etl", "k1", P, 1), cut=cut)
+    rekeyed, tally = store.write(df, AttemptId("etl", "k2", P, 1), cut=cut)
     assert rekeyed.objects == keyed.objects and tally.new_bytes == 0
 
 
@@ -120,7 +121,7 @@ def test_an_empty_result_commits_no_object(spark: Any, s3_server: S3Endpoint) ->
     store = make_store(s3_server)
     empty = typed_rows(spark).where("id < 0")
     for cut in (None, Cut(("k",), 128, 4)):
-        manifest = store.write(empty, "etl", f"empty-{cut is None}", P, 1, cut=cut)
+        manifest, _ = store.write(empty, AttemptId("etl", f"empty-{cut is None}", P, 1), cut=cut)
         assert manifest.objects == () and manifest.row_count == 0
         back = store.read_version(spark, manifest)
         assert back.schema == empty.schema and back.count() == 0
@@ -154,10 +155,10 @@ def test_a_keyed_write_does_not_sort_its_rows(spark: Any, s3_server: S3Endpoint,
     writers = 2
     monkeypatch.setattr(local_write, "MAX_OPEN_WRITERS", writers)
     store, df, cut = make_store(s3_server), typed_rows(spark), Cut(("k",), 128, 4)
-    manifest = store.write(df, "etl", f"unsorted-{writers}", P, 1, cut=cut)
+    manifest, _ = store.write(df, AttemptId("etl", f"unsorted-{writers}", P, 1), cut=cut)
     plan = last_write_plan(spark)
     assert "InsertIntoHadoopFsRelationCommand" in plan and "Sort [" not in plan, plan
-    python = python_path(store).write(df, "etl", f"unsorted-py-{writers}", P, 1, cut=cut)
+    python, _ = python_path(store).write(df, AttemptId("etl", f"unsorted-py-{writers}", P, 1), cut=cut)
     assert manifest.partitioning is not None and python.partitioning is not None
     for j, sub in enumerate(manifest.partitioning.subpartitions):
         ours = store.read_version(spark, manifest, manifest.select(sub.key_groups, ("k",), 128).objects)
@@ -186,7 +187,7 @@ def test_a_write_delta_encodes_integers_whose_dictionary_does_not_pay(spark: Any
     falls back from its dictionary to DELTA_BINARY_PACKED, not PLAIN (line items' 2 columns: 254.5 -> 137.9 MB)."""
     store = make_store(s3_server)
     df = spark.range(0, 200_000, 1, 2).selectExpr("id * 3 AS key", "id % 5 AS small")
-    manifest = store.write(df, "etl", "v2", P, 1)
+    manifest, _ = store.write(df, AttemptId("etl", "v2", P, 1))
     assert "DELTA_BINARY_PACKED" in encodings(store, manifest, "key")
     assert "RLE_DICTIONARY" in encodings(store, manifest, "small")  # a dictionary where it pays
     back = store.read_version(spark, manifest)
@@ -201,7 +202,7 @@ def test_a_keyed_writes_integer_key_is_delta_encoded_from_its_first_row(spark: A
     key without one, on either path; a low-cardinality code whose values lie far apart keeps its dictionary."""
     df = spark.range(0, 210_000, 1, 2).selectExpr("CAST(id / 7 AS BIGINT) AS k", "(id % 3) * 1000000007 AS code")
     for store in (make_store(s3_server), python_path(make_store(s3_server))):
-        manifest = store.write(df, "etl", "keyed-key", P, 1, cut=Cut(("k",), 128, 4))
+        manifest, _ = store.write(df, AttemptId("etl", "keyed-key", P, 1), cut=Cut(("k",), 128, 4))
         found = encodings(store, manifest, "k")
         assert not found & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} and "DELTA_BINARY_PACKED" in found, found
         assert "RLE_DICTIONARY" in encodings(store, manifest, "code")
@@ -221,7 +222,7 @@ def test_a_wide_decimal_is_written_without_parquets_dictionary(spark: Any, s3_se
         "named_struct('total', CAST(id % 50000 AS DECIMAL(30, 2))) AS nested", "CAST(id % 5 AS STRING) AS segment",
         "array(CAST(id % 40000 AS DECIMAL(20, 2))) AS xs")
     for cut in (None, Cut(("k",), 128, 4)):
-        manifest = store.write(df, "etl", f"wide-{cut is None}", P, 1, cut=cut)
+        manifest, _ = store.write(df, AttemptId("etl", f"wide-{cut is None}", P, 1), cut=cut)
         for column in ("revenue", "nested.total", "xs.list.element"):
             found = encodings(store, manifest, column)
             assert not found & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} and "DELTA_BYTE_ARRAY" in found, (column, found)

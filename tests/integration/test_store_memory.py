@@ -15,6 +15,7 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
@@ -28,14 +29,14 @@ def test_read_arrow_holds_an_object_in_memory_about_once(s3_server: S3Endpoint) 
                                       s3_server.bucket, prefix=f"mem-{secrets.token_hex(4)}", part_size=5 * MiB,
                                       verify_on_read=True)
     table = pa.table({"blob": pa.array([os.urandom(1024) for _ in range(20 * 1024)], pa.binary())})
-    manifest = store.write_arrow(table, "etl", "mem", P, 1)
+    manifest, _ = store.write_arrow(table, AttemptId("etl", "mem", P, 1))
     (entry,) = manifest.objects
     assert entry.size > 20 * MiB  # one incompressible object of ~20 MB
-    store.read_arrow("etl", "mem", P)  # warm up: client connections, imports
+    store.read_arrow(store.manifest("etl", "mem", P))  # warm up: client connections, imports
 
     tracemalloc.start()
     try:
-        read = store.read_arrow("etl", "mem", P)
+        read = store.read_arrow(store.manifest("etl", "mem", P))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -55,7 +56,7 @@ def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: 
                                       s3_server.bucket, prefix=f"mem-{secrets.token_hex(4)}", part_size=5 * MiB,
                                       upload_threads=threads, verify_on_read=True)
     keys = store.run_keys("etl", "many")
-    store.begin_attempt("etl", "many", P, 1)
+    store.begin_attempt(AttemptId("etl", "many", P, 1))
     target = types.Target(store.config.access, store.layout, keys, P, 1, secrets.token_hex(8), 5 * MiB, threads)
     tables = [pa.table({"blob": pa.array([os.urandom(1024) for _ in range(4 * 1024)], pa.binary())})
               for _ in range(count)]
@@ -64,11 +65,11 @@ def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: 
     protocol.commit(store.objects, keys, Manifest("etl", "many", P, 1, target.writer, "{}", 4 * 1024 * count,
                                                   entries, protocol.now_iso()))
     total = sum(e.size for e in entries)
-    store.read_arrow("etl", "many", P)  # warm up
+    store.read_arrow(store.manifest("etl", "many", P))  # warm up
 
     tracemalloc.start()
     try:
-        read = store.read_arrow("etl", "many", P)
+        read = store.read_arrow(store.manifest("etl", "many", P))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

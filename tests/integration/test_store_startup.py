@@ -15,6 +15,7 @@ import pytest
 from airflow_region_failover.exceptions import StoreError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 pytestmark = pytest.mark.integration
@@ -76,11 +77,11 @@ def test_a_prefix_inside_another_deployment_is_refused_naming_both(
 def test_the_sweeper_never_descends_into_a_nested_deployment(
         deployment: Callable[[str], ResultStore], base: str, inner: str) -> None:
     nested = deployment(f"{base}/{inner}")  # started first: no deployment encloses it yet
-    manifest = nested.write_arrow(pa.table({"x": [1, 2, 3]}), "etl", "r1", P, 1)
+    manifest, _ = nested.write_arrow(pa.table({"x": [1, 2, 3]}), AttemptId("etl", "r1", P, 1))
     before = keys_under(nested, f"{base}/{inner}/")
     outer = deployment(base)
 
     report = outer.sweep(grace_seconds=3600, now=time.time() + 3605)
 
     assert keys_under(nested, f"{base}/{inner}/") == before, report
-    assert nested.read_arrow("etl", "r1", P).num_rows == 3 and manifest.attempt == 1
+    assert nested.read_arrow(nested.manifest("etl", "r1", P)).num_rows == 3 and manifest.attempt == 1

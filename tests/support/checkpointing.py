@@ -30,6 +30,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.dataplane.parquet import write_arrow
 from airflow_region_failover.store.dataplane.reading import load_table
 from airflow_region_failover.store.dataplane.types import Target, Written
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -77,7 +78,7 @@ class ArrowEngine:
 
 def commit_input(store: ResultStore, dag_id: str, run_id: str, tables: Sequence[pa.Table]) -> Manifest:
     """Commit one input partition made of one object per table (the epochs' pieces)."""
-    target = store.target(dag_id, run_id, INPUT, 1)
+    target = store.target(AttemptId(dag_id, run_id, INPUT, 1))
     written = [write_arrow(t, target) for t in tables]
     objects = tuple(o for w in written for o in w.objects)
     return store.commit_written(target, Written(objects, sum(w.rows for w in written)), "schema")[0]
@@ -91,7 +92,7 @@ def run_try(store: ResultStore, source: Manifest, run_id: str, try_number: int, 
     committed result and what the loop did."""
     config = config or CheckpointConfig()
     output = PartitionId(OUTPUT.result, index)
-    target = store.target(source.dag_id, run_id, output, try_number)
+    target = store.target(AttemptId(source.dag_id, run_id, output, try_number))
     storage = CheckpointStorage(store.objects, store.run_keys(source.dag_id, run_id), output,
                                 store.config.min_grace_seconds)
     if die is not None and die[0] == "checkpoint":

@@ -3,7 +3,7 @@
 Rules (the transactional sink of Flink's two-phase commit, on Delta's log):
 
 * **Read committed**: the rows are the *current committed* version of every partition of the sink result
-  (:meth:`~airflow_region_failover.store.result_store.ResultStore.read_arrow_version`, one partition in memory at a
+  (:meth:`~airflow_region_failover.store.result_store.ResultStore.read_arrow`, one partition in memory at a
   time); a partition without a committed version, or one that cannot be read (an object missing or corrupt), fails the
   publication with :class:`InputUnavailable` naming it — the failover loop then restarts its producer, and the
   publishing task with it (nothing is published from a partial result).
@@ -243,7 +243,7 @@ def content_of(manifests: Iterable[Manifest]) -> str:
 
 def _read(store: ResultStore, manifest: Manifest) -> pa.Table:
     try:
-        return store.read_arrow_version(manifest)
+        return store.read_arrow(manifest)
     except NotAvailable as exc:
         raise InputUnavailable(exc.partition or manifest.partition, str(exc)) from exc
 

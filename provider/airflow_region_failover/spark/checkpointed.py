@@ -48,6 +48,7 @@ from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_o
 from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.store.dataplane.reading import JvmRead
 from airflow_region_failover.store.dataplane.types import Target, Written, key_group_column
+from airflow_region_failover.store.keys import AttemptId
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,8 +61,8 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
     store = run.io.store
     sctx = run.contexts[-1]
     writer = secrets.token_hex(8)
-    targets = {r.id: store.target(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index), sctx.try_number,
-                                  writer) for r in run.outputs}
+    targets = {r.id: store.target(AttemptId(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index),
+                                            sctx.try_number), writer) for r in run.outputs}
     engine = SparkEngine(spark, run, chain, targets)
     storage = CheckpointStorage(store.objects, store.run_keys(sctx.dag_id, sctx.run_id),
                                 PartitionId(run.tail.step, run.tail.index), store.config.min_grace_seconds)

@@ -30,6 +30,7 @@ from airflow_region_failover.graph.ids import PartitionId, default_result_id
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
 from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.keys import AttemptId
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,6 +53,11 @@ class PartitionRef:
     def partition(self) -> PartitionId:
         """The partition id ``result#index``."""
         return PartitionId(self.result, self.index)
+
+    @property
+    def attempt_id(self) -> AttemptId:
+        """The producer attempt this ref's partition was written by."""
+        return AttemptId(self.dag_id, self.run_id, self.partition, self.attempt)
 
     def to_json(self) -> dict[str, Any]:
         """The XCom value."""

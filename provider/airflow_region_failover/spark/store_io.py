@@ -60,8 +60,7 @@ class StoreIO:
         """Persist and commit ``frame`` as ``ref``'s partition and attempt (cut into subpartitions by ``cut``),
         recording the BLOCKING ``inputs`` it was computed from and the fingerprint of the ``code`` that computed
         it, stored sorted in content-defined files when ``clustering`` is given; returns ``ref`` with its rows."""
-        manifest = self.store.write(frame, ref.dag_id, ref.run_id, ref.partition, ref.attempt, inputs, code, cut,
-                                    clustering, tuple(self.jvm_reads))
+        manifest, _ = self.store.write(frame, ref.attempt_id, inputs, code, cut, clustering, tuple(self.jvm_reads))
         self.seen[ref.partition] = manifest
         return replace(ref, rows=manifest.row_count)
 

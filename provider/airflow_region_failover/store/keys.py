@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_region_failover.exceptions import UnsafeKeyError
 from airflow_region_failover.graph.errors import GraphError
@@ -147,6 +148,31 @@ def cas_name(digest: str) -> str:
 
 def _looks_like_ip(bucket: str) -> bool:
     return bool(re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket))
+
+
+@dataclass(frozen=True)
+class AttemptId:
+    """One producer attempt (its try number, from 1) of one partition in one DAG run: what a write is of."""
+
+    dag_id: str
+    run_id: str
+    partition: PartitionId
+    attempt: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"dag_id", "run_id", "partition": "result#index", "attempt"}``."""
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "partition": str(self.partition),
+                "attempt": self.attempt}
+
+    @classmethod
+    def from_json(cls, value: object) -> AttemptId:
+        """Parse :meth:`to_json`'s form; :class:`GraphError` naming the value and what it must be."""
+        v = value if isinstance(value, dict) and set(value) == {"dag_id", "run_id", "partition", "attempt"} else {}
+        if not (isinstance(v.get("dag_id"), str) and isinstance(v.get("run_id"), str)
+                and isinstance(v.get("partition"), str) and type(v.get("attempt")) is int and v["attempt"] >= 1):
+            raise GraphError(f"attempt id {value!r} must be {{dag_id, run_id: str, partition: 'result#index', "
+                             "attempt: int >= 1}")
+        return cls(v["dag_id"], v["run_id"], PartitionId.parse(v["partition"]), v["attempt"])
 
 
 @dataclass(frozen=True)

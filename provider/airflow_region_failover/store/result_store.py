@@ -1,12 +1,14 @@
-"""ResultStore: the one object the rest of the provider talks to about BLOCKING results.
+"""ResultStore: the store's front door for BLOCKING results — write and commit, check, read, release and sweep.
 
-Every method takes the DAG run (``dag_id``, ``run_id``) and validated ids; see the package docstring for the
-key layout and the commit / supersede protocol it implements. The deployment's store (:func:`default_store`) is
-built once per process and checked before first use (:meth:`ResultStore.start_up`): the server must honour
-conditional writes (:mod:`.deployment`) and the prefix must not lie inside another deployment's
-(:mod:`.deployment`).
-Spark executors get the store's access with credentials frozen at the moment of each read or write
-(:func:`.s3.clients.portable`); the process itself signs with credentials that refresh (:mod:`.config`).
+A write is of one :class:`~.keys.AttemptId` (the DAG run, the partition, the producer's attempt) and returns the
+manifest it committed with what it uploaded vs found already stored; a read is of a committed version (its
+manifest); everything else takes the DAG run (``dag_id``, ``run_id``) and validated ids. The key layout is
+:mod:`.keys`'s docstring, the commit / supersede protocol :mod:`.commit`'s. The deployment's store
+(:func:`default_store`) is built once per process and checked before first use (:meth:`ResultStore.start_up`):
+the server must honour conditional writes and the prefix must not lie inside another deployment's
+(:mod:`.deployment`). Spark executors get the store's access with credentials frozen at the moment of each read
+or write (:func:`.s3.clients.portable`); the process itself signs with credentials that refresh
+(:mod:`.s3.clients`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.types import Cut, Target, Written
 from airflow_region_failover.store.deployment import checked, mark_deployment, probe_conditional_writes
 from airflow_region_failover.store.gc import lifecycle
-from airflow_region_failover.store.keys import RunKeys, check_index, check_partition
+from airflow_region_failover.store.keys import AttemptId, RunKeys, check_index, check_partition
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, client_for
 from airflow_region_failover.store.s3.first_contact import set_up_errors
@@ -86,13 +88,14 @@ class ResultStore:
         return self.layout.run(dag_id, run_id)
 
     # -- writing -----------------------------------------------------------------------------------------------
-    def write(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[InputVersion, ...] = (), code: str = "", cut: Cut | None = None,
-              clustering: Clustering | None = None, confirm: Sequence[reading.JvmRead] = ()) -> Manifest:
-        """Persist ``df`` as ``partition`` by producer ``attempt`` and commit it (begin -> write -> commit);
-        ``inputs`` (the BLOCKING input versions the producer read) and ``code`` (the fingerprint of the code that
-        computed it) are recorded in the manifest; ``cut``: write it as the subpartitions of a keyed exchange;
-        ``clustering``: write it sorted in content-defined chunk files (:mod:`.dataplane.clustered`).
+    def write(self, df: DataFrame, attempt: AttemptId, inputs: tuple[InputVersion, ...] = (), code: str = "",
+              cut: Cut | None = None, clustering: Clustering | None = None,
+              confirm: Sequence[reading.JvmRead] = ()) -> tuple[Manifest, Tally]:
+        """Persist ``df`` as ``attempt``'s partition and commit it (begin -> write -> commit); returns the manifest
+        and what it uploaded vs found already stored. ``inputs`` (the BLOCKING input versions the producer read) and
+        ``code`` (the fingerprint of the code that computed it) are recorded in the manifest; ``cut``: write it as
+        the subpartitions of a keyed exchange; ``clustering``: write it sorted in content-defined chunk files
+        (:mod:`.dataplane.clustered`).
 
         Raises :class:`Superseded` (a newer attempt owns the partition), :class:`AlreadyCommitted` (another
         writer of this attempt won) or :class:`IncompleteCommit` (an object it wrote is not there); in each case
@@ -100,14 +103,7 @@ class ResultStore:
         ``df``'s inputs given to Spark's own reader, confirmed unchanged after the write job and before the commit
         (:func:`.dataplane.reading.confirm_unchanged`; :class:`NotAvailable` naming the partition, nothing committed).
         """
-        return self.write_counted(df, dag_id, run_id, partition, attempt, inputs, code, cut, clustering, confirm)[0]
-
-    def write_counted(self, df: DataFrame, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-                      inputs: tuple[InputVersion, ...] = (), code: str = "", cut: Cut | None = None,
-                      clustering: Clustering | None = None,
-                      confirm: Sequence[reading.JvmRead] = ()) -> tuple[Manifest, Tally]:
-        """:meth:`write`, also returning what it uploaded vs found already stored."""
-        target = self._begin(dag_id, run_id, partition, attempt)
+        target = self._begin(attempt)
         driver = self.config.spark_io == "driver"
         if clustering is not None:
             chunked = clustered.write_with_driver if driver else clustered.write_with_executors
@@ -116,46 +112,40 @@ class ResultStore:
         writer = self._writer(df)
         return self._finish(target, lambda: writer(df, target, cut), df.schema.json(), inputs, code, cut, confirm)
 
-    def write_arrow(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-                    spark_schema: str = "") -> Manifest:
-        """Persist an Arrow table (no Spark) and commit it; ``spark_schema`` defaults to one derived from Arrow."""
-        return self.write_arrow_counted(table, dag_id, run_id, partition, attempt, spark_schema)[0]
-
-    def write_arrow_counted(self, table: pa.Table, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-                            spark_schema: str = "") -> tuple[Manifest, Tally]:
-        """:meth:`write_arrow`, also returning what it uploaded vs found already stored."""
-        target = self._begin(dag_id, run_id, partition, attempt)
+    def write_arrow(self, table: pa.Table, attempt: AttemptId, spark_schema: str = "") -> tuple[Manifest, Tally]:
+        """Persist an Arrow table (no Spark) and commit it, returning what :meth:`write` returns; ``spark_schema``
+        defaults to one derived from Arrow."""
+        target = self._begin(attempt)
         schema = spark_schema or _spark_schema_of(table)
         return self._finish(target, lambda: parquet.write_arrow(table, target), schema)
 
-    def begin_attempt(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> tuple[Retirement, ...]:
+    def begin_attempt(self, attempt: AttemptId) -> tuple[Retirement, ...]:
         """Fence all attempts below ``attempt`` (the supersede step; :meth:`write` does it too): the current version
         becomes unavailable until ``attempt`` commits; returns the markers written for committed attempts."""
-        keys = self.run_keys(dag_id, run_id)
-        check_index(attempt, what=f"attempt of {partition}", minimum=1)
-        return protocol.begin_attempt(self.objects, keys, check_partition(partition), attempt)
+        keys = self.run_keys(attempt.dag_id, attempt.run_id)
+        check_index(attempt.attempt, what=f"attempt of {attempt.partition}", minimum=1)
+        return protocol.begin_attempt(self.objects, keys, check_partition(attempt.partition), attempt.attempt)
 
-    def _begin(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> Target:
-        self._fence(dag_id, run_id, partition, attempt)
-        return self.target(dag_id, run_id, partition, attempt)
+    def _begin(self, attempt: AttemptId) -> Target:
+        self._fence(attempt)
+        return self.target(attempt)
 
-    def _fence(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int) -> None:
+    def _fence(self, attempt: AttemptId) -> None:
         with phase("begin"):
-            retired = self.begin_attempt(dag_id, run_id, partition, attempt)
-            lifecycle.record_run(self.objects, self.run_keys(dag_id, run_id))
+            retired = self.begin_attempt(attempt)
+            lifecycle.record_run(self.objects, self.run_keys(attempt.dag_id, attempt.run_id))
         if retired:
-            log.info("%s of %s/%s: attempt %d superseded attempts %s", partition, dag_id, run_id, attempt,
-                     [r.attempt for r in retired])
+            log.info("%s of %s/%s: attempt %d superseded attempts %s", attempt.partition, attempt.dag_id,
+                     attempt.run_id, attempt.attempt, [r.attempt for r in retired])
 
-    def target(self, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-               writer: str | None = None) -> Target:
+    def target(self, attempt: AttemptId, writer: str | None = None) -> Target:
         """Where a writer (``writer``, default a new random token) of ``attempt`` puts its objects; nothing is
         fenced or committed (a checkpointed step writes each epoch's objects through one, :meth:`write_objects`,
         and commits them all at the end, :meth:`commit_written`)."""
-        keys = self.run_keys(dag_id, run_id)
-        return Target(self.config.access, self.layout, keys, check_partition(partition), attempt,
-                              writer or secrets.token_hex(8), self.config.part_size, self.config.upload_threads,
-                              self.config.max_object_bytes)
+        keys = self.run_keys(attempt.dag_id, attempt.run_id)
+        return Target(self.config.access, self.layout, keys, check_partition(attempt.partition), attempt.attempt,
+                      writer or secrets.token_hex(8), self.config.part_size, self.config.upload_threads,
+                      self.config.max_object_bytes)
 
     def write_objects(self, df: DataFrame, target: Target, cut: Cut | None = None) -> Written:
         """Store ``df`` as content-addressed objects through ``target`` (cut into subpartitions by ``cut``) without
@@ -177,7 +167,7 @@ class ResultStore:
                        cut: Cut | None = None) -> tuple[Manifest, Tally]:
         """Commit objects already stored (``written``, e.g. every epoch's of a checkpointed step) as
         ``target``'s partition and attempt: the supersede step, then the commit of :meth:`write`."""
-        self._fence(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt)
+        self._fence(AttemptId(target.keys.dag_id, target.keys.run_id, target.partition, target.attempt))
         return self._finish(target, lambda: written, schema, inputs, code, cut)
 
     def _finish(self, target: Target, write: Callable[[], Written], schema: str,
@@ -234,21 +224,18 @@ class ResultStore:
         """The committed version ``manifest`` (as returned by :meth:`manifest`) as a DataFrame; ``objects``: only
         these of its objects (a subpartition selection, :meth:`Manifest.select`); ``checked`` collects the reads
         given to Spark's own reader (confirm them with ``write(..., confirm=...)``)."""
-        dag_id, run_id, partition = manifest.dag_id, manifest.run_id, manifest.partition
-        target = Target(self.config.access, self.layout, self.run_keys(dag_id, run_id), partition,
-                                 manifest.attempt, manifest.writer, self.config.part_size, self.config.upload_threads)
-        return reading.read_dataframe(spark, target, manifest, self.config.verify_on_read, self.config.spark_io,
-                                      objects, s3a.Mode(self.config.jvm_io), checked)
+        return reading.read_dataframe(spark, self._source(manifest), manifest, self.config.verify_on_read,
+                                      self.config.spark_io, objects, s3a.Mode(self.config.jvm_io), checked)
 
-    def read_arrow(self, dag_id: str, run_id: str, partition: PartitionId) -> pa.Table:
-        """The current committed version as an Arrow table (no Spark)."""
-        return self.read_arrow_version(self.manifest(dag_id, run_id, partition))
-
-    def read_arrow_version(self, manifest: Manifest) -> pa.Table:
+    def read_arrow(self, manifest: Manifest) -> pa.Table:
         """The committed version ``manifest`` (as returned by :meth:`manifest`) as an Arrow table (no Spark)."""
-        keys = self.run_keys(manifest.dag_id, manifest.run_id)
-        return reading.read_arrow(self.objects, keys, manifest, self.config.verify_on_read,
-                                   self.config.upload_threads)
+        source = self._source(manifest)
+        return reading.read_arrow(self.objects, source.keys, manifest, self.config.verify_on_read, source.threads)
+
+    def _source(self, manifest: Manifest) -> reading.Source:
+        """Where ``manifest``'s objects are read from: this store's access and layout, and its run's keys."""
+        return reading.Source(self.config.access, self.layout, self.run_keys(manifest.dag_id, manifest.run_id),
+                              self.config.upload_threads)
 
     def confirm_unchanged(self, reads: Iterable[reading.JvmRead]) -> None:
         """:func:`.dataplane.reading.confirm_unchanged`: the objects Spark's own reader read are still the checked ones;

@@ -56,7 +56,8 @@ def test_a_failed_checkpointed_step_resumes_from_its_checkpoint_and_its_sessions
     assert 'id="rf-checkpoints"' in page and "4 of 7 epochs skipped" in page
 
     rows = sorted((r["user"], r["start"], r["end"], r["clicks"]) for i in (0, 1)
-                  for r in e2e.store.read_arrow(DAG_ID, run_id, PartitionId("sessions", i)).to_pylist())
+                  for r in e2e.store.read_arrow(e2e.store.manifest(DAG_ID, run_id, PartitionId("sessions", i)))
+                  .to_pylist())
     assert rows == EXAMPLE["reference_sessions"]()
     for name in ("checkpoints", "checkpoint_duration", "checkpoint_uploaded_bytes", "checkpoint_epochs_skipped"):
         assert statsd.wait_for(f"region_failover.{name}", timeout=30, dag_id=DAG_ID, step="sessions"), name

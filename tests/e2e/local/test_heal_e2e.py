@@ -28,7 +28,7 @@ HEAL = runpy.run_path(str(E2E_DAGS / "rf_heal.py"))
 
 
 def sums_output(e2e: Any, run_id: str) -> dict[int, tuple[int, int]]:
-    rows = e2e.store.read_arrow(DAG_ID, run_id, PartitionId("sums", 0)).to_pylist()
+    rows = e2e.store.read_arrow(e2e.store.manifest(DAG_ID, run_id, PartitionId("sums", 0))).to_pylist()
     return {int(r["k"]): (int(r["total"]), int(r["n"])) for r in rows}
 
 

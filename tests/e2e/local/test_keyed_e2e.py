@@ -43,7 +43,7 @@ def test_keyed_consumer_failure_reruns_its_region_only_and_each_consumer_reads_o
         read += mine
     assert read == total, "read amplification 1.0"
     got = sorted(tuple(r.values()) for j in range(4)
-                 for r in e2e.store.read_arrow(DAG_ID, run_id, PartitionId("agg", j)).to_pylist())
+                 for r in e2e.store.read_arrow(e2e.store.manifest(DAG_ID, run_id, PartitionId("agg", j))).to_pylist())
     assert got == _expected(spark_connect)
 
 

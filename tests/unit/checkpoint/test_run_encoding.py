@@ -17,6 +17,7 @@ from airflow_region_failover.checkpoint.storage import SMALL_RUN_ROWS, Checkpoin
 from airflow_region_failover.store.checkpoint_manifest import StateRun
 from airflow_region_failover.store.dataplane.encoding import RESULTS, encode_objects
 from airflow_region_failover.store.dataplane.reading import fetch
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.checkpointing import OUTPUT
 
@@ -36,8 +37,8 @@ def state(seed: int, changed: float = 0.0) -> pa.Table:
 
 def put(store: ResultStore, table: pa.Table) -> tuple[StateRun, int, bytes]:
     storage = CheckpointStorage(store.objects, store.run_keys("d", "r"), OUTPUT, 60)
-    run, sent = storage.put_run(table, store.target("d", "r", OUTPUT, 1), base=False, deletes=lsm.deletes(table),
-                                key_groups=range(0, 128))
+    run, sent = storage.put_run(table, store.target(AttemptId("d", "r", OUTPUT, 1)), base=False,
+                                deletes=lsm.deletes(table), key_groups=range(0, 128))
     body = bytes(fetch(store.objects, storage.keys, run.objects[0], True, OUTPUT))
     return run, sent, body
 

@@ -23,6 +23,7 @@ from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication import delta
 from airflow_region_failover.publication.declaration import Publication, PublishMode, RunTimes, transaction_of
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.store import moto_store
 
@@ -33,7 +34,7 @@ DAY1 = RunTimes(DAG, "scheduled__2026-01-01", datetime(2026, 1, 1, tzinfo=timezo
 def produce(store: ResultStore, run: RunTimes, price: float, attempt: int = 1, partitions: int = 2) -> None:
     for i in range(partitions):
         rows = pa.table({"item": [f"i{i}-{k}" for k in range(3)], "price": [price + k for k in range(3)]})
-        store.write_arrow(rows, run.dag_id, run.run_id, PartitionId(RESULT, i), attempt)
+        store.write_arrow(rows, AttemptId(run.dag_id, run.run_id, PartitionId(RESULT, i), attempt))
 
 
 def publish(store: ResultStore, target: delta.TableTarget, run: RunTimes,

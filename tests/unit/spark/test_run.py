@@ -22,6 +22,7 @@ from airflow_region_failover.spark.exchange import (
 )
 from airflow_region_failover.spark.run import pull_refs, step_context
 from airflow_region_failover.spark.store_io import StoreIO
+from airflow_region_failover.store.keys import AttemptId
 
 GRAPH = (JobGraphBuilder().step("gen", parallelism=2).step("clean", parallelism=2).step("join", parallelism=2)
          .step("report")
@@ -116,11 +117,10 @@ class FakeStore:
         self.reads.append(manifest.partition)
         return "frame"
 
-    def write(self, frame: Any, dag_id: str, run_id: str, partition: PartitionId, attempt: int,
-              inputs: tuple[Any, ...] = (), code: str = "", cut: Any = None,
-              clustering: Any = None, confirm: Any = ()) -> FakeManifest:
+    def write(self, frame: Any, attempt: AttemptId, inputs: tuple[Any, ...] = (), code: str = "", cut: Any = None,
+              clustering: Any = None, confirm: Any = ()) -> tuple[FakeManifest, None]:
         self.inputs = inputs
-        return FakeManifest(attempt, 42)
+        return FakeManifest(attempt.attempt, 42), None
 
 
 def test_read_returns_exactly_the_published_attempt() -> None:

@@ -13,6 +13,7 @@ from botocore.exceptions import ConnectionClosedError
 from airflow_region_failover.exceptions import AlreadyCommitted
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import commit as protocol
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 P = PartitionId("clean->join", 0)
@@ -45,17 +46,17 @@ def lose_the_first_manifest_response(store: ResultStore) -> list[str]:
 def test_a_retried_commit_that_had_landed_returns_the_commit_and_keeps_the_data(store: ResultStore) -> None:
     landed = lose_the_first_manifest_response(store)
 
-    manifest = store.write_arrow(pa.table({"x": list(range(7))}), *RUN, P, 1)
+    manifest, _ = store.write_arrow(pa.table({"x": list(range(7))}), AttemptId(*RUN, P, 1))
 
     assert landed == [store.run_keys(*RUN).manifest(P, 1)]  # the response of the landed PUT was lost
     assert store.manifest(*RUN, P) == manifest
-    assert store.read_arrow(*RUN, P).column("x").to_pylist() == list(range(7))  # its data is still there
+    assert store.read_arrow(manifest).column("x").to_pylist() == list(range(7))  # its data is still there
     assert store.is_available(*RUN, P, "deep", verify_checksums=True)
 
 
 def test_another_writers_commit_still_wins(store: ResultStore) -> None:
     keys = store.run_keys(*RUN)
-    first = store.write_arrow(pa.table({"x": [1]}), *RUN, P, 1)
+    first, _ = store.write_arrow(pa.table({"x": [1]}), AttemptId(*RUN, P, 1))
     rival = first.__class__(**{**first.__dict__, "writer": "ffffffff"})
     with pytest.raises(AlreadyCommitted, match="that commit stands"):
         protocol.commit(store.objects, keys, rival)

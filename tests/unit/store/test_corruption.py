@@ -20,6 +20,7 @@ from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.availability import Mode
 from airflow_region_failover.store.content import put_content
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -61,26 +62,27 @@ def test_a_flipped_byte_fails_the_read_naming_the_partition_and_the_producer_res
     """Two runs list the object; a read after the flip fails naming the partition (not only the object) and
     moves the object aside, so the producer's restart uploads it again (0 bytes before the fix, the same bad
     object listed again) and both runs read the right rows."""
-    first = store.write_arrow(TABLE, "d", "r1", P, 1)
-    store.write_arrow(TABLE, "d", "r2", P, 1)
+    first, _ = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))
+    store.write_arrow(TABLE, AttemptId("d", "r2", P, 1))
     (entry,) = first.objects
     replace_behind_the_store(store, entry, flipped(store, entry))
     with pytest.raises(NotAvailable) as caught:
-        store.read_arrow("d", "r1", P)
+        store.read_arrow(store.manifest("d", "r1", P))
     assert getattr(caught.value, "partition", None) == P and str(P) in str(caught.value), caught.value
     assert store.objects.head(store.layout.cas_object(entry.sha256)) is None, "the bad object was not quarantined"
-    _, tally = store.write_arrow_counted(TABLE, "d", "r1", P, 2)
+    _, tally = store.write_arrow(TABLE, AttemptId("d", "r1", P, 2))
     assert (tally.new_objects, tally.new_bytes) == (1, entry.size), tally
-    assert store.read_arrow("d", "r1", P) == TABLE and store.read_arrow("d", "r2", P) == TABLE
+    assert store.read_arrow(store.manifest("d", "r1", P)) == TABLE and store.read_arrow(store.manifest("d", "r2",
+                                                                                                       P)) == TABLE
 
 
 def test_a_truncated_object_is_replaced_by_the_next_commit_instead_of_failing_every_retry(store: ResultStore) -> None:
     """Before the fix every commit listing the truncated object raised IncompleteCommit, retries included."""
-    (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
+    (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
     truncated = (store.objects.get(store.layout.cas_object(entry.sha256)) or b"")[:-100]
     replace_behind_the_store(store, entry, truncated)
-    _, tally = store.write_arrow_counted(TABLE, "d", "r1", P, 2)
-    assert tally.new_objects == 1 and store.read_arrow("d", "r1", P) == TABLE
+    _, tally = store.write_arrow(TABLE, AttemptId("d", "r1", P, 2))
+    assert tally.new_objects == 1 and store.read_arrow(store.manifest("d", "r1", P)) == TABLE
 
 
 def test_a_put_that_finds_other_bytes_under_its_hash_stores_its_own(store: ResultStore) -> None:
@@ -95,8 +97,8 @@ def test_a_put_that_finds_other_bytes_under_its_hash_stores_its_own(store: Resul
 def test_the_deep_check_finds_an_object_whose_stored_sha256_disagrees_with_its_manifest(store: ResultStore) -> None:
     """Sizes alone said "available" (a one-byte flip keeps the size); the SHA-256 the server keeps with the
     object now counts, and only a partition listing it is unavailable."""
-    (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
-    store.write_arrow(pa.table({"x": [1]}), "d", "r1", PartitionId("r", 1), 1)
+    (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
+    store.write_arrow(pa.table({"x": [1]}), AttemptId("d", "r1", PartitionId("r", 1), 1))
     replace_behind_the_store(store, entry, flipped(store, entry))
     keeps_checksums(store)
     checker = store.checker("d", "r1", Mode.DEEP)

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_region_failover.exceptions import UnsafeKeyError
+from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.keys import Layout, decode_airflow_id, encode_airflow_id
+from airflow_region_failover.store.keys import AttemptId, Layout, decode_airflow_id, encode_airflow_id
 
 LAYOUT = Layout("results-bucket", "team/region-failover")
 P = PartitionId("clean->join", 3)
@@ -76,3 +76,22 @@ def test_airflow_id_encoding_is_injective_plain_and_reversible(value: str) -> No
     assert "/" not in part and ".." not in part and part not in {".", ".."}
     key = LAYOUT.run("etl", value).manifest(P, 1)
     assert LAYOUT.check(key) == key
+
+
+def test_an_attempt_id_round_trips_through_its_json_form() -> None:
+    attempt = AttemptId("etl", "manual__1", PartitionId("clean->join", 3), 2)
+    assert attempt.to_json() == {"dag_id": "etl", "run_id": "manual__1", "partition": "clean->join#3", "attempt": 2}
+    assert AttemptId.from_json(attempt.to_json()) == attempt
+
+
+@pytest.mark.parametrize("value", [
+    None, [], {"dag_id": "etl", "run_id": "r", "partition": "p#0"},
+    {"dag_id": "etl", "run_id": "r", "partition": "p#0", "attempt": 0},
+    {"dag_id": "etl", "run_id": "r", "partition": "p#0", "attempt": True},
+    {"dag_id": "etl", "run_id": 7, "partition": "p#0", "attempt": 1},
+    {"dag_id": "etl", "run_id": "r", "partition": "p#0", "attempt": 1, "extra": 1},
+    {"dag_id": "etl", "run_id": "r", "partition": "no index", "attempt": 1},
+])
+def test_a_bad_attempt_id_is_refused_naming_it(value: object) -> None:
+    with pytest.raises(GraphError, match=r"attempt id|no index"):
+        AttemptId.from_json(value)

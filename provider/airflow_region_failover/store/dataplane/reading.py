@@ -46,7 +46,6 @@ from airflow_region_failover.exceptions import unreadable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.content import check_stored, quarantine
 from airflow_region_failover.store.dataplane import listed, nullability, s3a
-from airflow_region_failover.store.dataplane.types import Target
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.s3.clients import S3Access, client_for, portable
@@ -56,6 +55,21 @@ from airflow_region_failover.timeline import phase
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a read needs besides the manifest: the store's access and key layout, the run's keys, and how many
+    objects it fetches at a time."""
+
+    access: S3Access = field(repr=False)
+    layout: Layout
+    keys: RunKeys
+    threads: int
+
+    def objects(self) -> Objects:
+        """Guarded object operations through this process's cached client."""
+        return Objects(client_for(self.access), self.layout)
 
 
 def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, partition: PartitionId) -> bytearray:
@@ -143,7 +157,7 @@ class _TaskReader:
                 yield from load_table(store, self.keys, entry, self.verify, self.partition).to_batches()
 
 
-def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, verify: bool, mode: str,
+def read_dataframe(spark: SparkSession, source: Source, manifest: Manifest, verify: bool, mode: str,
                    objects: tuple[ObjectEntry, ...] | None = None, jvm: s3a.Mode = s3a.Mode.OFF,
                    checked: list[JvmRead] | None = None) -> DataFrame:
     """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
@@ -157,15 +171,15 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
     if not chosen:
         return spark.createDataFrame([], schema)
     if mode == "driver":
-        table = read_arrow(target.objects(), target.keys, dataclasses.replace(manifest, objects=chosen), verify,
-                           target.threads)
+        table = read_arrow(source.objects(), source.keys, dataclasses.replace(manifest, objects=chosen), verify,
+                           source.threads)
         return spark.createDataFrame(table, schema=schema)
-    keys = manifest_keys(target.keys, chosen)
-    if jvm is not s3a.Mode.OFF and (not verify or _checked(target, manifest, chosen)):
+    keys = manifest_keys(source.keys, chosen)
+    if jvm is not s3a.Mode.OFF and (not verify or _checked(source, manifest, chosen)):
         with phase("read_probe"):
-            options = s3a.jvm_reader(spark, target.layout, target.access, jvm, keys[0])
+            options = s3a.jvm_reader(spark, source.layout, source.access, jvm, keys[0])
         if options is not None:
-            urls = [s3a.url(target.layout.bucket, key) for key in keys]
+            urls = [s3a.url(source.layout.bucket, key) for key in keys]
             with phase("read_resolve"):
                 read = listed.read(spark, options, urls, [e.size for e in chosen], schema) if verify else None
                 if read is None:
@@ -179,14 +193,14 @@ def read_dataframe(spark: SparkSession, target: Target, manifest: Manifest, veri
                     checked.append(JvmRead(manifest, chosen))
                 return frame
     count = len(chosen)
-    reader = _TaskReader(portable(target.access), target.layout, target.keys, chosen, verify, manifest.partition)
+    reader = _TaskReader(portable(source.access), source.layout, source.keys, chosen, verify, manifest.partition)
     return spark.range(0, count, 1, count).mapInArrow(reader, schema)
 
 
-def _checked(target: Target, manifest: Manifest, chosen: tuple[ObjectEntry, ...]) -> bool:
-    """:func:`stored_checksums_match` for ``target``'s objects, timed as the task's ``read_check`` phase."""
+def _checked(source: Source, manifest: Manifest, chosen: tuple[ObjectEntry, ...]) -> bool:
+    """:func:`stored_checksums_match` for ``source``'s objects, timed as the task's ``read_check`` phase."""
     with phase("read_check"):
-        return stored_checksums_match(target.objects(), manifest, chosen)
+        return stored_checksums_match(source.objects(), manifest, chosen)
 
 
 def stored_checksums_match(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...],

@@ -19,6 +19,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.dataplane import local_write as lw
 from airflow_region_failover.store.dataplane import s3a
 from airflow_region_failover.store.dataplane.encoding import SUBPARTITION_COLUMN
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 UUID = "c8a98b48-8f3b-4d7e-9a61-0c1d2e3f4a5b"  # a uuid segment like a file counter (c8...): not taken for one
@@ -192,7 +193,7 @@ def test_files_are_stored_content_addressed_in_order_with_their_footer_rows(stor
     touch(tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(1, 0), rows=7, first=100)
     touch(tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(0, 0), rows=3, first=200)
     touch(tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(0, 1), rows=0)  # Spark's file of an empty task
-    target = store.target("etl", "r1", PartitionId("r", 0), 1)
+    target = store.target(AttemptId("etl", "r1", PartitionId("r", 0), 1))
     written = lw._stored(target, lw.local_files(tmp_path, keyed=True), spark_s=2.5)
     assert [(o.subpartition, o.size) for o in written.objects] == [
         (0, (tmp_path / f"{SUBPARTITION_COLUMN}=0" / part(0, 0)).stat().st_size),
@@ -203,7 +204,8 @@ def test_files_are_stored_content_addressed_in_order_with_their_footer_rows(stor
     assert written.work["encode"] == 2.5 and written.work["writers"] == 1.0 and written.work["upload"] > 0
     body = store.objects.client.get_object(Bucket="bkt", Key=store.layout.cas_object(written.objects[0].sha256))
     assert pq.read_table(pa.BufferReader(body["Body"].read()))["id"].to_pylist() == [200, 201, 202]
-    again = lw._stored(store.target("etl", "r2", PartitionId("r", 0), 1), lw.local_files(tmp_path, keyed=True), 1.0)
+    again = lw._stored(store.target(AttemptId("etl", "r2", PartitionId("r", 0), 1)), lw.local_files(tmp_path,
+                                                                                                    keyed=True), 1.0)
     assert again.objects == written.objects and again.tally.new_bytes == 0
 
 

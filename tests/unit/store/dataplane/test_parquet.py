@@ -15,6 +15,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.config import StoreConfig
 from airflow_region_failover.store.dataplane.chunking import dictionary_columns
 from airflow_region_failover.store.dataplane.encoding import row_groups
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store.s3.clients import S3Access
 
@@ -53,7 +54,7 @@ def test_written_object_has_few_row_groups_and_dictionary_only_where_chosen() ->
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="bkt")
         store = ResultStore(StoreConfig("bkt", "pre", S3Access()), client=client)
-        manifest = store.write_arrow(table, "etl", "run1", PartitionId("r", 0), 1)
+        manifest, _ = store.write_arrow(table, AttemptId("etl", "run1", PartitionId("r", 0), 1))
         [entry] = manifest.objects
         key = store.run_keys("etl", "run1").object_key(entry.key, entry.shared)
         body = client.get_object(Bucket="bkt", Key=key)["Body"].read()
@@ -95,7 +96,7 @@ def _split_objects(store: ResultStore, run: str) -> list[tuple[int, list[int], s
     """Each object a keyed task writes from unsorted tagged batches: (subpartition, its ids, its SHA-256)."""
     from airflow_region_failover.store.dataplane.parquet import write_split
 
-    target = store._begin("etl", run, PartitionId("r", 0), 1)
+    target = store._begin(AttemptId("etl", run, PartitionId("r", 0), 1))
     pieces = write_split(target, iter([tagged(i * 1000, 1000) for i in range(6)]), 0)
     out = []
     for piece in sorted(pieces, key=lambda p: p.order):
@@ -135,8 +136,8 @@ def test_a_nullable_struct_with_a_field_that_is_never_null_on_its_own_is_written
     values = pa.StructArray.from_arrays([pa.array([1, None, 3], pa.int64())], fields=list(inner),
                                         mask=pa.array([False, True, False]))
     table = pa.table({"maybe": values, "items": pa.array([[{"q": 1}], [None], []], pa.list_(inner))})
-    manifest = store.write_arrow(table, "etl", "structs", PartitionId("r", 0), 1)
-    back = store.read_arrow("etl", "structs", PartitionId("r", 0))
+    manifest, _ = store.write_arrow(table, AttemptId("etl", "structs", PartitionId("r", 0), 1))
+    back = store.read_arrow(store.manifest("etl", "structs", PartitionId("r", 0)))
     assert manifest.row_count == 3 and back.to_pylist() == table.to_pylist()
 
 

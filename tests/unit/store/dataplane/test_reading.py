@@ -10,13 +10,14 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.dataplane.reading import stored_checksums_match
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 P = PartitionId("orders->join", 3)
 
 
 def test_stored_checksums_are_checked_before_a_jvm_read(store: ResultStore) -> None:
-    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
+    manifest, _ = store.write_arrow(pa.table({"x": list(range(1000))}), AttemptId("etl", "run", P, 1))
     [entry] = manifest.objects
     key = store.layout.cas_object(entry.sha256)
     assert stored_checksums_match(store.objects, manifest, manifest.objects)
@@ -42,7 +43,7 @@ def test_an_object_changed_after_the_check_is_named_when_sparks_reader_fails_on_
     makes Spark's reader fail naming only its file (``FAILED_READ_FILE ... s3a://.../cas/v1/..``): that object is
     hashed, found wrong, moved aside and the partition named, so the failover loop restarts its producer (the
     e2e heal test read through the JVM first failed here with Spark's bare error, and took two decisions)."""
-    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
+    manifest, _ = store.write_arrow(pa.table({"x": list(range(1000))}), AttemptId("etl", "run", P, 1))
     [entry] = manifest.objects
     key = store.layout.cas_object(entry.sha256)
     spark_error = f"[FAILED_READ_FILE.NO_HINT] Encountered error while reading file s3a://bkt/{key}.  SQLSTATE: KD001"
@@ -62,7 +63,7 @@ def test_an_object_replaced_while_spark_read_it_is_found_before_the_commit(store
     e2e). Before the commit, every object a JVM read took must still carry its SHA-256, or hash to it."""
     from airflow_region_failover.store.dataplane.reading import JvmRead
 
-    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
+    manifest, _ = store.write_arrow(pa.table({"x": list(range(1000))}), AttemptId("etl", "run", P, 1))
     [entry] = manifest.objects
     key = store.layout.cas_object(entry.sha256)
     read = JvmRead(manifest, manifest.objects)

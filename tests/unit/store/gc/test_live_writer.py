@@ -17,6 +17,7 @@ import pytest
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.dataplane import parquet
 from airflow_region_failover.store.dataplane.types import Target, Written
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 
 GRACE = 2.0
@@ -38,5 +39,5 @@ def test_a_writer_quiet_for_longer_than_the_grace_keeps_its_objects_until_it_com
         return written
 
     monkeypatch.setattr(parquet, "write_arrow", with_a_straggler)
-    short.write_arrow(TABLE, "d", "r1", P, 1)
-    assert short.read_arrow("d", "r1", P) == TABLE
+    short.write_arrow(TABLE, AttemptId("d", "r1", P, 1))
+    assert short.read_arrow(short.manifest("d", "r1", P)) == TABLE

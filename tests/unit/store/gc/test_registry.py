@@ -11,7 +11,7 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.gc.registry import count_references, derive_registry, scan_root, sweep_shared
-from airflow_region_failover.store.keys import cas_name
+from airflow_region_failover.store.keys import AttemptId, cas_name
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store.s3.objects import Listed
@@ -52,8 +52,8 @@ def table(n: int) -> pa.Table:
 
 
 def test_two_runs_writing_the_same_rows_share_objects_and_release_drops_one_reference(store: ResultStore) -> None:
-    first, tally = store.write_arrow_counted(table(100), "etl", "r1", P, 1)
-    second, again = store.write_arrow_counted(table(100), "etl", "r2", P, 1)
+    first, tally = store.write_arrow(table(100), AttemptId("etl", "r1", P, 1))
+    second, again = store.write_arrow(table(100), AttemptId("etl", "r2", P, 1))
     assert first.objects == second.objects and all(o.shared for o in first.objects)
     assert tally.new_bytes == tally.bytes > 0 and again.new_bytes == 0 and again.bytes == tally.bytes
     sha = first.objects[0].sha256
@@ -63,23 +63,23 @@ def test_two_runs_writing_the_same_rows_share_objects_and_release_drops_one_refe
     assert registry.references == {sha: 1} and registry.manifests == 1 and registry.complete
     report = store.sweep(grace_seconds=HOUR, now=time.time() + 2 * HOUR)
     assert report.shared.deleted == 0 and report.shared.referenced == 1
-    assert store.read_arrow("etl", "r2", P).equals(table(100))
+    assert store.read_arrow(store.manifest("etl", "r2", P)).equals(table(100))
 
 
 def test_unreferenced_objects_go_only_after_the_grace(store: ResultStore) -> None:
-    kept = store.write_arrow(table(10), "etl", "keep", P, 1)
-    gone = store.write_arrow(table(20), "etl", "gone", P, 1)
+    kept, _ = store.write_arrow(table(10), AttemptId("etl", "keep", P, 1))
+    gone, _ = store.write_arrow(table(20), AttemptId("etl", "gone", P, 1))
     release(store, "etl", "gone")
     assert store.sweep(grace_seconds=HOUR).shared.deferred == 1  # younger than the grace
     report = store.sweep(grace_seconds=HOUR, now=time.time() + HOUR + 5)
     assert (report.shared.deleted, report.shared.referenced) == (1, 1)
     assert store.objects.head(store.layout.cas_object(gone.objects[0].sha256)) is None
-    assert store.read_arrow("etl", "keep", P).num_rows == kept.row_count
+    assert store.read_arrow(store.manifest("etl", "keep", P)).num_rows == kept.row_count
 
 
 def test_an_unreadable_manifest_keeps_every_shared_object(store: ResultStore) -> None:
-    store.write_arrow(table(10), "etl", "a", P, 1)
-    gone = store.write_arrow(table(20), "etl", "b", P, 1)
+    store.write_arrow(table(10), AttemptId("etl", "a", P, 1))
+    gone, _ = store.write_arrow(table(20), AttemptId("etl", "b", P, 1))
     release(store, "etl", "b")
     odd = store.run_keys("etl", "c").manifest(P, 1)
     store.objects.client.put_object(Bucket="bkt", Key=odd, Body=b'{"format": "someone else"}')
@@ -91,7 +91,7 @@ def test_an_unreadable_manifest_keeps_every_shared_object(store: ResultStore) ->
 def test_an_object_refreshed_after_the_listing_is_not_deleted(store: ResultStore,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeper HEADs right before each DELETE: a writer that refreshed the object meanwhile keeps it."""
-    gone = store.write_arrow(table(20), "etl", "b", P, 1)
+    gone, _ = store.write_arrow(table(20), AttemptId("etl", "b", P, 1))
     release(store, "etl", "b")
     key = store.layout.cas_object(gone.objects[0].sha256)
     listed = store.objects.listing
@@ -116,7 +116,7 @@ def test_a_release_killed_mid_way_keeps_the_run_record_so_retention_finds_the_ru
     original creation time, so the next retention releases the rest (else its manifests would look new forever)."""
     from airflow_region_failover.store.gc.lifecycle import list_runs
 
-    store.write_arrow(table(10), "etl", "r", P, 1)
+    store.write_arrow(table(10), AttemptId("etl", "r", P, 1))
     (before,) = list_runs(store.objects, store.layout, "etl")
     delete = store.objects.delete
 

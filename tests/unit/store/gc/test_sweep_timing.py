@@ -25,6 +25,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.content import put_content
 from airflow_region_failover.store.gc import registry
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -61,11 +62,11 @@ def test_a_committer_stalled_before_its_put_does_not_leave_a_commit_listing_a_de
 
     monkeypatch.setattr(short.objects, "put_if_absent", stalled)
     with pytest.raises(IncompleteCommit):
-        short.write_arrow(TABLE, "d", "r1", P, 1)
+        short.write_arrow(TABLE, AttemptId("d", "r1", P, 1))
     assert short.partitions("d", "r1", "r") == (), "the commit of attempt 1 stands with a missing object"
     monkeypatch.setattr(short.objects, "put_if_absent", put)
-    short.write_arrow(TABLE, "d", "r1", P, 2)  # the retried task
-    assert short.read_arrow("d", "r1", P) == TABLE
+    short.write_arrow(TABLE, AttemptId("d", "r1", P, 2))  # the retried task
+    assert short.read_arrow(short.manifest("d", "r1", P)) == TABLE
 
 
 def test_a_sweeper_stalled_between_its_head_and_its_delete_judges_the_object_again(store: ResultStore) -> None:

@@ -37,9 +37,9 @@ run = dag.test()
 out = {"state": str(run.state), "run_id": run.run_id}
 if str(run.state) == "success":
     store = open_store_io().store
-    table = store.read_arrow(dag_id, run.run_id, PartitionId(sink, 0))
-    out["rows"] = table.to_pylist()
-    out["inputs"] = [str(v.partition) for v in store.manifest(dag_id, run.run_id, PartitionId(sink, 0)).inputs]
+    manifest = store.manifest(dag_id, run.run_id, PartitionId(sink, 0))
+    out["rows"] = store.read_arrow(manifest).to_pylist()
+    out["inputs"] = [str(v.partition) for v in manifest.inputs]
     module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == dag.fileloc), None)
     expected = getattr(module, "expected_report", None)
     if expected is not None:

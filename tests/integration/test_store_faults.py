@@ -34,6 +34,7 @@ import pyarrow as pa
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store import content
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.s3.upload import UploadStream
 cfg = json.loads(sys.stdin.readline())
 content.SINGLE_PUT_BYTES = 5 * 1024 * 1024  # objects go up in one PUT up to 5 GiB: make this one a multipart upload
@@ -47,7 +48,7 @@ def slow(self, body):
 UploadStream._submit = slow
 n = cfg["rows"]
 table = pa.table({"s": [secrets.token_hex(32) for _ in range(n)]})
-store.write_arrow(table, cfg["dag"], cfg["run"], PartitionId.parse(cfg["partition"]), cfg["attempt"])
+store.write_arrow(table, AttemptId(cfg["dag"], cfg["run"], PartitionId.parse(cfg["partition"]), cfg["attempt"]))
 print("COMMITTED", flush=True)
 """
 

@@ -29,7 +29,7 @@ OUTPUT = PartitionId("count->sums", 0)
 
 
 def sums_output(e2e: Any, run_id: str) -> dict[int, tuple[int, int]]:
-    rows = e2e.store.read_arrow(DAG_ID, run_id, PartitionId("sums", 0)).to_pylist()
+    rows = e2e.store.read_arrow(e2e.store.manifest(DAG_ID, run_id, PartitionId("sums", 0))).to_pylist()
     return {int(r["k"]): (int(r["n"]), int(r["epochs"])) for r in rows}
 
 

@@ -23,6 +23,7 @@ from airflow_region_failover.failover.checkpointing import CheckpointConfig
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store import commit as protocol
 from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store.s3.clients import S3Access
 from tests.support.checkpointing import commit_input, counting, run_try
@@ -87,5 +88,5 @@ def test_an_ordinary_write_quieter_than_the_grace_before_its_commit_keeps_its_ob
 
     monkeypatch.setattr(protocol, "commit", slow_commit)
     table = pa.table({"k": list(range(100))})
-    manifest = store.write_arrow(table, DAG, "r", PartitionId("p", 0), 1)
-    assert swept == [0] and store.read_arrow_version(manifest).equals(table)
+    manifest, _ = store.write_arrow(table, AttemptId(DAG, "r", PartitionId("p", 0), 1))
+    assert swept == [0] and store.read_arrow(manifest).equals(table)

@@ -136,6 +136,7 @@ class RegionJob:
         reuse: bool = True,
         publish: str | None = None,
         publish_mode: str = "append",
+        publish_asset_name: str | None = None,
         checkpoint: Checkpoint | None = None,
         non_recoverable_errors: list[str | type[BaseException]] | tuple[str | type[BaseException], ...] | None = None,
         **task_kwargs: Any,
@@ -145,7 +146,8 @@ class RegionJob:
         ``reuse=False``: a restarted try of this step always recomputes (e.g. a step with side effects outside
         the store, such as a warehouse load), even when its inputs and code are unchanged.
         ``publish="table"``: this sink step's result is committed to Delta table ``table`` once per run
-        (``publish_mode`` ``"append"`` or ``"overwrite"``; see the module rules).
+        (``publish_mode`` ``"append"`` or ``"overwrite"``; see the module rules); ``publish_asset_name`` names
+        the table's Airflow Asset when no consumer has named it yet (default: the table's URI).
         ``checkpoint=Checkpoint(...)``: the step runs in epochs with keyed state and checkpoints (module rules).
         ``non_recoverable_errors=[KeyError, "AnalysisException"]``: exception classes (or their names) whose failure
         of this step ends the run instead of a restart, replacing the job's
@@ -164,7 +166,7 @@ class RegionJob:
         impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs, checkpoint is not None)
         self._impls[step_id] = replace(impl, reuse=reuse, checkpoint=checkpoint)
         if publish is not None:
-            self._publications[step_id] = declare(step_id, publish, publish_mode)
+            self._publications[step_id] = declare(step_id, publish, publish_mode, publish_asset_name)
         return step_id
 
     def task(self, step_id: str | None = None, **step_kwargs: Any) -> Callable[[StepFunction], StepFunction]:

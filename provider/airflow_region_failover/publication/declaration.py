@@ -7,8 +7,12 @@ Rules:
   *sink* step (no outgoing edges: its DataFrame is committed as its sink result, BLOCKING) may publish; a table
   name is ``[A-Za-z_][A-Za-z0-9_]*``, at most 100 characters (a SQL identifier for every reader, and one plain
   key part); the mode is ``append`` (each run adds one table version) or ``overwrite`` (each run's output
-  replaces the table). Two steps may not publish to one table. Anything else is a :class:`GraphError` naming the
-  step and the fix.
+  replaces the table). Two steps may not publish to one table. ``publish_asset_name="daily_totals"`` names the
+  Airflow Asset the table's events go to when no consumer has named it yet (default: the table's URI; any
+  non-blank text of at most 1500 characters). Anything else is a :class:`GraphError` naming the step and the fix.
+* **Asset URI** (:func:`normalised_uri`): a URI as Airflow normalises an Asset's: the scheme in lower case, no
+  password, the query's pairs sorted, no trailing ``/`` on the path, no ``#fragment`` — so ``S3://b/t/``,
+  ``s3://b/t#v`` and ``s3://b/t`` are one Asset URI.
 * **Location**: table ``T`` lives at ``<root>/T``. ``root`` is ``[region_failover] publish_root``: an
   ``s3://bucket/prefix`` URI on the result store's S3 server (credentials from ``store_aws_conn_id``), or a local
   directory / ``file://`` URI (the embedded demo, tests). Unset, it is ``s3://<store_bucket>/<store_prefix>/tables``
@@ -31,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -40,6 +45,7 @@ from airflow_region_failover.exceptions import GraphError
 
 APP_PREFIX = "region-failover"
 MAX_TABLE_NAME = 100
+MAX_ASSET_NAME = 1500  # Airflow's limit on an Asset's name
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 PUBLISH_TASK_SUFFIX = "publish"
@@ -54,11 +60,13 @@ class PublishMode(str, Enum):
 
 @dataclass(frozen=True)
 class Publication:
-    """Step ``step``'s sink result is published to table ``table`` in ``mode``."""
+    """Step ``step``'s sink result is published to table ``table`` in ``mode``; ``asset_name`` is the Asset name
+    its first event creates when no consumer named the table's Asset (``None``: the table's URI)."""
 
     step: str
     table: str
     mode: PublishMode = PublishMode.APPEND
+    asset_name: str | None = None
 
     @property
     def task_id(self) -> str:
@@ -66,15 +74,17 @@ class Publication:
         return f"{self.step}.{PUBLISH_TASK_SUFFIX}"
 
     def to_dict(self) -> dict[str, str]:
-        """JSON form (inside the job document)."""
-        return {"step": self.step, "table": self.table, "mode": self.mode.value}
+        """JSON form (inside the job document); ``asset_name`` only when declared."""
+        named = {} if self.asset_name is None else {"asset_name": self.asset_name}
+        return {"step": self.step, "table": self.table, "mode": self.mode.value, **named}
 
     @classmethod
     def from_dict(cls, value: object) -> Publication:
         """Parse the JSON form; :class:`GraphError` for anything else."""
         if not isinstance(value, dict) or not isinstance(value.get("step"), str):
             raise GraphError(f"publication {value!r} is not an object with 'step', 'table' and 'mode'")
-        return declare(value["step"], value.get("table"), value.get("mode", PublishMode.APPEND.value))
+        return declare(value["step"], value.get("table"), value.get("mode", PublishMode.APPEND.value),
+                       value.get("asset_name"))
 
 
 def check_table(step: str, table: object) -> str:
@@ -97,9 +107,29 @@ def parse_mode(step: str, mode: object) -> PublishMode:
                      "run) or 'overwrite' (each run replaces the table)")
 
 
-def declare(step: str, table: object, mode: object = PublishMode.APPEND) -> Publication:
+def check_asset_name(step: str, name: object) -> str | None:
+    """``name`` if it may name an Airflow Asset (or is ``None``), else :class:`GraphError` naming the step."""
+    if name is None or (isinstance(name, str) and name.strip() and len(name) <= MAX_ASSET_NAME
+                        and name not in ("self", "context")):
+        return name
+    raise GraphError(f"step {step!r}: publish_asset_name={name!r} cannot name an Airflow Asset; give non-blank "
+                     f"text of at most {MAX_ASSET_NAME} characters (not 'self' or 'context'), e.g. 'daily_totals'")
+
+
+def declare(step: str, table: object, mode: object = PublishMode.APPEND, asset_name: object = None) -> Publication:
     """A validated publication of ``step``'s sink result (module rule)."""
-    return Publication(step, check_table(step, table), parse_mode(step, mode))
+    return Publication(step, check_table(step, table), parse_mode(step, mode), check_asset_name(step, asset_name))
+
+
+def normalised_uri(uri: str) -> str:
+    """``uri`` as Airflow normalises an Asset URI (module rule; Airflow's ``_sanitize_uri``)."""
+    parts = urllib.parse.urlsplit(uri)
+    if not parts.scheme:
+        return uri
+    query = urllib.parse.urlencode(sorted(urllib.parse.parse_qsl(parts.query))) if parts.query else ""
+    netloc = parts.netloc.rpartition("@")[2] if parts.password else parts.netloc
+    return urllib.parse.urlunsplit(parts._replace(scheme=parts.scheme.lower(), netloc=netloc,
+                                                  path=parts.path.rstrip("/") or "/", query=query, fragment=""))
 
 
 def check_publications(publications: tuple[Publication, ...], sinks: frozenset[str]) -> None:

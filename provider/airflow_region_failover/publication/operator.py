@@ -14,8 +14,15 @@ backtracking, as for a step task. Its other failures (S3 away, schema refused) a
 not lie inside the result store's own trees (:func:`check_publish_root`).
 
 **Assets** (Airflow's data-aware scheduling): a published table is the Airflow Asset whose URI is its location
-(``s3://bucket/prefix/tables/T``, as the amazon provider names S3 assets; ``file:///dir/T`` for a local root) —
-:func:`published_table` builds it for a consumer DAG's ``schedule``. The publishing task declares the outlet
+(``s3://bucket/prefix/tables/T``, as the amazon provider names S3 assets; ``file:///dir/T`` for a local root),
+normalised as Airflow normalises Asset URIs (:func:`~.declaration.normalised_uri`) — :func:`published_table` builds
+it for a consumer DAG's ``schedule``. Which Asset gets the event (:meth:`RegionPublishOperator._announce`): the
+*active* Asset with that URI, whatever name its consumers gave it (``Asset(uri)``, ``Asset(name=..., uri=...)``,
+``S3://``, a trailing ``/`` or a ``#fragment`` are all that URI; Airflow keeps one active Asset per URI), looked up
+through the task's execution API; when none is active (no consumer parsed yet), ``Asset(name=<publish_asset_name,
+else the URI>, uri=<URI>)``, which Airflow then creates and keeps active — a consumer parsed later must use that
+name, or it stays inactive with Airflow's DAG warning ``Cannot activate asset ...; uri is already associated``.
+The publishing task declares the outlet
 ``AssetAlias("region-failover-table:T")`` (:func:`table_alias`) and adds one event for the table's Asset through it
 only when its commit made a new table version, with ``extra`` naming the version
 (``{"table", "version", "mode", "run_key", "rows"}``): exactly one asset event per published version. A retry, a
@@ -36,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, ErrorType
 
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import InputUnavailable, OptionError
@@ -47,6 +54,7 @@ from airflow_region_failover.publication.declaration import (
     RunTimes,
     check_table,
     default_root,
+    normalised_uri,
     table_uri,
     transaction_of,
 )
@@ -105,14 +113,17 @@ def table_location(table: str, config: StoreConfig | None = None) -> str:
 
 
 def asset_uri(location: str) -> str:
-    """The Asset URI of a table location: an ``s3://`` location as it is, a local directory as a ``file://`` URI."""
-    return location if location.startswith("s3://") else Path(location).as_uri()
+    """The Asset URI of a table location: an ``s3://`` location, or a local directory as a ``file://`` URI,
+    normalised as Airflow normalises Asset URIs."""
+    return normalised_uri(location if location.startswith("s3://") else Path(location).as_uri())
 
 
-def published_table(table: str) -> Asset:
+def published_table(table: str, name: str | None = None) -> Asset:
     """The Airflow Asset of published table ``table`` in this deployment: ``schedule=[published_table("t")]`` runs
-    a DAG once per new table version (module rule)."""
-    return Asset(uri=asset_uri(table_location(table)))
+    a DAG once per new table version (module rule); ``name`` is the Asset's name (default: its URI) — the
+    publishing step's ``publish_asset_name``, if it declares one."""
+    uri = asset_uri(table_location(table))
+    return Asset(name=name or uri, uri=uri)
 
 
 def table_alias(table: str) -> AssetAlias:
@@ -194,7 +205,13 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
 
     def _announce(self, context: Context, uri: str, version: int | None, rows: int, run_key: str) -> None:
         """One asset event for the table's new ``version``, through the task's alias (module rule)."""
-        table = self.publication.table
+        table, asset = self.publication.table, asset_uri(uri)
         extra = {"table": table, "version": version, "mode": self.publication.mode.value, "run_key": run_key,
                  "rows": rows}
-        context["outlet_events"][table_alias(table)].add(Asset(uri=asset_uri(uri)), extra=extra)
+        events = context["outlet_events"][table_alias(table)]
+        try:
+            events.add(Asset.ref(uri=asset), extra=extra)  # the active Asset of this URI, whatever its name
+        except AirflowRuntimeError as exc:
+            if exc.error.error is not ErrorType.ASSET_NOT_FOUND:
+                raise
+            events.add(Asset(name=self.publication.asset_name or asset, uri=asset), extra=extra)

@@ -39,6 +39,7 @@ def run_publisher(monkeypatch: pytest.MonkeyPatch, committed: bool, run_commit: 
                                    reason="" if committed else "already published")
     monkeypatch.setattr(publishing.tables, "publish", lambda *args, **kwargs: outcome)
     monkeypatch.setattr(publishing.tables, "run_commit", lambda target, dag_id, run_id: run_commit)
+    no_consumer_yet(monkeypatch)
     inlet = {ALIAS: [SimpleNamespace(extra={"table": "totals", "version": v}) for v in announced]}
     task = build().get_task("report.publish")
     run = SimpleNamespace(dag_id="publish_test", run_id="scheduled__2026-01-02",
@@ -47,6 +48,18 @@ def run_publisher(monkeypatch: pytest.MonkeyPatch, committed: bool, run_commit: 
     events = OutletEventAccessors()
     result = task.execute({"dag_run": run, "outlet_events": events, "inlet_events": inlet})
     return events, result
+
+
+def no_consumer_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task's supervisor finds no active Asset for any URI (no consumer DAG parsed yet)."""
+    from airflow.sdk.exceptions import ErrorType
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import ErrorResponse
+    from airflow.sdk.execution_time.context import OutletEventAccessor
+
+    supervisor = SimpleNamespace(send=lambda msg: ErrorResponse(error=ErrorType.ASSET_NOT_FOUND))
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
+    monkeypatch.setattr(OutletEventAccessor, "_asset_ref_cache", {})
 
 
 def test_the_publishing_task_declares_its_tables_alias_and_no_plain_asset() -> None:

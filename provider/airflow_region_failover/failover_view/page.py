@@ -11,11 +11,12 @@ Rules:
   The rerun is *done* when every task the decision cleared has succeeded with a later try (at the last end time
   among them); a later decision *supersedes* it; otherwise it is *in progress*. Each decision shows the budget
   left as it recorded it.
-* **Regions of a decision** carry the reason the planner gave (failed / producer-unavailable / consumer / full)
+* **Failover regions of a decision** carry the reason the planner gave (failed / producer-unavailable / consumer / full)
   and its cause; every other region is *kept*. The run page and the dry run list them in one table
-  (region, reason, cause, subtasks) under the graph.
-* **The graph keeps its size** (:mod:`.svg`): its box scrolls when the graph is wider than the tab. The dry run
-  draws no task-instance states (there is no run) and its legend shows none.
+  (failover region, reason, cause, subtasks) under the graph. What a person reads says *failover region*, never a
+  bare "region" (Airflow 3.4 has regions of its own).
+* **The graph fits the tab** (:mod:`.svg`): drawn to its box's width, never wider than its natural size. The dry
+  run draws no task-instance states (there is no run) and its legend shows none.
 * **Checkpoints** of checkpointed steps (:mod:`~..checkpoint`): where each try of a checkpointed subtask started —
   *resumed* from a checkpoint (and how many epochs it skipped) or *started over* (and why) — and every checkpoint
   completed (epoch, bytes uploaded, duration), in time order, from the store's records of the run.
@@ -235,10 +236,10 @@ def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mappi
     chosen = {r.region.id: Highlight(r.reason.value, r.cause) for r in plan.regions} if plan else None
     svg = render_svg(spec.topology.regions, None, chosen, [plan.failed] if plan else [], title)
     if plan is None:
-        caption = "Choose a subtask: the planner shows which regions would restart, and why."
+        caption = "Choose a subtask: the planner shows which failover regions would restart, and why."
     else:
         caption = (f"If {plan.failed} failed ({plan.strategy.value} strategy), {len(plan.restart)} subtask(s) in "
-                   f"{len(plan.regions)} region(s) would restart; every BLOCKING result not listed as gone is "
+                   f"{len(plan.regions)} failover region(s) would restart; every BLOCKING result not listed as gone is "
                    "taken as committed.")
     hints = "".join(f"<li>{escape(k)}: {escape(v)}</li>" for k, v in sorted(reuse.items()))
     body = [f"<h2>{escape(title)}</h2>", form, f'<p id="rf-caption">{escape(caption)}</p>',
@@ -263,7 +264,7 @@ def _summary(decision: Decision | None) -> str:
     if decision is None:
         return ""
     regions = ", ".join(f"{r.region} ({r.reason})" for r in decision.regions) or "none"
-    return escape(f"Restarted regions: {regions}. Budget left: {_budget(decision.budget)}.")
+    return escape(f"Restarted failover regions: {regions}. Budget left: {_budget(decision.budget)}.")
 
 
 def _budget(budget: Mapping[str, Any]) -> str:
@@ -275,7 +276,7 @@ def _regions_table(rows: Sequence[tuple[str, str, str, Sequence[str]]]) -> str:
     body = "".join(f'<tr data-region="{escape(region)}"><td>{escape(region)}</td><td>{escape(reason)}</td>'
                    f"<td>{escape(cause)}</td><td>{escape(', '.join(subtasks))}</td></tr>"
                    for region, reason, cause, subtasks in rows)
-    return ('<table id="rf-regions"><tr><th>region</th><th>reason</th><th>cause</th><th>subtasks</th></tr>'
+    return ('<table id="rf-regions"><tr><th>failover region</th><th>reason</th><th>cause</th><th>subtasks</th></tr>'
             f"{body}</table>")
 
 

@@ -2,8 +2,11 @@
 
 Rules (what a person reads at a glance; positions from :mod:`.layout`):
 
-* drawn at its natural size (one SVG unit is one CSS pixel, no text under :data:`MIN_FONT_PX`), never scaled down
-  to the width of the tab: the page lets a wide graph scroll;
+* laid out at its natural size (one SVG unit is one CSS pixel, no text under :data:`MIN_FONT_PX`) and drawn to
+  the width of the tab: ``width="100%"`` of its box, at most its natural width (``max-width``: a small graph is
+  never blown up), the height following from the ``viewBox`` (``preserveAspectRatio="xMinYMin meet"``) — so a
+  wide graph (the example ETL's five columns) is scaled down until its right-hand failover regions are in sight,
+  and every detail stays in the tooltips;
 
 * one box per step, one cell per subtask, the cell filled with the colour of its task instance's state in this
   run (Airflow's state colours; no state: white) and labelled ``#i state`` (``try n`` once retried); without a
@@ -83,8 +86,9 @@ def render_svg(regions: Regions, states: Mapping[SubtaskId, CellState] | None = 
 
 def _header(places: Layout, title: str) -> str:
     width, height = int(places.width), int(places.height)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rf-graph" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" '
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rf-graph" width="100%" '
+            f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" '
+            f'style="max-width:{width}px;height:auto;display:block" data-width="{width}" role="img" '
             f'aria-label="{escape(title or "job graph")}">'
             f"<title>{escape(title or 'job graph')}</title>"
             '<defs><marker id="rf-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '

@@ -5,9 +5,9 @@ the S3-outage scenario has just finished — no extra run (after ``test_local_e2
     a#1 -> b#1 ==+==> c#1 ==> d#1        every other region is kept. (-> PIPELINED, ==> BLOCKING)
 
 Signs in through the login form, opens the run, opens its "Failover" tab, reads the SVG in the tab's iframe;
-then the DAG's "Failover dry run" tab. Both draw the graph at its own size (it scrolls in the tab) and list why
-each region restarts; the dry run shows no task state in its cells. Screenshots go to ``$RF_ARTIFACTS`` (else
-the test's tmp dir).
+then the DAG's "Failover dry run" tab. Both draw the graph to the tab's width (nothing scrolls out of sight) and
+list why each failover region restarts; the dry run shows no task state in its cells. Screenshots go to
+``$RF_ARTIFACTS`` (else the test's tmp dir).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_the_failover_tab_shows_the_restarted_regions_and_their_reasons(e2e: Any
         events = [r.get_attribute("data-event") for r in driver.find_elements(By.CSS_SELECTOR, "tr.rf-event")]
         assert events == ["failure", "decision", "clear", "rerun"], events
         assert "rerun done" in driver.find_element(By.ID, "rf-timeline").text
-        _readable_and_scrolling(driver)
+        _fits_the_tab(driver)
         why = {r.get_attribute("data-region"): [c.text for c in r.find_elements(By.TAG_NAME, "td")][1:3]
                for r in driver.find_elements(By.CSS_SELECTOR, "#rf-regions tr[data-region]")}
         assert why == {r["region"]: [r["reason"], r["cause"]] for r in decision["regions"]}, why
@@ -64,17 +64,17 @@ def test_the_failover_tab_shows_the_restarted_regions_and_their_reasons(e2e: Any
         assert {r: v for r, v in planned.items() if v != "kept"} == expected, planned
         cells = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "g.rf-subtask text")]
         assert len(cells) == 9 and not [c for c in cells if "none" in c], cells
-        _readable_and_scrolling(driver)
+        _fits_the_tab(driver)
         plan_shot = browser.screenshot(driver, artifacts / "failover-dry-run.png")
     assert run_shot.stat().st_size > 10_000 and plan_shot.stat().st_size > 10_000
     print(f"screenshots: {run_shot} {plan_shot}")
 
 
-def _readable_and_scrolling(driver: Any) -> None:
-    """The graph is drawn at its own size, not squeezed to the tab (this graph is wider than the tab): its box
-    scrolls sideways instead."""
+def _fits_the_tab(driver: Any) -> None:
+    """The graph is drawn to the tab's width (this graph is wider than the tab at its natural size): nothing
+    scrolls out of sight, and it is never drawn wider than its natural size."""
     size = driver.execute_script(
         "const s = document.querySelector('svg.rf-graph'), box = s.closest('.graph');"
-        "return [s.getBoundingClientRect().width, Number(s.getAttribute('width')), box.scrollWidth, box.clientWidth];")
+        "return [s.getBoundingClientRect().width, Number(s.dataset.width), box.scrollWidth, box.clientWidth];")
     drawn, natural, scroll, visible = size
-    assert abs(drawn - natural) < 1 and scroll > visible, size
+    assert drawn <= visible + 1 and drawn <= natural + 1 and scroll <= visible + 1, size

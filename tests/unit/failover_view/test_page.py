@@ -72,7 +72,7 @@ def test_the_run_page_escapes_error_texts_and_links_under_its_mount_path() -> No
     assert "<img" not in page and "&lt;img src=x" in page
     assert 'href="/airflow/region-failover/api/run/dag/run%3Cx%3E"' in page
     assert 'href="/airflow/region-failover/plan/dag"' in page and "decision #1" in page
-    assert "Restarted regions:" in page and "total failures left 9" in page
+    assert "Restarted failover regions:" in page and "total failures left 9" in page
 
 
 def test_the_dry_run_page_lists_every_subtask_and_draws_the_plan() -> None:

@@ -31,7 +31,10 @@ from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.observability import metrics
+from airflow_region_failover.observability.lineage import TryFacts, current_ti
 from airflow_region_failover.spark.chain import run_chain
+from airflow_region_failover.spark.ledger import RestartEntry
+from airflow_region_failover.spark.run import restart_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -103,7 +106,7 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
         with timeline.measured() as clock:
             clock.record_since("airflow_start", getattr(self, "_parsed_at", clock.started))
             with timeline.phase("restart_wait"):
-                read = read_try_log(context["ti"])
+                read = self._try_log(context["ti"])
                 self._wait_for_restart_time(context, read)
             members = tuple(SubtaskId.parse(s) for s in self.chain)
             listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
@@ -119,16 +122,38 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
 
     # -- OpenLineage (the openlineage provider calls these when it is installed; see observability/lineage.py) ------
     def get_openlineage_facets_on_start(self) -> Any:
-        """The task's run facet (nothing read or written yet)."""
-        return self._lineage(None, None)
+        """The try's run facet (nothing read or written yet), for the running task instance."""
+        return self._lineage(current_ti(), None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Every BLOCKING partition the task read and committed or kept, and its run facet."""
         return self._lineage(task_instance, getattr(self, "_ledger", None))
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
-        """The run facet of the failed try."""
+        """The run facet of the failed try (the same try facts as its START)."""
         return self._lineage(task_instance, None)
+
+    def _try_log(self, ti: Any) -> TryLog:
+        """The decision log as this try reads it, read once per try: by START's lineage (the listener runs in
+        this process before ``execute``) or by ``execute``, whichever asks first."""
+        cached: TryLog | None = getattr(self, "_read", None)
+        if cached is not None and (cached.task_id, cached.try_number) == (str(ti.task_id), int(ti.try_number or 1)):
+            return cached
+        self._read = read_try_log(ti)
+        return self._read
+
+    def _try_facts(self, ti: Any) -> Any:
+        """The try's region, try number and restart (module rule of :mod:`~..observability.lineage`): the same
+        for START, COMPLETE and FAIL, read once per try."""
+        attempt = int(getattr(ti, "try_number", 0) or 0)
+        cached = getattr(self, "_facts", None)
+        if cached is not None and cached.attempt == attempt:
+            return cached
+        head = SubtaskId.parse(self.chain[0])
+        decision = restart_of(ti, known=self._try_log(ti)) if ti is not None else None
+        self._facts = TryFacts(self.runtime.spec.topology.regions.region_of(head).id, attempt,
+                               RestartEntry.of(decision, ti.task_id) if decision is not None else None)
+        return self._facts
 
     def _lineage(self, ti: Any, ledger: TaskLedger | None) -> Any:
         """The task's ``OperatorLineage``, or ``None`` when OpenLineage is not installed or lineage cannot be
@@ -138,12 +163,10 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
 
             if not lineage.available():
                 return None
-            head = SubtaskId.parse(self.chain[0])
-            region = self.runtime.spec.topology.regions.region_of(head).id
             dag_id = getattr(ti, "dag_id", None) or self.dag_id
             run_id = getattr(ti, "run_id", "")
-            attempt = int(getattr(ti, "try_number", 0) or 0)
-            return lineage.task_lineage(lineage.configured_layout(), dag_id, run_id, region, attempt, ledger)
+            return lineage.task_lineage(lineage.configured_layout(), dag_id, run_id, self._try_facts(ti),
+                                        ledger=ledger)
         except Exception:
             self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
             return None

@@ -131,6 +131,40 @@ def table_alias(table: str) -> AssetAlias:
     return AssetAlias(name=f"{ALIAS_PREFIX}:{table}")
 
 
+def current_ti() -> Any:
+    """The running task instance (Airflow's current context: set while the listener announces START), or
+    ``None`` outside a task."""
+    try:
+        from airflow.sdk import get_current_context
+
+        return get_current_context()["ti"]
+    except Exception:
+        return None
+
+
+def table_dataset(location: str) -> tuple[str, str]:
+    """OpenLineage's ``(namespace, name)`` of the Delta table at ``location``: ``s3://<bucket>`` and its key, or
+    ``file`` and its absolute path."""
+    if location.startswith("s3://"):
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        return f"s3://{bucket}", key.strip("/")
+    return "file", location.removeprefix("file://")
+
+
+def table_lineage(dag_id: str, run_id: str, result: str, partitions: int, location: str) -> Any:
+    """The ``OperatorLineage`` of a publishing task's try: in, the sink result's ``partitions`` partitions of run
+    ``run_id`` (named as :func:`~..observability.lineage.dataset_name` names them: the key prefix of every attempt
+    of the partition's manifest); out, the Delta table at ``location``. ``ImportError`` without OpenLineage."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+
+    layout = Layout(conf.store_bucket(), conf.store_prefix())
+    keys = layout.run(dag_id, run_id)
+    inputs = [InputDataset(f"s3://{layout.bucket}", keys.manifest(PartitionId(result, i), 1).rsplit("/", 1)[0])
+              for i in range(partitions)]
+    return OperatorLineage(inputs=inputs, outputs=[OutputDataset(*table_dataset(location))])
+
+
 def run_times(context: Context) -> RunTimes:
     """What identifies the task's DAG run for publishing (its ids and dates)."""
     run = context["dag_run"]
@@ -187,6 +221,31 @@ class RegionPublishOperator(BaseOperator):  # type: ignore[misc]
             self._announce_missed(context, target, run, uri, txn.run_key)
         return {"table": uri, "committed": outcome.committed, "version": outcome.version, "rows": outcome.rows,
                 "run_key": txn.run_key}
+
+    # -- OpenLineage (the openlineage provider calls these when it is installed; see observability/lineage.py) ------
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The Delta table out, the sink partitions it publishes in (for the running task instance)."""
+        return self._lineage(current_ti())
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The same datasets as at START, whether this try committed or found the run published."""
+        return self._lineage(task_instance)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """The same datasets as at START: the try that failed was to publish them."""
+        return self._lineage(task_instance)
+
+    def _lineage(self, ti: Any) -> Any:
+        """The try's ``OperatorLineage`` (:func:`table_lineage`), or ``None`` when OpenLineage is not installed
+        or the lineage cannot be built (never raises into the task)."""
+        try:
+            return table_lineage(getattr(ti, "dag_id", None) or self.dag_id, getattr(ti, "run_id", ""),
+                                 self.publication.step, self.partitions, table_location(self.publication.table))
+        except ImportError:
+            return None
+        except Exception:
+            self.log.warning("region failover: no OpenLineage facets for %s", self.task_id, exc_info=True)
+            return None
 
     def _announce_missed(self, context: Context, target: TableTarget, run: RunTimes, uri: str,
                          run_key: str) -> None:

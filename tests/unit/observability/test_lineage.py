@@ -125,15 +125,16 @@ def test_without_the_openlineage_provider_the_operator_runs_and_reports_no_linea
 
 def test_dropped_partitions_are_sent_through_the_configured_transport(tmp_path: Any,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """The openlineage provider's file transport receives one COMPLETE event of job ``region_failover.gc``."""
+    """The openlineage provider's file transport receives one run of job ``region_failover.gc``: its START, then
+    its COMPLETE listing the dropped partitions."""
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
                        json.dumps({"type": "file", "log_file_path": str(tmp_path / "events")}))
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "rf-test")
     name = lineage.dataset_name(LAYOUT, "rf", "r", PartitionId("c->d", 0))
     assert lineage.emit_dropped(LAYOUT, [name]) is True
-    (path,) = tmp_path.glob("events-*.json")
-    event = json.loads(path.read_text())
-    assert event["eventType"] == "COMPLETE"
+    events = {e["eventType"]: e for e in (json.loads(p.read_text()) for p in tmp_path.glob("events-*.json"))}
+    assert sorted(events) == ["COMPLETE", "START"]
+    event = events["COMPLETE"]
     assert (event["job"]["namespace"], event["job"]["name"]) == ("rf-test", "region_failover.gc")
     assert [(d["namespace"], d["name"], d["facets"]["lifecycleStateChange"]["lifecycleStateChange"])
             for d in event["outputs"]] == [("s3://results", name, "DROP")]

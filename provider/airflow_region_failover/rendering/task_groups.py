@@ -164,7 +164,7 @@ def region_reason(region: Region, inputs: Mapping[str, list[Edge]]) -> str:
     if pipelined:
         links = ", ".join(f"{e.source} -> {e.target} ({e.distribution.value})" for e in pipelined)
         return f"joined by PIPELINED exchanges, whose data is lost on failure: {links}"
-    return "merged because BLOCKING exchanges form a cycle between their regions"
+    return "merged because BLOCKING exchanges form a cycle between their failover regions"
 
 
 def region_tooltip(region: Region, inputs: Mapping[str, list[Edge]]) -> str:
@@ -186,6 +186,6 @@ def region_doc(region: Region, inputs: Mapping[str, list[Edge]]) -> str:
         f"### Failover region `{region.id}`",
         f"Subtasks: {listed}{more}.",
         f"Restarted as one unit because it is {region_reason(region, inputs)}.",
-        "Inputs from other regions: " + ("; ".join(outside) if outside else "none") + ".",
+        "Inputs from other failover regions: " + ("; ".join(outside) if outside else "none") + ".",
     ]
     return "\n\n".join(lines)

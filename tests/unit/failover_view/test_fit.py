@@ -74,3 +74,15 @@ def test_what_a_person_reads_says_failover_region() -> None:
     # "Region failover" is the provider's name, "strategy region" Flink's name of the failover strategy
     bare = list(re.finditer(r"(?<!failover )(?<!strategy )\bregions?\b(?! failover)", text, flags=re.IGNORECASE))
     assert not bare, [text[max(0, m.start() - 30):m.end() + 30] for m in bare]
+
+
+def test_the_region_groups_say_failover_region_in_their_tooltip_and_doc() -> None:
+    from airflow_region_failover.rendering.task_groups import inputs_by_step, region_doc, region_tooltip
+
+    graph = example_graph()
+    inputs = inputs_by_step(graph)
+    for region in compute_regions(graph).regions:
+        for text in (region_tooltip(region, inputs), region_doc(region, inputs)):
+            words = re.sub(r"`[^`]*`", "", text)
+            bare = re.findall(r"(?<!failover )(?<!Failover )\bregions?\b", words)
+            assert not bare, text

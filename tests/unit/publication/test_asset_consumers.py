@@ -19,7 +19,8 @@ from airflow.sdk import DAG, Asset
 from airflow_region_failover.publication import delta
 from airflow_region_failover.publication import operator as publishing
 from airflow_region_failover.publication.declaration import Publication, PublishMode, normalised_uri
-from airflow_region_failover.store.config import S3Access, StoreConfig
+from airflow_region_failover.store.config import StoreConfig
+from airflow_region_failover.store.s3.clients import S3Access
 
 BUNDLE = "asset-consumers"
 

@@ -82,7 +82,7 @@ from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.error_class import parse_error_names
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
 from airflow_region_failover.graph import auto, jsonformat
-from airflow_region_failover.graph.auto import Choice, ExchangePlan
+from airflow_region_failover.graph.auto import AutoDeclaration, Choice, ExchangePlan
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.chains import EdgeKey
 from airflow_region_failover.graph.ids import SubtaskId, check_step_id
@@ -262,12 +262,12 @@ class RegionJob:
         declared = self.graph()
         pinned = unfusable(declared, self._impls)
         chosen = plan or ExchangePlan()
-        graph = auto.resolve(declared, ExchangePlan({r: Choice.BLOCKING if r in pinned else c
-                                                for r, c in chosen.choices.items()}))
+        rendered = ExchangePlan({r: Choice.BLOCKING if r in pinned else c for r, c in chosen.choices.items()})
+        graph = auto.resolve(declared, rendered)
         publications = tuple(self._publications.values())
         check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications,
-                       dict(self._non_recoverable))
+                       dict(self._non_recoverable), AutoDeclaration(auto.auto_results(declared), pinned, rendered))
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

@@ -9,7 +9,9 @@ Rules:
   (:meth:`JobSpec.to_document`), so the scheduler (serialized DAG) and every worker (parsed DAG) read the same
   job with :func:`job_of`.
 * Its graph is concrete: no AUTO edge is left (a plan resolved them, :mod:`~.graph.auto`), so everything that
-  runs it sees BLOCKING and PIPELINED edges only.
+  runs it sees BLOCKING and PIPELINED edges only. What it declared AUTO travels beside it (``auto``,
+  :class:`~.graph.auto.AutoDeclaration`: the results, those no plan may fuse and why, the plan rendered), so a
+  planner reading the rendered job (``region-failover advise DAG_ID``, the dry-run tab) costs the declared graph.
 * Its chains (:mod:`~.graph.chains`) follow from the graph and the edges the DAG file refuses to chain
   (``chain_breaks``, e.g. a script step's edges), which the document carries too: the scheduler names the tasks
   of a restart exactly as the DAG file rendered them (:attr:`JobSpec.names`).
@@ -48,7 +50,7 @@ from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import jsonformat
-from airflow_region_failover.graph.auto import auto_results
+from airflow_region_failover.graph.auto import AutoDeclaration, auto_results, redeclare
 from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
@@ -67,13 +69,14 @@ class JobSpec:
     """A job graph and its effective failover/restart options (Flink keys), validated; ``chain_breaks``: the
     PIPELINED POINTWISE edges the DAG file refuses to chain, with the reason (module rule); ``publications``:
     the sink steps published to Delta tables; ``non_recoverable``: step id -> its own non-recoverable exception
-    class names (module rule)."""
+    class names (module rule); ``auto``: what the DAG file declared AUTO (module rule)."""
 
     graph: JobGraph
     options: Mapping[str, str]
     chain_breaks: Mapping[EdgeKey, str] = field(default_factory=dict)
     publications: tuple[Publication, ...] = ()
     non_recoverable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    auto: AutoDeclaration = field(default_factory=AutoDeclaration)
 
     def __post_init__(self) -> None:
         pending = auto_results(self.graph)
@@ -85,6 +88,12 @@ class JobSpec:
         if unknown:
             raise GraphError(f"non_recoverable_errors names unknown step {unknown[0]!r}; declare it on a step of "
                              "the job")
+        redeclare(self.graph, self.auto)  # GraphError if it names a result the graph lacks
+
+    @property
+    def declared_graph(self) -> JobGraph:
+        """The graph as the DAG file declared it: the ``auto`` results' edges AUTO again (what a planner costs)."""
+        return redeclare(self.graph, self.auto)
 
     def declared(self, task_id: str) -> Declared:
         """The exception class names non-recoverable for task ``task_id`` (module rule)."""
@@ -144,6 +153,8 @@ class JobSpec:
             document["publications"] = [p.to_dict() for p in self.publications]
         if self.non_recoverable:
             document["non_recoverable_errors"] = {s: list(n) for s, n in sorted(self.non_recoverable.items())}
+        if self.auto.results:
+            document["auto"] = self.auto.to_json()
         return document
 
     @classmethod
@@ -168,7 +179,8 @@ class JobSpec:
                    {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks},
                    tuple(Publication.from_dict(p) for p in publications),
                    {str(s): parse_error_names(n, f"step {s!r}: non_recoverable_errors", text=False)
-                    for s, n in errors.items()})
+                    for s, n in errors.items()},
+                   AutoDeclaration.from_json(document["auto"]) if "auto" in document else AutoDeclaration())
 
 
 def job_of(dag: Any) -> JobSpec | None:

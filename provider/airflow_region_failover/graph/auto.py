@@ -13,7 +13,10 @@ Rules:
   BLOCKING, a ``FUSED`` one's PIPELINED (``cluster_by`` and ``columns``, which shape a persisted result, are
   dropped). Regions, restart sets, chains and rendering then follow the plan through the existing algorithms,
   with no special case. Edges declared BLOCKING or PIPELINED are never changed;
-* a plan naming a result that is not AUTO in the graph is an error naming it (a stale plan of an edited DAG).
+* a plan naming a result that is not AUTO in the graph is an error naming it (a stale plan of an edited DAG);
+* a rendered job keeps what it declared (:class:`AutoDeclaration`: its AUTO results, those no plan may fuse and
+  why, and the plan it rendered), so its concrete graph can be turned back into the declared one a planner costs
+  (:func:`redeclare`).
 """
 
 from __future__ import annotations
@@ -115,3 +118,43 @@ def resolve(graph: JobGraph, plan: ExchangePlan) -> JobGraph:
             edge = replace(edge, exchange=Exchange.BLOCKING)
         edges.append(edge)
     return JobGraph.of(graph.steps, edges)
+
+
+@dataclass(frozen=True)
+class AutoDeclaration:
+    """What a rendered job declared AUTO (module rule): ``results``, in declaration order; ``pinned``: those no plan
+    may fuse, with the reason; ``plan``: the plan it rendered.
+
+    JSON: ``{"results": [...], "pinned": {<result>: <reason>}, "plan": {"choices": {...}}}``."""
+
+    results: tuple[str, ...] = ()
+    pinned: Mapping[str, str] = field(default_factory=dict)
+    plan: ExchangePlan = field(default_factory=ExchangePlan)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"results": list(self.results), "pinned": dict(sorted(self.pinned.items())),
+                "plan": self.plan.to_json()}
+
+    @classmethod
+    def from_json(cls, document: object) -> AutoDeclaration:
+        """Parse :meth:`to_json`'s form; :class:`GraphError` naming what is wrong."""
+        if (not isinstance(document, dict) or set(document) != {"results", "pinned", "plan"}
+                or not isinstance(document["results"], list) or not isinstance(document["pinned"], dict)):
+            raise GraphError(f"AUTO declaration {document!r} must be {{\"results\": [...], \"pinned\": {{...}}, "
+                             "\"plan\": {...}}; re-render the DAG with this provider version")
+        return cls(tuple(str(r) for r in document["results"]),
+                   {str(r): str(why) for r, why in document["pinned"].items()},
+                   ExchangePlan.from_json(document["plan"]))
+
+
+def redeclare(graph: JobGraph, declared: AutoDeclaration) -> JobGraph:
+    """``graph`` (concrete, as rendered) with the edges of ``declared``'s results AUTO again: the graph a planner
+    costs. A result it names that the graph lacks is an error naming it."""
+    known = {r.id for r in graph.results}
+    missing = [r for r in declared.results if r not in known]
+    if missing:
+        raise GraphError(f"AUTO result {missing[0]!r} is not a result of the rendered graph; re-render the DAG")
+    auto = set(declared.results)
+    return JobGraph.of(graph.steps, [replace(e, exchange=Exchange.AUTO) if e.result in auto else e
+                                     for e in graph.edges])

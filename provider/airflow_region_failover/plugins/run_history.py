@@ -1,0 +1,215 @@
+"""The run history the planner reads for a DAG: its earlier runs' task summaries, manifests and failed tries
+(:class:`~airflow_region_failover.planning.history.HistorySource` over the store and Airflow's metadata DB).
+
+Rules — how one run becomes a :class:`~airflow_region_failover.planning.history.RunRecord`:
+
+* **Runs**: the DAG's newest :data:`WINDOW` runs that ended (``success`` or ``failed``), oldest first; a run
+  none of whose step tasks left a task summary (no measured try) is left out.
+* **Persisting** a task's outputs (its ``write_seconds``, split over its outputs by bytes) is what its timeline
+  (:mod:`airflow_region_failover.timeline`) measured of the store's writers: with the provider's writers, the
+  executor seconds of ``encode``, ``hash`` and ``upload`` over the writers that ran at once (``writers``, at most
+  :data:`EXECUTOR_CORES`), never more than the ``job`` spans; with Spark's own Parquet writer (``spark_writer``),
+  whose job reads, computes and encodes inseparably, the driver's ``hash`` and ``upload`` wall seconds, or the
+  output bytes at the default write throughput
+  (:data:`~airflow_region_failover.planning.estimates.DEFAULT_WRITE_BYTES_PER_SECOND`, which includes encoding)
+  where that is more — the *estimate of compute* is the job less that, never less than zero.
+* **Reading back** a task's inputs (its ``read_seconds``, split over its inputs by bytes) is its ``read`` spans
+  (the driver's checks, probe, resolve and restore of each input) plus the bytes it fetched at the default read
+  throughput (:data:`~airflow_region_failover.planning.estimates.DEFAULT_READ_BYTES_PER_SECOND`): Spark fetches
+  the objects inside the job, where the timeline cannot separate them from computing.
+* **Compute** of a task is its clock (``started`` to ``ended``) less its persisting and reading back; a chain
+  task's compute is split evenly over its members (one clock measured them together). A step enters a run's
+  record only when every one of its subtasks was measured by a try that computed (a try that kept its committed
+  outputs measured no compute).
+* **Bytes** of a result: its partitions' committed bytes (the summary's ``outputs[*].bytes``, or the committed
+  manifest's total in the store where the summary has none), summed over its producer subtasks; kept outputs
+  count their bytes but no write seconds.
+* **Failures**: a step task's failed tries (``task_instance`` and ``task_instance_history`` rows in state
+  ``failed``), counted for the task's first step (a chain's head, in the same region as its members);
+  **task seconds**: the durations of all its step tasks' tries.
+* **Plan**: every AUTO result BLOCKING (no plan is stored per run yet: a DAG renders that plan today).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_region_failover.exceptions import RegionFailoverError
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.naming import OPERATOR_NAME, subtasks_of
+from airflow_region_failover.planning.estimates import DEFAULT_READ_BYTES_PER_SECOND, DEFAULT_WRITE_BYTES_PER_SECOND
+from airflow_region_failover.planning.history import History, ResultBytes, RunRecord, StepTimes
+from airflow_region_failover.spark.ledger import TaskSummary
+from airflow_region_failover.store.result_store import ResultStore
+
+WINDOW = 20
+"""How many of a DAG's newest ended runs are read (the planner's window, :class:`~.planning.choice.Policy`)."""
+EXECUTOR_CORES = 2
+"""At most this many store writers run at once in one task (a 2-core executor, ``local[2]``: the figures'
+machine); their summed executor seconds over this are wall seconds."""
+ENDED = ("success", "failed")
+Sizes = Callable[[PartitionId], int | None]
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    """What one task's successful try measured: ``compute`` seconds per member step, ``writes`` (result ->
+    (bytes, seconds)) and ``reads`` (result -> seconds); ``computed``: it computed (did not keep its outputs)."""
+
+    members: tuple[SubtaskId, ...]
+    compute: float
+    writes: Mapping[str, tuple[int, float]]
+    reads: Mapping[str, float]
+    computed: bool
+
+
+@dataclass(frozen=True)
+class TaskTries:
+    """One step task of a run: its failed tries, the seconds of all its tries and its summary (``None``: no
+    measured try)."""
+
+    task_id: str
+    failed: int
+    seconds: float
+    summary: TaskSummary | None
+
+
+def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -> TaskCost:
+    """Persisting, reading back and compute of one try (module rules)."""
+    line = summary.timeline
+    outputs = {PartitionId.parse(k): o for k, o in summary.ledger.outputs.items()}
+    sized = {p: (o.bytes if o.bytes is not None else sizes(p)) or 0 for p, o in outputs.items()}
+    kept = bool(summary.kept) or summary.ledger.kept
+    written = sum(b for p, b in sized.items() if not outputs[p].kept)
+    persist = 0.0 if line is None or kept else _persisting(line.work, line.total("job"), written, cores)
+    inputs = {PartitionId.parse(k): i for k, i in summary.ledger.inputs.items()}
+    fetched = summary.read.bytes
+    read = 0.0 if line is None else line.total("read") + fetched / DEFAULT_READ_BYTES_PER_SECOND
+    clock = 0.0 if line is None else line.ended - line.started
+    writes: dict[str, tuple[int, float]] = {}
+    for partition, size in sized.items():
+        share = persist * size / written if written and not outputs[partition].kept else 0.0
+        before = writes.get(partition.result, (0, 0.0))
+        writes[partition.result] = (before[0] + size, before[1] + share)
+    total_in = sum(i.bytes for i in inputs.values())
+    reads: dict[str, float] = {}
+    for partition, entry in inputs.items():
+        share = read * entry.bytes / total_in if total_in else read / len(inputs)
+        reads[partition.result] = reads.get(partition.result, 0.0) + share
+    compute = max(0.0, clock - persist - (read if inputs else 0.0)) / len(summary.members)
+    return TaskCost(summary.members, compute, writes, reads, line is not None and not kept)
+
+
+def _persisting(work: Mapping[str, float], job: float, written: int, cores: int) -> float:
+    """A try's persisting seconds from its writers' work (module rule)."""
+    if work.get("spark_writer"):
+        measured = work.get("hash", 0.0) + work.get("upload", 0.0)
+        return min(job, max(measured, written / DEFAULT_WRITE_BYTES_PER_SECOND)) if job else measured
+    at_once = max(1.0, min(float(cores), work.get("writers", 1.0)))
+    seconds = sum(work.get(k, 0.0) for k in ("encode", "hash", "upload")) / at_once
+    return min(job, seconds) if job else seconds
+
+
+def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelism: Mapping[str, int]) -> RunRecord:
+    """One run's record from its step tasks (module rules); ``parallelism``: step id -> subtasks."""
+    costs = [task_cost(t.summary, sizes) for t in tasks if t.summary is not None]
+    seconds: dict[str, dict[int, float]] = {}
+    for cost in costs:
+        for member in cost.members:
+            if cost.computed:
+                seconds.setdefault(member.step, {})[member.index] = cost.compute
+    steps = tuple(StepTimes(step, tuple(by_index[i] for i in range(parallelism[step])))
+                  for step, by_index in seconds.items()
+                  if step in parallelism and all(i in by_index for i in range(parallelism[step])))
+    sizes_of: dict[str, int] = {}
+    writes: dict[str, float] = {}
+    reads: dict[str, float] = {}
+    for cost in costs:
+        for result, (size, spent) in cost.writes.items():
+            sizes_of[result] = sizes_of.get(result, 0) + size
+            writes[result] = writes.get(result, 0.0) + spent
+        for result, spent in cost.reads.items():
+            reads[result] = reads.get(result, 0.0) + spent
+    results = tuple(ResultBytes(r, size, writes[r] or None, reads.get(r) or None) for r, size in sizes_of.items())
+    failures: dict[str, int] = {}
+    for task in tasks:
+        members = subtasks_of(task.task_id)
+        if task.failed and members:
+            failures[members[0].step] = failures.get(members[0].step, 0) + task.failed
+    return RunRecord(run_id, steps, results, failures, sum(t.seconds for t in tasks))
+
+
+@dataclass(frozen=True)
+class AirflowHistory:
+    """The runs of a DAG as its task summaries, the store's manifests and Airflow's tries record them (module
+    rules); ``parallelism``: step id -> subtasks, of the job the history is read for."""
+
+    store: ResultStore
+    parallelism: Mapping[str, int]
+    window: int = WINDOW
+
+    def history(self, dag_id: str) -> History:
+        """The newest ``window`` ended runs of ``dag_id``, oldest first (scheduler / CLI: reads the metadata DB)."""
+        records = []
+        for run_id in ended_runs(dag_id, self.window):
+            tasks = step_tries(dag_id, run_id)
+            if not any(t.summary is not None for t in tasks):
+                continue
+
+            def sizes(partition: PartitionId, run: str = run_id) -> int | None:
+                try:
+                    return self.store.manifest(dag_id, run, partition).total_bytes
+                except RegionFailoverError:  # released or swept since: its bytes are unknown
+                    return None
+
+            records.append(run_record(run_id, tasks, sizes, self.parallelism))
+        return History(tuple(records))
+
+
+def ended_runs(dag_id: str, count: int) -> list[str]:
+    """The newest ``count`` runs of ``dag_id`` that ended, oldest first."""
+    from airflow.models.dagrun import DagRun  # deferred: the plugin module loads in every Airflow component
+    from airflow.utils.session import create_session  # deferred: as above
+
+    with create_session() as session:
+        rows = (session.query(DagRun.run_id).filter(DagRun.dag_id == dag_id, DagRun.state.in_(ENDED))
+                .order_by(DagRun.end_date.desc()).limit(count).all())
+    return [str(r[0]) for r in reversed(rows)]
+
+
+def step_tries(dag_id: str, run_id: str) -> list[TaskTries]:
+    """The run's step tasks: failed tries and seconds over ``task_instance`` and ``task_instance_history``, and
+    the current try's task summary (its XCom ``return_value``)."""
+    from airflow.models.taskinstance import TaskInstance  # deferred: as above
+    from airflow.models.taskinstancehistory import TaskInstanceHistory  # deferred: as above
+    from airflow.models.xcom import XComModel  # deferred: as above
+    from airflow.utils.session import create_session  # deferred: as above
+
+    tries: dict[str, list[tuple[str, float]]] = {}
+    with create_session() as session:
+        for model in (TaskInstance, TaskInstanceHistory):
+            rows = (session.query(model.task_id, model.state, model.duration)
+                    .filter(model.dag_id == dag_id, model.run_id == run_id, model.operator == OPERATOR_NAME).all())
+            for task_id, state, duration in rows:
+                tries.setdefault(str(task_id), []).append((str(getattr(state, "value", state)), float(duration or 0)))
+        rows = (session.query(XComModel)
+                .filter(XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == "return_value",
+                        XComModel.task_id.in_(list(tries))).all())
+        summaries = {str(row.task_id): XComModel.deserialize_value(row) for row in rows}
+    return [TaskTries(task_id, sum(1 for s, _ in found if s == "failed"), sum(d for _, d in found),
+                      _summary(summaries.get(task_id)))
+            for task_id, found in sorted(tries.items())]
+
+
+def _summary(value: object) -> TaskSummary | None:
+    """A task summary, or ``None`` for a try that returned none (or not one of ours)."""
+    if not isinstance(value, dict) or "subtask" not in value:
+        return None
+    return TaskSummary.from_json(value)
+
+
+def parallelism_of(steps: Iterable[Any]) -> dict[str, int]:
+    """Step id -> parallelism of a graph's steps."""
+    return {s.id: s.parallelism for s in steps}

@@ -1,0 +1,149 @@
+"""The planner's run history read from the store and Airflow's metadata DB (plugins/run_history.py): what a task's
+timeline says of persisting, reading back and compute, and the records of runs whose summaries, manifests and
+tries are where a real run leaves them (moto's in-memory S3, a throw-away SQLite Airflow schema)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_region_failover import timeline
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.plugins.run_history import AirflowHistory, TaskTries, run_record, task_cost
+from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, ReadTotals, TaskLedger, TaskSummary
+from airflow_region_failover.timeline import Span, Timeline
+from tests.support.metadata import add_run, add_task, delete_dag
+from tests.support.store import moto_store
+
+DAG = "rf_advise"
+
+
+def _summary(subtask: str, line: Timeline | None, outputs: dict[str, OutputEntry] | None = None,
+             inputs: dict[str, InputEntry] | None = None, fetched: int = 0, chain: tuple[str, ...] = ()) -> TaskSummary:
+    members = tuple(SubtaskId.parse(m) for m in (chain or (subtask,)))
+    return TaskSummary(members, 1, {}, ReadTotals(fetched, 1, fetched), TaskLedger(inputs or {}, outputs or {}),
+                       timeline=line)
+
+
+def _line(seconds: float, spans: tuple[Span, ...] = (), **work: float) -> Timeline:
+    return Timeline(1000.0, 1000.0, 1000.0 + seconds, spans, work)
+
+
+def _out(size: int | None, kept: bool = False) -> OutputEntry:
+    return OutputEntry(1, 10, kept, size)
+
+
+def test_the_providers_writers_persist_their_work_over_the_writers_at_once() -> None:
+    """encode 4 + hash 1 + upload 3 executor seconds by 2 writers at once: 4 s of a 10 s clock persist; the
+    rest computes. Two outputs of one result share the seconds by bytes."""
+    line = _line(10.0, (Span("job", 2.0, 6.0),), encode=4.0, hash=1.0, upload=3.0, writers=2.0)
+    cost = task_cost(_summary("gen#0", line, {"gen->clean#0": _out(300), "gen->clean#1": _out(100)}), lambda p: None)
+    assert cost.writes == {"gen->clean": (400, 4.0)}
+    assert cost.compute == pytest.approx(6.0) and cost.computed
+
+
+def test_sparks_own_writer_persists_its_driver_seconds_or_the_bytes_at_the_default_throughput() -> None:
+    """``spark_writer``: the 20 s job reads, computes and encodes; 250 MB at 25 MB/s is 10 s of persisting, more
+    than the driver's 3 s of hash and upload, so compute is the 30 s clock less 10 s."""
+    line = _line(30.0, (Span("job", 5.0, 20.0),), spark_writer=1.0, encode=20.0, hash=1.0, upload=2.0, writers=1.0)
+    cost = task_cost(_summary("join#0", line, {"j#0": _out(250_000_000)}), lambda p: None)
+    assert cost.writes == {"j": (250_000_000, 10.0)}
+    assert cost.compute == pytest.approx(20.0)
+    small = task_cost(_summary("join#0", line, {"j#0": _out(1_000_000)}), lambda p: None)
+    assert small.writes["j"][1] == pytest.approx(3.0)  # the driver's measured seconds
+
+
+def test_reading_back_is_the_read_spans_and_the_fetched_bytes_split_over_the_inputs_by_bytes() -> None:
+    """0.5 s of read spans and 40 MB fetched at 40 MB/s: 1.5 s, three quarters for the larger input."""
+    line = _line(10.0, (Span("read", 1.0, 0.5), Span("read_probe", 1.0, 0.2)))
+    inputs = {"a->c#0": InputEntry(1, 30, 1, False), "b->c#0": InputEntry(1, 10, 1, False)}
+    cost = task_cost(_summary("c#0", line, inputs=inputs, fetched=40_000_000), lambda p: None)
+    assert cost.reads == pytest.approx({"a->c": 1.125, "b->c": 0.375})
+    assert cost.compute == pytest.approx(8.5)
+
+
+def test_a_kept_try_measures_no_compute_and_its_step_is_left_out_of_the_run() -> None:
+    """b#1 kept its committed output: step b has no complete measurement in this run; its bytes still count."""
+    measured = _summary("b#0", _line(5.0), {"b->c#0": _out(10)})
+    kept = _summary("b#1", _line(1.0), {"b->c#1": _out(20, kept=True)})
+    record = run_record("r1", [TaskTries("b.0", 0, 5.0, measured), TaskTries("b.1", 1, 4.0, kept)],
+                        lambda p: None, {"b": 2})
+    assert record.steps == ()
+    assert [(r.result, r.bytes) for r in record.results] == [("b->c", 30)]
+    assert record.failures == {"b": 1} and record.task_seconds == 9.0
+
+
+def test_a_chain_splits_its_compute_over_its_members_and_a_failure_counts_for_its_head() -> None:
+    chain = _summary("clean#0", _line(8.0), chain=("gen#0", "clean#0"))
+    record = run_record("r1", [TaskTries("gen.clean.0", 2, 20.0, chain)], lambda p: None, {"gen": 1, "clean": 1})
+    assert [(s.step, s.subtask_seconds) for s in record.steps] == [("gen", (4.0,)), ("clean", (4.0,))]
+    assert record.failures == {"gen": 2}
+
+
+@pytest.fixture
+def session(metadata_engine: Any) -> Iterator[Any]:
+    from airflow.utils.session import create_session
+
+    with create_session() as s:
+        delete_dag(s, DAG)
+    with create_session() as s:
+        yield s
+
+
+def _history_row(session: Any, run_id: str, task_id: str, try_number: int, state: str, duration: float) -> None:
+    import uuid
+
+    from airflow.models.taskinstancehistory import TaskInstanceHistory
+
+    session.execute(TaskInstanceHistory.__table__.insert().values(
+        task_instance_id=uuid.uuid4(), dag_id=DAG, run_id=run_id, task_id=task_id, map_index=-1,
+        try_number=try_number, state=state, duration=duration, pool="default_pool", operator="RegionStepOperator"))
+
+
+def _returned(session: Any, run_id: str, task_id: str, value: object, duration: float) -> None:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+
+    session.query(TaskInstance).filter(TaskInstance.dag_id == DAG, TaskInstance.run_id == run_id,
+                                       TaskInstance.task_id == task_id).update({"duration": duration})
+    session.commit()
+    XComModel.set("return_value", value, dag_id=DAG, task_id=task_id, run_id=run_id, session=session)
+    session.commit()
+
+
+def test_the_history_of_a_dag_from_its_summaries_manifests_and_tries(session: Any) -> None:
+    """Two ended runs (and one still running, not read) of ``gen -> report``: the producer's summary carries a
+    real write's timeline and no bytes (its manifest is read from the store); run r2's report failed once
+    (a ``task_instance_history`` row) before its try that succeeded."""
+    now = datetime.now(timezone.utc)
+    table = pa.table({"k": list(range(20_000))})
+    with moto_store() as store:
+        for n, run_id in enumerate(("r1", "r2")):
+            add_run(session, DAG, run_id, "success", now - timedelta(minutes=10 - n))
+            add_task(session, DAG, run_id, "gen.0", "success", 1)
+            add_task(session, DAG, run_id, "report.0", "success", 1 + n)
+            session.commit()
+            with timeline.measured() as clock:
+                store.write_arrow(table, DAG, run_id, PartitionId("gen->report", 0), 1)
+            line = clock.timeline()
+            produced = _summary("gen#0", line, {"gen->report#0": OutputEntry(1, 20_000, False)})
+            _returned(session, run_id, "gen.0", produced.to_json(), 3.0)
+            read = _summary("report#0", _line(2.0, (Span("read", 0.1, 0.2),)),
+                            inputs={"gen->report#0": InputEntry(1, 500, 1, False)}, fetched=500)
+            _returned(session, run_id, "report.0", read.to_json(), 4.0)
+        _history_row(session, "r2", "report.0", 1, "failed", 6.0)
+        add_run(session, DAG, "r3", "running", None)
+        session.commit()
+        history = AirflowHistory(store, {"gen": 1, "report": 1}).history(DAG)
+        size = store.manifest(DAG, "r1", PartitionId("gen->report", 0)).total_bytes
+    assert [r.run_id for r in history.runs] == ["r1", "r2"]
+    first, second = history.runs
+    assert [r.result for r in first.results] == ["gen->report"] and first.results[0].bytes == size > 0
+    assert first.results[0].write_seconds is not None and first.results[0].read_seconds is not None
+    assert {s.step for s in first.steps} == {"gen", "report"}
+    assert (first.failures, first.task_seconds) == ({}, 7.0)
+    assert (second.failures, second.task_seconds) == ({"report": 1}, 13.0)

@@ -95,3 +95,36 @@ def test_a_checkpointed_consumer_pins_its_input() -> None:
 def test_a_job_spec_refuses_an_unresolved_graph() -> None:
     with pytest.raises(GraphError, match=r"result 'gen->clean' is still AUTO: a job runs a concrete graph"):
         JobSpec(_job().graph(), {})
+
+
+def test_the_rendered_job_keeps_what_it_declared_auto_through_its_document(tmp_path: Path) -> None:
+    """What ``advise DAG_ID`` and the dry-run tab read: the job document names the AUTO results, the pinned ones
+    with why, and the plan rendered; the declared graph comes back with those edges AUTO."""
+    job = RegionJob(default_exchange="AUTO")
+    job.step("gen", noop)
+    job.step("clean", noop, spark_conn_id="other")
+    job.step("sink", noop, spark_conn_id="other")
+    job.edge("gen", "clean", distribution="POINTWISE").edge("clean", "sink", distribution="POINTWISE")
+    with DAG("auto_declared", schedule=None) as dag:
+        job.render(plan=ExchangePlan({"clean->sink": Choice.FUSED}))
+    spec = job_of(dag)
+    assert spec is not None
+    again = JobSpec.from_document(spec.to_document())
+    assert again.auto == spec.auto
+    assert again.auto.results == ("gen->clean", "clean->sink")
+    assert list(again.auto.pinned) == ["gen->clean"] and again.auto.plan.fused == ("clean->sink",)
+    assert [e.exchange for e in again.declared_graph.edges] == [Exchange.AUTO, Exchange.AUTO]
+    assert "auto" not in JobSpec(spec.graph, {}).to_document()
+
+
+def test_a_declaration_naming_a_result_the_graph_lacks_is_refused() -> None:
+    from airflow_region_failover.graph.auto import AutoDeclaration
+
+    with DAG("auto_stale", schedule=None) as dag:
+        _job().render()
+    spec = job_of(dag)
+    assert spec is not None
+    with pytest.raises(GraphError, match=r"AUTO result 'gone' is not a result of the rendered graph; re-render"):
+        JobSpec(spec.graph, {}, auto=AutoDeclaration(("gone",)))
+    with pytest.raises(GraphError, match=r"AUTO declaration .* must be"):
+        AutoDeclaration.from_json({"results": "gen->clean"})

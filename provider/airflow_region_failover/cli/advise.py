@@ -1,23 +1,27 @@
-"""``region-failover advise GRAPH --history FILE [--json]``: what the planner would choose for a job's AUTO edges.
+"""``region-failover advise DAG_ID [-o table|json]`` and ``advise GRAPH --history FILE``: what the planner would
+choose for a job's AUTO edges.
 
 Rules:
 
-* ``GRAPH`` is the job graph (the JSON format of docs/reference/json-format.md, with its AUTO edges);
-  the history comes from a :class:`~.planning.history.HistorySource`. Wired today: a history file
-  (:class:`FileHistory`, the JSON of :meth:`~.planning.history.History.to_json`); reading earlier runs' task
-  summaries, manifests and Airflow's failed tries for a DAG id is not wired yet;
+* ``DAG_ID``: the job of the DAG's latest serialized version and its real history — earlier runs' task
+  summaries, manifests and Airflow's failed tries (:func:`~.plugins.advice.advise`, the computation the DAG's
+  dry-run tab shows too; it imports the Airflow / S3 side only then). Offline, ``GRAPH --history FILE``: the job
+  graph (the JSON format of docs/reference/json-format.md, with its AUTO edges) and a history file
+  (:class:`FileHistory`, the JSON of :meth:`~.planning.history.History.to_json`);
 * it prints, per AUTO result, the expected completion time with it persisted and with it fused (the other results
   as chosen), the choice, and the figures used with the runs they came from; then the expected completion time and
   spread at the measured failure rates of every AUTO result BLOCKING, every one fused (one Spark application, less
-  what cannot be fused) and the chosen plan; ``--json`` prints the whole decision instead
-  (:meth:`~.planning.choice.Decision.to_json`);
-* pure: it imports no Airflow, boto3 or pyspark.
+  what cannot be fused) and the chosen plan (``-o table``, the default); ``-o json`` (or ``--json``) prints the
+  whole decision instead (:meth:`~.planning.choice.Decision.to_json`; by DAG id, :meth:`~.plugins.advice.Advice.to_json`);
+* a DAG without AUTO edges, or a history the planner cannot cost, prints why (exit 0); an unknown DAG exits 2;
+* with ``--history`` it is pure: it imports no Airflow, boto3 or pyspark.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 
@@ -26,6 +30,9 @@ from airflow_region_failover.planning.choice import Decision, Policy, decide
 from airflow_region_failover.planning.estimates import Figure
 from airflow_region_failover.planning.history import History, HistoryError
 from airflow_region_failover.planning.model import PlanCost
+
+OUTPUTS = ("json", "table")
+"""The values of ``-o/--output`` (as the other commands': ``cli/output.py``'s ``FORMATS``)."""
 
 
 @dataclass(frozen=True)
@@ -51,19 +58,33 @@ class FileHistory:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Declare ``advise`` on the CLI's sub-parsers."""
-    p = sub.add_parser("advise", help="print the plan the provider would choose for a job's AUTO edges, and why")
-    p.add_argument("graph", help="job graph JSON file (with AUTO edges)")
-    p.add_argument("--history", required=True, metavar="FILE",
-                   help='the runs to plan from: JSON {"runs": [...]} (docs/user/auto-plans.md)')
-    p.add_argument("--json", action="store_true", help="print the whole decision as JSON")
+    p = sub.add_parser("advise", help="print the plan the provider would choose for a DAG's AUTO edges, and why")
+    p.add_argument("target", metavar="DAG_ID|GRAPH",
+                   help="a DAG id (its job and run history from Airflow and the store), or with --history a job "
+                        "graph JSON file (with AUTO edges)")
+    p.add_argument("--history", metavar="FILE",
+                   help='plan offline from these runs: JSON {"runs": [...]} (docs/user/auto-plans.md)')
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
     p.set_defaults(run=advise_command)
 
 
 def advise_command(args: argparse.Namespace) -> int:
-    """Print the decision for the graph after the history (module rules); exit 0."""
-    graph = jsonformat.load(args.graph)
-    decision = decide(graph, FileHistory(args.history).history(args.graph), Policy())
-    sys.stdout.write(json.dumps(decision.to_json(), indent=2) + "\n" if args.json else format_decision(decision))
+    """Print the decision for the DAG or the graph after its history (module rules); exit 0."""
+    as_json = args.output == "json"
+    if args.history is None:
+        os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")  # read the DB as Airflow's own CLI does
+        from airflow_region_failover.plugins import advice  # deferred: Airflow and the store, only by DAG id
+
+        found = advice.advise(args.target, advice.dag_job(args.target))
+        if as_json:
+            sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
+        else:
+            sys.stdout.write(f"{found.note}\n" if found.decision is None else format_decision(found.decision))
+        return 0
+    graph = jsonformat.load(args.target)
+    decision = decide(graph, FileHistory(args.history).history(args.target), Policy())
+    sys.stdout.write(json.dumps(decision.to_json(), indent=2) + "\n" if as_json else format_decision(decision))
     return 0
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
@@ -42,7 +42,9 @@ from airflow_region_failover.naming import OPERATOR_NAME, subtasks_of
 from airflow_region_failover.planning.estimates import DEFAULT_READ_BYTES_PER_SECOND, DEFAULT_WRITE_BYTES_PER_SECOND
 from airflow_region_failover.planning.history import History, ResultBytes, RunRecord, StepTimes
 from airflow_region_failover.spark.ledger import TaskSummary
-from airflow_region_failover.store.result_store import ResultStore
+
+if TYPE_CHECKING:
+    from airflow_region_failover.store.result_store import ResultStore
 
 WINDOW = 20
 """How many of a DAG's newest ended runs are read (the planner's window, :class:`~.planning.choice.Policy`)."""

@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 from airflow_region_failover.cli import main
+from airflow_region_failover.cli.advise import FileHistory
+from airflow_region_failover.graph import jsonformat
+from airflow_region_failover.graph.auto import AutoDeclaration, ExchangePlan, auto_results, resolve
+from airflow_region_failover.job import JobSpec
 from tests.unit.cli.test_cli import _run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,3 +70,48 @@ def test_advise_needs_no_airflow_boto3_or_pyspark() -> None:
     done = _run("advise", GRAPH, "--history", HISTORY)
     assert done.returncode == 0, done.stderr
     assert "chosen" in done.stdout
+
+
+def _etl_job() -> JobSpec:
+    """The example ETL as a DAG renders it without a plan: every AUTO result BLOCKING, the declaration kept."""
+    declared = jsonformat.load(GRAPH)
+    return JobSpec(resolve(declared, ExchangePlan()), {}, auto=AutoDeclaration(auto_results(declared)))
+
+
+@pytest.fixture
+def etl_dag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DAG ``etl``: its job as the metadata DB would hand it over, its history as the store and the DB would (the
+    file's runs; plugins/run_history.py is tested on a real schema and store in tests/unit/plugins)."""
+    from airflow_region_failover.plugins import advice
+
+    monkeypatch.setattr(advice, "dag_job", lambda dag_id: _etl_job())
+    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window: FileHistory(HISTORY))
+    monkeypatch.setattr("airflow_region_failover.store.result_store.default_store", lambda: None)
+
+
+def test_advise_by_dag_id_reads_the_job_and_its_history(etl_dag: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advise", "etl"]) == 0
+    by_dag = capsys.readouterr().out
+    assert main(["advise", GRAPH, "--history", HISTORY, "-o", "table"]) == 0
+    assert by_dag == capsys.readouterr().out, "the same decision as the graph and its history give offline"
+    assert main(["advise", "etl", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["dag_id"] == "etl" and document["note"] == ""
+    assert document["decision"]["plan"]["choices"]["aggregate->report"] == "BLOCKING"
+
+
+def test_a_dag_without_auto_edges_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_region_failover.plugins import advice
+
+    monkeypatch.setattr(advice, "dag_job", lambda dag_id: JobSpec(resolve(jsonformat.load(GRAPH), ExchangePlan()),
+                                                                  {}))
+    assert main(["advise", "plain"]) == 0
+    assert "DAG 'plain' declares no AUTO edge" in capsys.readouterr().out
+
+
+def test_an_unknown_dag_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_region_failover.plugins import metadata_db
+
+    monkeypatch.setattr(metadata_db, "serialized_job", lambda dag_id: None)
+    assert main(["advise", "nope"]) == 2
+    assert "DAG 'nope' has no region-failover job" in capsys.readouterr().err

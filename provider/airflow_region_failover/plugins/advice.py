@@ -1,0 +1,67 @@
+"""The planner's advice for a DAG's AUTO edges, from its real history: the one computation behind
+``region-failover advise DAG_ID`` and the DAG's dry-run tab (two presentations of one :class:`Advice`).
+
+Rules:
+
+* the job is the DAG's latest serialized version's (its rendered param, as the watcher and the views read it);
+  the graph costed is the one its DAG file declared (:attr:`~airflow_region_failover.job.JobSpec.declared_graph`:
+  the AUTO edges AUTO again), and the results it may not fuse are the job's pinned ones, with their reasons;
+* the history is the DAG's earlier runs (:class:`~.run_history.AirflowHistory`, the newest
+  :data:`~.run_history.WINDOW` ended runs), or any other :class:`~airflow_region_failover.planning.history.HistorySource`;
+* a job without an AUTO edge has no advice (``decision`` ``None``, ``note`` says so); a history the planner
+  cannot cost (a step no run measured) is a ``note`` too, naming the step — never an error of the page;
+* :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_region_failover.exceptions import RegionFailoverError
+from airflow_region_failover.job import JobSpec
+from airflow_region_failover.planning.choice import Decision, Policy, decide
+from airflow_region_failover.planning.history import HistoryError, HistorySource
+from airflow_region_failover.plugins.run_history import AirflowHistory, parallelism_of
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The advice for ``dag_id``: the ``decision`` (``None`` when there is none) and a ``note`` saying why not."""
+
+    dag_id: str
+    decision: Decision | None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"dag_id": ..., "note": ..., "decision": <Decision.to_json()> | null}``."""
+        return {"dag_id": self.dag_id, "note": self.note,
+                "decision": None if self.decision is None else self.decision.to_json()}
+
+
+def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None, policy: Policy = Policy()) -> Advice:
+    """The advice for ``spec``'s AUTO edges after ``dag_id``'s history (module rules); ``source`` defaults to the
+    store and Airflow's metadata DB."""
+    if not spec.auto.results:
+        return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared "
+                                    "(declare exchange=\"AUTO\" on an edge to let the provider choose)")
+    graph = spec.declared_graph
+    if source is None:
+        from airflow_region_failover.store.result_store import default_store  # deferred: the store, on request
+
+        source = AirflowHistory(default_store(), parallelism_of(graph.steps), policy.window)
+    try:
+        return Advice(dag_id, decide(graph, source.history(dag_id), policy, dict(spec.auto.pinned)))
+    except HistoryError as exc:
+        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}")
+
+
+def dag_job(dag_id: str) -> JobSpec:
+    """The job of ``dag_id``'s latest serialized version; :class:`RegionFailoverError` when it has none."""
+    from airflow_region_failover.plugins.metadata_db import serialized_job  # deferred: the metadata DB, on request
+
+    spec = serialized_job(dag_id)
+    if spec is None:
+        raise RegionFailoverError(f"DAG {dag_id!r} has no region-failover job (or is not parsed yet): check the DAG "
+                                  "id, or run `airflow dags reserialize`")
+    return spec

@@ -224,8 +224,9 @@ def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int 
 
 
 def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mapping[str, str], base: str,
-              failed: str = "", unavailable: str = "") -> str:
-    """The dry-run view: the form (failed subtask, partitions gone) and, once asked, the graph of the plan."""
+              failed: str = "", unavailable: str = "", auto: str = "") -> str:
+    """The dry-run view: the form (failed subtask, partitions gone) and, once asked, the graph of the plan;
+    ``auto``: the section on the AUTO edges (HTML, :mod:`.advice`), last."""
     title = f"Region failover dry run — {dag_id}"
     options = "".join(f'<option value="{escape(str(s))}"{" selected" if str(s) == failed else ""}>'
                       f"{escape(str(s))}</option>" for r in spec.topology.regions.regions for s in r.subtasks)
@@ -249,6 +250,8 @@ def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mappi
                                     for r in plan.regions]))
     if hints:
         body.append(f"<h3>Could keep their committed results</h3><ul>{hints}</ul>")
+    if auto:
+        body.append(auto)
     return _document(title, body)
 
 

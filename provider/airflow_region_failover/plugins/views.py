@@ -10,8 +10,13 @@ region-failover job gives 404.
 Routes (``DAG_ID``, ``RUN_ID`` URL-encoded):
 
 * ``/run/DAG_ID/RUN_ID[?decision=N]`` — the run's failover view (HTML); ``/api/run/DAG_ID/RUN_ID`` its JSON;
-* ``/plan/DAG_ID[?failed=step#i&unavailable=p1,p2]`` — what would restart if a subtask failed (HTML);
-  ``/api/plan/DAG_ID?failed=...`` its JSON (the ``region-failover plan`` CLI's answer);
+* ``/plan/DAG_ID[?failed=step#i&unavailable=p1,p2]`` — what would restart if a subtask failed (HTML), and a
+  section on the DAG's AUTO edges (:mod:`~airflow_region_failover.failover_view.advice`: per AUTO edge the
+  expected cost of persisting and of fusing, the figures with their runs, the choice, and the three plans'
+  expected completion times); ``/api/plan/DAG_ID?failed=...`` its JSON (the ``region-failover plan`` CLI's answer);
+* ``/api/advise/DAG_ID`` — the AUTO edges' advice as JSON (what ``region-failover advise DAG_ID -o json`` prints:
+  the same computation, :func:`~.advice.advise`); the HTML section shows why when there is none, and the store
+  or DB unreachable there is a note, not an error of the dry run (a 503 of the JSON route);
 * ``/history/DAG_ID/RUN_ID`` (text) and ``/api/history/DAG_ID/RUN_ID`` (the raw decision log) as before.
 
 Authorised like Airflow's own pages: Airflow does not authenticate plugin apps, so every route depends on
@@ -38,6 +43,7 @@ from airflow_region_failover.failover.availability import KnownAvailability
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.run_log import RunLog
+from airflow_region_failover.failover_view.advice import advice_section
 from airflow_region_failover.failover_view.page import Checkpoints, TaskRow, plan_page, run_model, run_page
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
@@ -117,6 +123,25 @@ def _plan(spec: JobSpec, failed: str, unavailable: str) -> RestartPlan:
     return spec.plan(subtask, KnownAvailability.except_(gone))
 
 
+def _advice(dag_id: str, spec: JobSpec) -> Any:
+    """The AUTO edges' advice (:func:`.advice.advise`); :class:`HTTPException` 503 naming what could not be read."""
+    from airflow_region_failover.plugins import advice  # deferred: the store and the metadata DB, on request
+
+    try:
+        return advice.advise(dag_id, spec)
+    except Exception as exc:
+        raise HTTPException(status_code=503, detail=f"run history unavailable: {type(exc).__name__}") from exc
+
+
+def _advice_html(dag_id: str, spec: JobSpec) -> str:
+    """The dry run's AUTO section; a note when the history cannot be read (the rest of the dry run answers)."""
+    try:
+        found = _advice(dag_id, spec)
+    except HTTPException as exc:
+        return advice_section(None, str(exc.detail))
+    return advice_section(found.decision, found.note)
+
+
 def _base(request: Request) -> str:
     """The app's mount path as the browser sees it (``[api] base_url``'s path + :data:`URL_PREFIX`)."""
     return str(request.scope.get("root_path") or URL_PREFIX).rstrip("/")
@@ -150,13 +175,18 @@ def create_app() -> FastAPI:
         spec = _job(dag_id)
         plan = _plan(spec, failed, unavailable) if failed else None
         hints = reuse_hints(spec.graph, plan) if plan else {}
-        return plan_page(spec, dag_id, plan, hints, _base(request), failed, unavailable)
+        return plan_page(spec, dag_id, plan, hints, _base(request), failed, unavailable, _advice_html(dag_id, spec))
 
     @app.get("/api/plan/{dag_id}")
     def plan_json(dag_id: str, failed: str, unavailable: str = "") -> dict[str, Any]:
         spec = _job(dag_id)
         plan = _plan(spec, failed, unavailable)
         return {**plan.to_dict(), "reuse": reuse_hints(spec.graph, plan)}
+
+    @app.get("/api/advise/{dag_id}")
+    def advise_json(dag_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = _advice(dag_id, _job(dag_id)).to_json()
+        return found
 
     @app.get("/history/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def history_page(dag_id: str, run_id: str) -> str:

@@ -26,7 +26,7 @@ SPEC = JobSpec(e2e_graph(), {})
 ORIGINAL_JOB = views._job
 RUN = "manual__2026-01-01T00:00:00+00:00"
 ROUTES = [f"/run/etl/{RUN}", f"/api/run/etl/{RUN}", "/plan/etl?failed=c%230", "/api/plan/etl?failed=c%230",
-          f"/history/etl/{RUN}", f"/api/history/etl/{RUN}"]
+          f"/history/etl/{RUN}", f"/api/history/etl/{RUN}", "/api/advise/etl"]
 
 
 class FakeAuthManager:

@@ -12,7 +12,8 @@ Rules:
   as chosen), the choice, and the figures used with the runs they came from; then the expected completion time and
   spread at the measured failure rates of every AUTO result BLOCKING, every one fused (one Spark application, less
   what cannot be fused) and the chosen plan (``-o table``, the default); ``-o json`` (or ``--json``) prints the
-  whole decision instead (:meth:`~.planning.choice.Decision.to_json`; by DAG id, :meth:`~.plugins.advice.Advice.to_json`);
+  whole decision instead (:meth:`~.planning.choice.Decision.to_json`; by DAG id,
+  :meth:`~.plugins.advice.Advice.to_json`);
 * a DAG without AUTO edges, or a history the planner cannot cost, prints why (exit 0); an unknown DAG exits 2;
 * with ``--history`` it is pure: it imports no Airflow, boto3 or pyspark.
 """

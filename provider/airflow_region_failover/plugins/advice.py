@@ -7,7 +7,8 @@ Rules:
   the graph costed is the one its DAG file declared (:attr:`~airflow_region_failover.job.JobSpec.declared_graph`:
   the AUTO edges AUTO again), and the results it may not fuse are the job's pinned ones, with their reasons;
 * the history is the DAG's earlier runs (:class:`~.run_history.AirflowHistory`, the newest
-  :data:`~.run_history.WINDOW` ended runs), or any other :class:`~airflow_region_failover.planning.history.HistorySource`;
+  :data:`~.run_history.WINDOW` ended runs), or any other
+  :class:`~airflow_region_failover.planning.history.HistorySource`;
 * a job without an AUTO edge has no advice (``decision`` ``None``, ``note`` says so); a history the planner
   cannot cost (a step no run measured) is a ``note`` too, naming the step — never an error of the page;
 * :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers.
@@ -39,7 +40,12 @@ class Advice:
                 "decision": None if self.decision is None else self.decision.to_json()}
 
 
-def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None, policy: Policy = Policy()) -> Advice:
+DEFAULT_POLICY = Policy()
+"""The planner's documented defaults (docs/user/auto-plans.md)."""
+
+
+def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
+           policy: Policy = DEFAULT_POLICY) -> Advice:
     """The advice for ``spec``'s AUTO edges after ``dag_id``'s history (module rules); ``source`` defaults to the
     store and Airflow's metadata DB."""
     if not spec.auto.results:

@@ -151,6 +151,8 @@ class AutoDeclaration:
 def redeclare(graph: JobGraph, declared: AutoDeclaration) -> JobGraph:
     """``graph`` (concrete, as rendered) with the edges of ``declared``'s results AUTO again: the graph a planner
     costs. A result it names that the graph lacks is an error naming it."""
+    if not declared.results:
+        return graph
     known = {r.id for r in graph.results}
     missing = [r for r in declared.results if r not in known]
     if missing:

@@ -23,7 +23,10 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
   outputs measured no compute).
 * **Bytes** of a result: its partitions' committed bytes (the summary's ``outputs[*].bytes``, or the committed
   manifest's total in the store where the summary has none), summed over its producer subtasks; kept outputs
-  count their bytes but no write seconds.
+  count their bytes but no write seconds. A result with a partition of unknown bytes (its manifest released or
+  swept since) is left out of the run's record: not measured, rather than measured small.
+* Reading back counts only what the summary lists as BLOCKING inputs; a try reading only PIPELINED scratch
+  partitions keeps its ``read`` spans in its compute (fusing does not remove them).
 * **Failures**: a step task's failed tries (``task_instance`` and ``task_instance_history`` rows in state
   ``failed``), counted for the task's first step (a chain's head, in the same region as its members);
   **task seconds**: the durations of all its step tasks' tries.
@@ -58,13 +61,15 @@ Sizes = Callable[[PartitionId], int | None]
 @dataclass(frozen=True)
 class TaskCost:
     """What one task's successful try measured: ``compute`` seconds per member step, ``writes`` (result ->
-    (bytes, seconds)) and ``reads`` (result -> seconds); ``computed``: it computed (did not keep its outputs)."""
+    (bytes, seconds)) and ``reads`` (result -> seconds); ``computed``: it computed (did not keep its outputs);
+    ``unsized``: results of which a partition's bytes are unknown (no bytes in the summary, no manifest left)."""
 
     members: tuple[SubtaskId, ...]
     compute: float
     writes: Mapping[str, tuple[int, float]]
     reads: Mapping[str, float]
     computed: bool
+    unsized: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,8 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
     """Persisting, reading back and compute of one try (module rules)."""
     line = summary.timeline
     outputs = {PartitionId.parse(k): o for k, o in summary.ledger.outputs.items()}
-    sized = {p: (o.bytes if o.bytes is not None else sizes(p)) or 0 for p, o in outputs.items()}
+    known = {p: o.bytes if o.bytes is not None else sizes(p) for p, o in outputs.items()}
+    sized = {p: size or 0 for p, size in known.items()}
     kept = bool(summary.kept) or summary.ledger.kept
     written = sum(b for p, b in sized.items() if not outputs[p].kept)
     persist = 0.0 if line is None or kept else _persisting(line.work, line.total("job"), written, cores)
@@ -101,7 +107,8 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
         share = read * entry.bytes / total_in if total_in else read / len(inputs)
         reads[partition.result] = reads.get(partition.result, 0.0) + share
     compute = max(0.0, clock - persist - (read if inputs else 0.0)) / len(summary.members)
-    return TaskCost(summary.members, compute, writes, reads, line is not None and not kept)
+    return TaskCost(summary.members, compute, writes, reads, line is not None and not kept,
+                    frozenset(p.result for p, size in known.items() if size is None))
 
 
 def _persisting(work: Mapping[str, float], job: float, written: int, cores: int) -> float:
@@ -134,7 +141,9 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
             writes[result] = writes.get(result, 0.0) + spent
         for result, spent in cost.reads.items():
             reads[result] = reads.get(result, 0.0) + spent
-    results = tuple(ResultBytes(r, size, writes[r] or None, reads.get(r) or None) for r, size in sizes_of.items())
+    unsized = {r for cost in costs for r in cost.unsized}
+    results = tuple(ResultBytes(r, size, writes[r] or None, reads.get(r) or None) for r, size in sizes_of.items()
+                    if r not in unsized)
     failures: dict[str, int] = {}
     for task in tasks:
         members = subtasks_of(task.task_id)

@@ -147,3 +147,12 @@ def test_the_history_of_a_dag_from_its_summaries_manifests_and_tries(session: An
     assert {s.step for s in first.steps} == {"gen", "report"}
     assert (first.failures, first.task_seconds) == ({}, 7.0)
     assert (second.failures, second.task_seconds) == ({"report": 1}, 13.0)
+
+
+def test_a_result_whose_bytes_are_unknown_is_not_measured_small() -> None:
+    """b#1's summary has no bytes and its manifest is gone: the result is left out of the run, not counted 10."""
+    first = _summary("b#0", _line(5.0), {"b->c#0": _out(10)})
+    second = _summary("b#1", _line(5.0), {"b->c#1": _out(None)})
+    record = run_record("r1", [TaskTries("b.0", 0, 5.0, first), TaskTries("b.1", 0, 5.0, second)],
+                        lambda p: None, {"b": 2})
+    assert record.results == () and [s.step for s in record.steps] == ["b"]

@@ -139,8 +139,9 @@ def test_the_history_of_a_dag_from_its_summaries_manifests_and_tries(session: An
         add_run(session, DAG, "r3", "running", None)
         session.commit()
         history = AirflowHistory(store, {"gen": 1, "report": 1}).history(DAG)
+        newest = AirflowHistory(store, {"gen": 1, "report": 1}, window=1).history(DAG)
         size = store.manifest(DAG, "r1", PartitionId("gen->report", 0)).total_bytes
-    assert [r.run_id for r in history.runs] == ["r1", "r2"]
+    assert [r.run_id for r in history.runs] == ["r1", "r2"] and [r.run_id for r in newest.runs] == ["r2"]
     first, second = history.runs
     assert [r.result for r in first.results] == ["gen->report"] and first.results[0].bytes == size > 0
     assert first.results[0].write_seconds is not None and first.results[0].read_seconds is not None

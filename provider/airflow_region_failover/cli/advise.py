@@ -26,14 +26,13 @@ import os
 import sys
 from dataclasses import dataclass
 
+from airflow_region_failover.cli import preflight
+from airflow_region_failover.cli.output import FORMATS, results_only
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.planning.choice import Decision, Policy, decide
 from airflow_region_failover.planning.estimates import Figure
 from airflow_region_failover.planning.history import History, HistoryError
 from airflow_region_failover.planning.model import PlanCost
-
-OUTPUTS = ("json", "table")
-"""The values of ``-o/--output`` (as the other commands': ``cli/output.py``'s ``FORMATS``)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "graph JSON file (with AUTO edges)")
     p.add_argument("--history", metavar="FILE",
                    help='plan offline from these runs: JSON {"runs": [...]} (docs/user/auto-plans.md)')
-    p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)")
+    p.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
     p.set_defaults(run=advise_command)
 
@@ -74,14 +73,16 @@ def advise_command(args: argparse.Namespace) -> int:
     """Print the decision for the DAG or the graph after its history (module rules); exit 0."""
     as_json = args.output == "json"
     if args.history is None:
+        preflight.require_store()  # a missing bucket is one line before Airflow is imported
         os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")  # read the DB as Airflow's own CLI does
-        from airflow_region_failover.plugins import advice  # deferred: Airflow and the store, only by DAG id
+        with results_only() as out:  # Airflow's log lines go to stderr, the advice alone to stdout
+            from airflow_region_failover.plugins import advice  # deferred: Airflow and the store, only by DAG id
 
-        found = advice.advise(args.target, advice.dag_job(args.target))
-        if as_json:
-            sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
-        else:
-            sys.stdout.write(f"{found.note}\n" if found.decision is None else format_decision(found.decision))
+            found = advice.advise(args.target, advice.dag_job(args.target))
+            if as_json:
+                out.write(json.dumps(found.to_json(), indent=2) + "\n")
+            else:
+                out.write(f"{found.note}\n" if found.decision is None else format_decision(found.decision))
         return 0
     graph = jsonformat.load(args.target)
     decision = decide(graph, FileHistory(args.history).history(args.target), Policy())

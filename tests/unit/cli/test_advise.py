@@ -78,6 +78,12 @@ def _etl_job() -> JobSpec:
     return JobSpec(resolve(declared, ExchangePlan()), {}, auto=AutoDeclaration(auto_results(declared)))
 
 
+@pytest.fixture(autouse=True)
+def store_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``advise DAG_ID`` reads the store as ``history`` and ``gc`` do: its bucket must be set (cli/preflight.py)."""
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", "bkt")
+
+
 @pytest.fixture
 def etl_dag(monkeypatch: pytest.MonkeyPatch) -> None:
     """DAG ``etl``: its job as the metadata DB would hand it over, its history as the store and the DB would (the
@@ -115,3 +121,11 @@ def test_an_unknown_dag_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setattr(metadata_db, "serialized_job", lambda dag_id: None)
     assert main(["advise", "nope"]) == 2
     assert "DAG 'nope' has no region-failover job" in capsys.readouterr().err
+
+
+def test_advise_by_dag_id_names_a_missing_bucket_first(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET")
+    monkeypatch.setenv("AIRFLOW_HOME", "/nonexistent")  # no airflow.cfg to find a bucket in
+    assert main(["advise", "etl"]) == 2
+    assert "store_bucket" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from airflow_region_failover import timeline
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.plugins.run_history import AirflowHistory, TaskTries, run_record, task_cost
 from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, ReadTotals, TaskLedger, TaskSummary
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.timeline import Span, Timeline
 from tests.support.metadata import add_run, add_task, delete_dag
 from tests.support.store import moto_store
@@ -128,7 +129,7 @@ def test_the_history_of_a_dag_from_its_summaries_manifests_and_tries(session: An
             add_task(session, DAG, run_id, "report.0", "success", 1 + n)
             session.commit()
             with timeline.measured() as clock:
-                store.write_arrow(table, DAG, run_id, PartitionId("gen->report", 0), 1)
+                store.write_arrow(table, AttemptId(DAG, run_id, PartitionId("gen->report", 0), 1))
             line = clock.timeline()
             produced = _summary("gen#0", line, {"gen->report#0": OutputEntry(1, 20_000, False)})
             _returned(session, run_id, "gen.0", produced.to_json(), 3.0)

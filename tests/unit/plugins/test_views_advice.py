@@ -51,6 +51,7 @@ def test_the_json_is_what_advise_dag_id_prints(app: Any, monkeypatch: pytest.Mon
     client, _ = signed_in(app, monkeypatch, allowed={"etl"})
     answer = client.get("/api/advise/etl")
     assert answer.status_code == 200
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", "bkt")  # the CLI checks it before Airflow starts
     assert main(["advise", "etl", "-o", "json"]) == 0
     assert answer.json() == json.loads(capsys.readouterr().out)
     assert answer.json()["decision"]["plan"]["choices"]["aggregate->report"] == "BLOCKING"

@@ -72,6 +72,15 @@ class Superseded(StoreError):
     """This attempt was retired or a newer attempt exists: a zombie's commit is refused."""
 
 
+class ObjectUnservable(StoreError):
+    """The server lists and HEADs an object but answers every GET of it with a server error (5xx, after botocore's
+    retries): e.g. a self-hosted server that finds a disk CRC error on read. ``key`` names the object."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 class NotAvailable(StoreError):
     """The partition has no current committed version (never committed, retired, or its objects are gone or
     corrupt); ``partition`` names it when the reader knows it (a reader that found one of its objects missing,

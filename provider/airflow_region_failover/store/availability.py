@@ -3,7 +3,8 @@
 Rules: *fast* mode trusts the manifest alone — the partition has a current version by the reader rule of
 :mod:`.commit` (a committed manifest above the fence). *deep* mode also loads that manifest and requires every
 object it lists to be intact: a shared, content-addressed object by a HEAD that compares its size and the SHA-256
-the server keeps with it (:func:`.content.check_stored`; where the server keeps none, the size); a run-scoped
+the server keeps with it (:func:`.content.check_stored`; where the server keeps none, the size), and not marked
+suspect by a reader whose GET of it failed (:func:`.content.suspects`, one LIST per checker); a run-scoped
 object of an older manifest by its size (one LIST of the data prefix, or one HEAD per object — ``probe``); with
 ``verify_checksums`` every object is also re-read and hashed. Each object is checked once per checker, however
 many partitions list it, at most ``threads`` at a time. A check only reports: the producer's restart it leads to
@@ -26,7 +27,7 @@ from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.store.commit import PartitionState, load_manifest, scan_result
-from airflow_region_failover.store.content import check_stored
+from airflow_region_failover.store.content import check_stored, suspects
 from airflow_region_failover.store.keys import RunKeys, check_partition
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.s3.objects import Objects
@@ -79,12 +80,14 @@ class ObjectCheck:
         self._objects, self._keys = objects, keys
         self.verify_checksums, self.threads = verify_checksums, max(1, threads)
         self.found: dict[str, str] = {}
+        self._suspects: frozenset[str] | None = None
 
     def problems(self, entries: Iterable[ObjectEntry], sizes: dict[str, int] | None = None) -> list[str]:
         """What is wrong with ``entries`` (empty: all intact); ``sizes``: a listing of run-scoped objects."""
         keyed = {self._keys.object_key(e.key, e.shared): e for e in entries}
         todo = {k: e for k, e in keyed.items() if k not in self.found and (e.shared or sizes is None)}
         if todo:
+            self._suspected()
             with ThreadPoolExecutor(max_workers=min(self.threads, len(todo))) as pool:
                 self.found.update(zip(todo, pool.map(lambda item: self._one(*item), todo.items()), strict=True))
         for key, entry in keyed.items():
@@ -95,12 +98,20 @@ class ObjectCheck:
         return [f"{key} {self.found[key]}" for key in keyed if self.found[key]]
 
     def _one(self, key: str, entry: ObjectEntry) -> str:
+        if entry.shared and entry.sha256 in self._suspected():
+            return "is marked suspect: a reader's GET of it failed (its producer's restart overwrites it)"
         verdict = check_stored(self._objects, key, entry)
         if verdict.problem:
             return verdict.problem
         if self.verify_checksums and self._objects.sha256(key) != entry.sha256:  # streamed, never whole in memory
             return "does not match its SHA-256"
         return ""
+
+
+    def _suspected(self) -> frozenset[str]:
+        if self._suspects is None:  # one LIST per checker, before its threads start (the first batch's caller)
+            self._suspects = suspects(self._objects, self._objects.layout)
+        return self._suspects
 
 
 @dataclass

@@ -24,6 +24,14 @@ Rules:
   ETag) and logs it, so the next put of those bytes writes them again. A reader's error names the partition
   (:func:`~airflow_region_failover.exceptions.unreadable`), the failover loop restarts its producer, and the
   producer's put heals the object for every run that lists it: a corrupted shared object counts as lost.
+* **Suspect** (:func:`mark_suspect`): an object the server lists and HEADs but cannot serve (a GET answered 5xx
+  after botocore's retries: a self-hosted server that finds a disk CRC error on read) often cannot be moved aside
+  either (the copy reads it), so the reader leaves an empty mark ``<prefix>/cas/v1/quarantine/<h>.suspect``
+  instead and names the partition. The deep check counts a marked object lost (:func:`suspects`, one LIST), and a
+  put that finds the object present reuses it only if it is not marked and its first byte is served (a ranged
+  GET); otherwise it overwrites it unconditionally — bytes that hash to the name are always safe to overwrite, a
+  concurrent writer of the same key writes the same bytes — and removes the mark. gc sweeps a mark older than the
+  grace like a quarantined object (a reader that still cannot read the object marks it again).
 * **Freshness** (the race with the sweeper; git's *freshen* rule). A writer that found an object present may be
   about to list an object the sweeper has judged garbage. Writers know the grace floor ``G0``
   (:data:`.gc.lifecycle.MIN_GRACE_SECONDS`, or the store's ``min_grace_seconds``); the sweeper uses a grace ``G >=
@@ -140,6 +148,53 @@ def quarantine(objects: Objects, layout: Layout, entry: ObjectEntry, etag: str, 
                 "them again" if moved else "it was replaced or removed meanwhile")
 
 
+def mark_suspect(objects: Objects, layout: Layout, entry: ObjectEntry, why: str) -> None:
+    """Mark the shared object ``entry``, which the server could not serve (``why``), suspect (module rule), so the
+    deep check counts it lost and its next put overwrites it; a run-scoped object is left unmarked (its producer's
+    restart writes a new attempt). A mark that cannot be written is logged: the next put's GET probe still finds
+    the object unservable."""
+    if not entry.shared:
+        return
+    key, mark = layout.cas_object(entry.sha256), layout.suspect(entry.sha256)
+    try:
+        objects.put(mark, b"")
+    except Exception as exc:  # the reader's error names the partition either way
+        log.warning("shared object %s %s; marking it suspect failed too (%s): its next put probes it",
+                    key, why, type(exc).__name__)
+        return
+    log.warning("shared object %s %s: marked suspect (%s); the next put of its bytes overwrites it", key, why, mark)
+
+
+def suspects(objects: Objects, layout: Layout) -> frozenset[str]:
+    """The SHA-256s of every shared object marked suspect (:func:`mark_suspect`; one LIST of the quarantine)."""
+    root = layout.quarantine_root + "/"
+    return frozenset(item.key[len(root):-len(".suspect")] for item in objects.listing(root)
+                     if item.key.endswith(".suspect") and "/" not in item.key[len(root):])
+
+
+def _unservable(objects: Objects, layout: Layout, key: str, digest: str) -> str:
+    """Why the object found intact under ``key`` must not be reused (module rule), or empty."""
+    if objects.head_size(layout.suspect(digest)) is not None:
+        return "is marked suspect (a reader's GET of it failed)"
+    if not objects.servable(key):
+        return "is listed and HEADed but a GET of it fails"
+    return ""
+
+
+def _overwrite(objects: Objects, layout: Layout, key: str, view: memoryview, digest: str, why: str,
+               part_size: int, threads: int) -> None:
+    """Write ``view`` over the object under ``key`` unconditionally (it hashes to the name) and drop its mark."""
+    if len(view) <= SINGLE_PUT_BYTES:
+        objects.put_replacing(key, bytes(view), digest)
+    else:
+        with UploadStream(objects, key, part_size, threads) as stream:
+            for start in range(0, len(view), part_size):
+                stream.write(view[start:start + part_size])
+            stream.finish()
+    objects.delete([layout.suspect(digest)])
+    log.warning("shared object %s %s: overwritten with the bytes that hash to its name", key, why)
+
+
 def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memoryview, subpartition: int = -1,
                 *, part_size: int = 16 * 1024 * 1024, threads: int = 1,
                 announce: Callable[[str], str] | None = None) -> Stored:
@@ -166,6 +221,10 @@ def put_content(objects: Objects, layout: Layout, body: bytes | bytearray | memo
             return done(True)
         verdict = check_stored(objects, key, entry, view)
         if not verdict.problem:
+            why = _unservable(objects, layout, key, digest)
+            if why:
+                _overwrite(objects, layout, key, view, digest, why, part_size, threads)
+                return done(True)
             return done(False)
         if verdict.found is not None:
             quarantine(objects, layout, entry, verdict.found.etag, verdict.problem)

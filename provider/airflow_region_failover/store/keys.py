@@ -22,6 +22,9 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
     <prefix>/cas/v1/quarantine/<h>-<t>.parquet    an object found under ``h`` whose bytes are not ``h``'s, moved
                                                   aside at epoch second ``t`` (kept for inspection, swept after
                                                   the grace)
+    <prefix>/cas/v1/quarantine/<h>.suspect        mark: the server could not serve the object under ``h`` (a GET
+                                                  answered 5xx); its next put overwrites it (empty; swept after
+                                                  the grace)
 
     <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
     <prefix>/failover/v1/_pending/<dag>/<run>/<decision>         marker: that decision is not applied yet
@@ -338,6 +341,10 @@ class Layout:
     def quarantined(self, digest: str, moved_at: int) -> str:
         """``<prefix>/cas/v1/quarantine/<h>-<t>.parquet``: where a bad object under ``h`` is moved at ``t``."""
         return f"{self.quarantine_root}/{check_sha256(digest)}-{max(0, int(moved_at)):d}.parquet"
+
+    def suspect(self, digest: str) -> str:
+        """``<prefix>/cas/v1/quarantine/<h>.suspect``: the mark that the object under ``h`` could not be served."""
+        return f"{self.quarantine_root}/{check_sha256(digest)}.suspect"
 
     def run_log(self, dag_id: str, run_id: str) -> str:
         """``<prefix>/failover/v1/runs/<dag>/<run>/log.json``: one run's decision log."""

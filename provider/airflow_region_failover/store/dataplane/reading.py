@@ -28,7 +28,11 @@ Every error of a read that finds an object missing, of another size or of other 
 unreadable: it (:func:`~airflow_region_failover.exceptions.unreadable`) names the partition and the object — also
 through Spark, whose executor errors reach the driver as text — and a shared object found wrong is moved aside
 first (:func:`..content.quarantine`), so the restart of its producer, which the failover loop makes for an
-unreadable partition, writes it again for every run that lists it.
+unreadable partition, writes it again for every run that lists it. So does a GET the server answers with a server
+error (5xx after botocore's retries: an object it lists and HEADs but cannot serve) — the shared object is marked
+suspect instead of moved aside (:func:`..content.mark_suspect`; moving it aside would read it), and the producer's
+restart overwrites it. On the JVM path Spark's reader names the object it could not get, and
+:func:`recheck_named` GETs it the same way.
 """
 
 from __future__ import annotations
@@ -42,9 +46,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_region_failover.exceptions import unreadable
+from airflow_region_failover.exceptions import ObjectUnservable, unreadable
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.content import check_stored, quarantine
+from airflow_region_failover.store.content import check_stored, mark_suspect, quarantine
 from airflow_region_failover.store.dataplane import listed, nullability, s3a
 from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
@@ -76,7 +80,12 @@ def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, par
     """GET one object of ``partition``'s manifest into one buffer of its recorded size, checking the size (and the
     SHA-256 if ``verify``, hashed while streaming): no second copy of the body is made (module rule)."""
     key = keys.object_key(entry.key, entry.shared)
-    opened = objects.open(key)
+    try:
+        opened = objects.open(key)
+    except ObjectUnservable as exc:
+        why = f"cannot be read: {exc}"
+        mark_suspect(objects, objects.layout, entry, why)
+        raise unreadable(partition, f"object {key} listed in its manifest {why}") from exc
     if opened is None:
         raise unreadable(partition, f"object {key} listed in its manifest is missing")
     with contextlib.closing(opened.body):

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from airflow_region_failover.exceptions import (
     AlreadyCommitted,
     ConditionFailed,
+    ObjectUnservable,
     StoreError,
     StoreUnreachable,
     UnsafeKeyError,
@@ -91,6 +92,12 @@ def error_code(exc: BaseException) -> str:
     """The S3 error code of a botocore ``ClientError`` (empty for any other exception)."""
     response = getattr(exc, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status of a botocore ``ClientError`` (0 for any other exception)."""
+    response = getattr(exc, "response", None) or {}
+    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
 def server_now(response: Any) -> float:
@@ -193,10 +200,45 @@ class Objects:
         call("PUT", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body))
 
     def open(self, key: str) -> Opened | None:
-        """The streaming body of ``key``, its length and ETag, or ``None`` if missing."""
-        response = self._unless_missing("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
+        """The streaming body of ``key``, its length and ETag, or ``None`` if missing; :class:`ObjectUnservable`
+        when the server answers the GET with a server error (5xx) after botocore's retries."""
+        response = self._served("GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=key))
         return None if response is None else Opened(response["Body"], int(response["ContentLength"]),
                                                     str(response.get("ETag", "")))
+
+    def servable(self, key: str) -> bool:
+        """Whether the server serves ``key``'s first byte (a ranged GET): ``False`` when it answers a server error
+        (:meth:`open`'s rule) or the object is gone."""
+        try:
+            response = self._served("GET", key, lambda: self.client.get_object(
+                Bucket=self.bucket, Key=key, Range="bytes=0-0"))
+        except ObjectUnservable:
+            return False
+        if response is None:
+            return False
+        response["Body"].close()  # the answer's status is the probe; its byte is not read
+        return True
+
+    def _served(self, method: str, key: str, request: Callable[[], Any]) -> Any:
+        """:meth:`_unless_missing`, a server error (5xx) becoming :class:`ObjectUnservable` naming ``key``."""
+        try:
+            return self._unless_missing(method, key, request)
+        except StoreUnreachable:
+            raise
+        except Exception as exc:
+            if http_status(exc) >= 500:
+                raise ObjectUnservable(f"S3 {method} of {key!r} answered {http_status(exc)} {error_code(exc)} "
+                                       "after retries", key) from exc
+            raise
+
+    def put_replacing(self, key: str, body: bytes, sha256: str) -> str:
+        """Write ``key`` unconditionally with ``sha256`` (hex) as its S3 checksum (the server refuses a body that
+        does not match it); returns the new ETag. Only for a content-addressed object, whose name is its hash."""
+        self.layout.check(key)
+        response = call("PUT", key, lambda: self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=body, ContentType="application/octet-stream",
+            ChecksumAlgorithm="SHA256", ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode()))
+        return str(response.get("ETag", ""))
 
     @staticmethod
     def chunks(key: str, body: Any) -> Iterator[bytes]:

@@ -238,6 +238,16 @@ def store_jvm_io() -> str:
     return _choice("store_jvm_io", JVM_IO_MODES)
 
 
+def store_verify_jvm_reads() -> bool:
+    """``[region_failover] store_verify_jvm_reads``: whether what Spark's own reader reads is hashed too (True or
+    False; anything else: :class:`OptionError` naming the option)."""
+    raw = _text("store_verify_jvm_reads")
+    value = raw.strip().lower()
+    if value not in {"true", "false"}:
+        raise _bad("store_verify_jvm_reads", raw, "set it to True or False")
+    return value == "true"
+
+
 def store_keep_last_runs() -> int | None:
     """``[region_failover] store_keep_last_runs``: runs kept per DAG (``None``: no limit)."""
     return _limit("store_keep_last_runs", int, "use a whole number of runs >= 0, or leave it empty (no limit)")

@@ -123,6 +123,14 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "collects a result as Arrow and uploads it; for executors that cannot reach S3, bounded by driver "
         "memory).",
     ),
+    "store_verify_jvm_reads": (
+        "False",
+        "Whether every object Spark's own Parquet reader (store_jvm_io) reads is also streamed and hashed: that "
+        "reader trusts the SHA-256 the S3 server keeps with each object, never the bytes it serves. True: a "
+        "thread GETs and hashes each object while Spark works, and the step commits nothing if one differs (the "
+        "try fails naming the partition and the object, which is moved aside and heals). Costs one extra GET of "
+        "every input object; off Spark's critical path.",
+    ),
     "store_jvm_io": (
         "auto",
         "Whether the result store's reads use Spark's own Parquet reader through s3a:// (several times faster "

@@ -111,6 +111,7 @@ def test_the_typed_defaults() -> None:
     assert (conf.watch_interval(), conf.watch_lookback(), conf.max_start_delay()) == (1.0, 600.0, 3600.0)
     assert conf.spark_master() == "local[*]" and conf.spark_conn_id() is None and conf.publish_root() is None
     assert conf.store_keep_last_runs() is None and conf.store_keep_days() is None
+    assert conf.store_verify_jvm_reads() is False
     assert conf.store_prefix() == "region-failover" and conf.store_aws_conn_id() == "aws_default"
     assert conf.spark_conf() == {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
     assert conf.restart_defaults() == {"jobmanager.execution.failover-strategy": "region",
@@ -135,7 +136,8 @@ def test_the_bucket_is_required_and_says_so() -> None:
     ("store_keep_days", "nan", "number of days"), ("spark_conf", "[1]", "JSON object"),
     ("restart_strategy_options", "{", "JSON object"), ("failover_strategy", "partial", "region"),
     ("restart_strategy", "sometimes", "fixed-delay"), ("api_conn_id", " ", "http connection"),
-    ("store_aws_conn_id", "", "aws connection"), ("non_recoverable_errors", "Key Error", "exception class names")])
+    ("store_aws_conn_id", "", "aws connection"), ("store_verify_jvm_reads", "yes", "True or False"),
+    ("non_recoverable_errors", "Key Error", "exception class names")])
 def test_a_bad_value_is_an_option_error_naming_the_option(monkeypatch: pytest.MonkeyPatch, key: str, value: str,
                                                           fix: str) -> None:
     monkeypatch.setenv(env(key), value)

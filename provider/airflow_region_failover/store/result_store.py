@@ -225,7 +225,8 @@ class ResultStore:
         these of its objects (a subpartition selection, :meth:`Manifest.select`); ``checked`` collects the reads
         given to Spark's own reader (confirm them with ``write(..., confirm=...)``)."""
         return reading.read_dataframe(spark, self._source(manifest), manifest, self.config.verify_on_read,
-                                      self.config.spark_io, objects, s3a.Mode(self.config.jvm_io), checked)
+                                      self.config.spark_io, objects, s3a.Mode(self.config.jvm_io), checked,
+                                      self.config.verify_jvm_reads)
 
     def read_arrow(self, manifest: Manifest) -> pa.Table:
         """The committed version ``manifest`` (as returned by :meth:`manifest`) as an Arrow table (no Spark)."""

@@ -42,7 +42,7 @@ import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -168,11 +168,12 @@ class _TaskReader:
 
 def read_dataframe(spark: SparkSession, source: Source, manifest: Manifest, verify: bool, mode: str,
                    objects: tuple[ObjectEntry, ...] | None = None, jvm: s3a.Mode = s3a.Mode.OFF,
-                   checked: list[JvmRead] | None = None) -> DataFrame:
+                   checked: list[JvmRead] | None = None, verify_jvm: bool = False) -> DataFrame:
     """The committed version as a DataFrame (lazy with ``executors``; fetched now with ``driver``); ``objects``:
     only these of its objects (a subpartition selection), default all; ``jvm``: whether Spark's own reader may
     read them (module rule); a read given to Spark's own reader is added to ``checked``, so that the writer of
-    what it computes confirms the objects unchanged before it commits (:func:`confirm_unchanged`)."""
+    what it computes confirms the objects unchanged before it commits (:func:`confirm_unchanged`); with
+    ``verify_jvm`` their bytes are hashed too, in a thread (:func:`jvm_read`)."""
     from pyspark.sql.types import StructType
 
     schema = StructType.fromJson(_schema_json(manifest))
@@ -199,7 +200,7 @@ def read_dataframe(spark: SparkSession, source: Source, manifest: Manifest, veri
                 frame = nullability.restore(read, schema)
             if frame is not None:
                 if checked is not None:
-                    checked.append(JvmRead(manifest, chosen))
+                    checked.append(jvm_read(source.objects(), manifest, chosen, verify_jvm, source.threads))
                 return frame
     count = len(chosen)
     reader = _TaskReader(portable(source.access), source.layout, source.keys, chosen, verify, manifest.partition)
@@ -246,18 +247,71 @@ def _check_stored_all(objects: Objects, manifest: Manifest, chosen: tuple[Object
 
 @dataclass(frozen=True)
 class JvmRead:
-    """Objects of ``manifest`` given to Spark's own reader after their stored SHA-256 was checked."""
+    """Objects of ``manifest`` given to Spark's own reader after their stored SHA-256 was checked; ``hashing``: the
+    thread hashing their bytes (``store_verify_jvm_reads``, :func:`jvm_read`), ``None`` when not verified."""
 
     manifest: Manifest
     objects: tuple[ObjectEntry, ...]
+    hashing: Future[None] | None = field(default=None, compare=False, repr=False)
+
+
+def jvm_read(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...], verify: bool,
+             threads: int = 4) -> JvmRead:
+    """The record of a read given to Spark's own reader. The trust boundary: that reader trusts the SHA-256 the
+    server keeps with each object (checked by a HEAD before it reads), never the bytes it is served. With
+    ``verify`` (``[region_failover] store_verify_jvm_reads``) a thread starts now, off Spark's critical path, and
+    streams and hashes every object (``threads`` at a time, one chunk each in memory); :func:`confirm_unchanged`
+    waits for it before a result computed from the read is committed, and an object that does not hash to its
+    name is moved aside and fails the try naming the partition and the object (:func:`verify_bytes`)."""
+    if not verify:
+        return JvmRead(manifest, chosen)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-jvm-read")
+    hashing = pool.submit(verify_bytes, objects, manifest, chosen, threads)
+    pool.shutdown(wait=False)  # the thread ends when the hashing is done
+    return JvmRead(manifest, chosen, hashing)
+
+
+def verify_bytes(objects: Objects, manifest: Manifest, chosen: tuple[ObjectEntry, ...], threads: int = 4) -> None:
+    """Stream and hash every ``chosen`` object of ``manifest``, ``threads`` at a time; an :func:`unreadable` error
+    naming the partition and the first object that is not what its manifest records (a shared one moved aside or,
+    if the server cannot serve it, marked suspect first: :func:`fetch`'s rules)."""
+    keys = objects.layout.run(manifest.dag_id, manifest.run_id)
+
+    def one(entry: ObjectEntry) -> None:
+        key = keys.object_key(entry.key, entry.shared)
+        try:
+            opened = objects.open(key)
+        except ObjectUnservable as exc:
+            mark_suspect(objects, objects.layout, entry, f"cannot be read: {exc}")
+            raise unreadable(manifest.partition, f"object {key} listed in its manifest cannot be read: {exc} "
+                             "(found after Spark read it)") from exc
+        if opened is None:
+            raise unreadable(manifest.partition, f"object {key} listed in its manifest is missing (found after "
+                             "Spark read it)")
+        digest, size = hashlib.sha256(), 0
+        for chunk in objects.chunks(key, opened.body):
+            digest.update(chunk)
+            size += len(chunk)
+        if size != entry.size or digest.hexdigest() != entry.sha256:
+            problem = f"has {size} bytes, its manifest says {entry.size}" if size != entry.size else \
+                "does not match the SHA-256 in its manifest"
+            quarantine(objects, objects.layout, entry, opened.etag, problem)
+            raise unreadable(manifest.partition, f"object {key} listed in its manifest {problem} (the bytes Spark's "
+                             "reader was served, hashed after it read them)")
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen)))) as pool:
+        list(pool.map(one, chosen))
 
 
 def confirm_unchanged(objects: Objects, reads: Iterable[JvmRead]) -> None:
     """Before a result computed from ``reads`` is committed (module rule): Spark read them *after* their stored
     SHA-256 was checked, when the job ran; every object must still have its recorded size and that SHA-256, or,
     where S3 now keeps none (replaced by a plain PUT), hash to it. Else the object is moved aside and an
-    :func:`unreadable` error names the partition: the computed result is not committed."""
+    :func:`unreadable` error names the partition: the computed result is not committed. A verified read
+    (:func:`jvm_read`) is waited for first: its hashing's error is raised here."""
     for read in reads:
+        if read.hashing is not None:
+            read.hashing.result()
         _check_stored_all(objects, read.manifest, read.objects, after_read=True)
 
 

@@ -92,8 +92,10 @@ def test_it_writes_the_bytes_partition_by_writes(spark: Any, tmp_path: Path) -> 
     mine, theirs = files(tmp_path / "ours"), files(tmp_path / "spark")
     assert len(mine) > 3 * CUT.parallelism, "several files per task and subpartition"
     assert mine == theirs
-    named = [p for p in (tmp_path / "ours").rglob("*") if p.is_file() and not p.name.startswith(".")]
+    named = [p for p in (tmp_path / "ours").rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
     assert named and all(PART.match(p.name) for p in named), named
+    counted = keyed_writer.counted_attempts(tmp_path / "ours")  # the attempt Spark counted, one per task
+    assert counted is not None and set(counted) == {f[0] for f in mine} and set(counted.values()) == {0}, counted
 
 
 def test_it_writes_a_flat_rows_values_straight_to_their_columns_and_the_same_bytes(spark: Any,

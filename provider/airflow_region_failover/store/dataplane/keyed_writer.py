@@ -5,10 +5,11 @@ Why: a keyed write through ``partitionBy`` cost 3.8x an unkeyed write of the sam
 kept line-item columns, ``benchmarks/notes/``): Spark's concurrent writer projects each row's partition values,
 copies them and looks its writer up in a hash map, then projects the row again without the tag. The files are the
 same bytes either way (the same writer factory, ``ParquetFileFormat.prepareWrite``, the same rows in the same
-order, the same names), so which path wrote a result never changes its content addresses or its reuse. Rows of
-top-level primitive columns go to parquet-mr's column writers directly (``jvm/FlatParquetWriteSupport.java``:
-Spark's own write support without its record consumer's per-field bookkeeping, 12-18 % less JVM CPU for the ETL's
-keyed writes), still the same bytes; the write option ``flatWriter=false`` turns that off.
+order, the same names but for the attempt they carry), so which path wrote a result never changes its content
+addresses or its reuse. Rows of top-level primitive columns go to parquet-mr's column writers directly
+(``jvm/FlatParquetWriteSupport.java``: Spark's own write support without its record consumer's per-field
+bookkeeping, 12-18 % less JVM CPU for the ETL's keyed writes), still the same bytes; the write option
+``flatWriter=false`` turns that off.
 
 Rules:
 
@@ -21,6 +22,13 @@ Rules:
 * **Used when Spark has it** (:func:`write`): the first keyed write of a session tries it; a session whose JVM
   does not know the class (``DATA_SOURCE_NOT_FOUND``: found while planning, before any file is written) is
   remembered and writes through ``partitionBy`` (the caller's path) from then on.
+* **One attempt per task** (:func:`counted_attempts`, :func:`counted`): the task's renames are not Spark's
+  output-commit protocol, so two attempts of one task can both publish (a speculative copy, a zombie attempt of a
+  resubmitted stage, an attempt whose executor died after it published) — with other rows or another row order
+  (a shuffle's input) their files differ in number and content, and a set taken from both would duplicate or drop
+  rows. The file names carry the attempt, the writer records the attempt Spark counted per task (an action's
+  accumulator update is applied once per task, from the attempt whose success the scheduler took) in
+  ``<path>/_attempts``, and the driver takes only that attempt's files.
 * **For at most** :data:`~.local_write.MAX_OPEN_WRITERS` **subpartitions** (the caller's rule): a task opens every
   writer it needs at once (no sort), so a cut into more subpartitions takes Spark's path, which sorts past that many.
 """
@@ -31,6 +39,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +50,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.exceptions import StoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -173,6 +184,34 @@ def passed_over(spark: Any) -> contextlib.AbstractContextManager[None]:
     """For the block, ``spark``'s keyed writes go through ``partitionBy`` as if it had no keyed writer
     (:meth:`JarSource.passed_over`)."""
     return WRITER.passed_over(spark)
+
+
+ATTEMPTS = "_attempts"
+"""The keyed writer's record of the task attempt Spark counted, ``<task> <attempt>`` per line ."""
+_ATTEMPT = re.compile(r"-a(\d+)\.c\d+(?:\.[a-z0-9]+)*\.parquet$")
+
+
+def counted_attempts(root: Path) -> dict[int, int] | None:
+    """The task attempt Spark counted per task (the keyed writer's :data:`ATTEMPTS`), ``None`` if there is none
+    (Spark's own writer, whose commit protocol publishes one attempt per task)."""
+    record = root / ATTEMPTS
+    if not record.exists():
+        return None
+    pairs = [line.split() for line in record.read_text().splitlines() if line.strip()]
+    return {int(task): int(attempt) for task, attempt in pairs}
+
+
+def counted(path: Path, task: int, counted: dict[int, int]) -> bool:
+    """Whether part file ``path`` of ``task`` is of the attempt Spark counted; another attempt's is logged."""
+    attempt = _ATTEMPT.search(path.name)
+    if attempt is None or task not in counted:
+        raise StoreError(f"{path}: a keyed writer's file without a counted attempt ({ATTEMPTS} names "
+                         f"{sorted(counted)}); report it")
+    if int(attempt[1]) == counted[task]:
+        return True
+    log.info("keyed write: skipped %s, of attempt %s of task %d (Spark counted attempt %d)", path.name,
+             attempt[1], task, counted[task])
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -231,14 +231,20 @@ def records_per_file(schema_json: dict[str, Any], max_object_bytes: int) -> int:
 def local_files(root: Path, keyed: bool) -> list[LocalFile]:
     """The part files Spark committed under ``root`` in manifest order; a keyed write's subpartition comes from
     its directory (``<tag>=<j>``). Hidden files, checksums and ``_SUCCESS`` are not part files; any other Parquet
-    file is a :class:`StoreError` (never a result silently missing rows)."""
+    file is a :class:`StoreError` (never a result silently missing rows). Where the keyed writer recorded the
+    attempt Spark counted per task (:func:`.keyed_writer.counted_attempts`: its renames are not coordinated, so
+    two attempts of a task may both have published), only that attempt's files are taken (the attempt is in their
+    names), so a set is never mixed from two attempts."""
     found: list[LocalFile] = []
+    counted = keyed_writer.counted_attempts(root)
     for path in root.rglob("*.parquet"):
         match = PART.match(path.name)
         if match is None:
             if not path.name.startswith((".", "_")):
                 raise StoreError(f"{path}: a file Spark wrote that is not named like a part file ({PART.pattern}); "
                                  "set [region_failover] store_jvm_io = off and report the Spark version")
+            continue
+        if counted is not None and not keyed_writer.counted(path, int(match["task"]), counted):
             continue
         sub = subpartition_of(path.parent.name) if keyed else -1
         found.append(LocalFile(path, int(match["task"]), sub, int(match["counter"])))

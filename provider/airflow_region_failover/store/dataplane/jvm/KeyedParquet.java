@@ -2,12 +2,14 @@ package org.regionfailover.spark;
 
 import java.io.IOException;
 import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Job;
@@ -34,6 +36,7 @@ import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.sources.CreatableRelationProvider;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.CollectionAccumulator;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.collection.immutable.Map;
 import scala.reflect.ClassTag$;
@@ -44,8 +47,14 @@ import scala.reflect.ClassTag$;
  * same encoding, options and footer as {@code df.write.partitionBy(tag).parquet(path)}) per subpartition in an
  * array, and picks it by the row's tag: no projection, copy or hash lookup per row, as Spark's concurrent writer
  * does. Rows reach each file in the task's order, at most {@code maxRecordsPerFile} per file, so the same rows in
- * the same Spark partitions give the same files (names as Spark's: {@code <tag>=<j>/part-<task>-<token>.c<n>.snappy.parquet}).
+ * the same Spark partitions give the same files (named {@code <tag>=<j>/part-<task>-<token>-a<attempt>.c<n>.snappy.parquet}).
  * A task writes hidden files and renames them when it has closed every writer: a failed attempt leaves no part file.
+ * No output-commit coordination guards the renames, so two attempts of one task can both publish (a speculative
+ * copy, a zombie attempt of a resubmitted stage, an attempt whose executor died after it published), and with
+ * other rows or another row order (a shuffle's input) their files differ in content and number: the names carry
+ * the attempt, and the task attempt Spark counted (an action's accumulator update is applied once per task, from
+ * the attempt whose success the scheduler took) is written to {@code <path>/_attempts} ({@code <task> <attempt>}
+ * per line) when the job is done; the driver takes only that attempt's files of each task.
  */
 public final class KeyedParquet implements CreatableRelationProvider {
 
@@ -73,10 +82,15 @@ public final class KeyedParquet implements CreatableRelationProvider {
       OutputWriterFactory factory = new ParquetFileFormat().prepareWrite(spark, job, options, schema);
       boolean flat = !options.get("flatWriter").contains("false")
           && FlatParquetWriteSupport.writesFlat(schema, job.getConfiguration());
+      CollectionAccumulator<String> counted = spark.sparkContext().collectionAccumulator("keyed write attempts");
       Part part = new Part(new SerializableConfiguration(job.getConfiguration()), factory, flat, schema, path,
-                           required(options, "token"), tagName, tag, subpartitions, records);
+                           required(options, "token"), tagName, tag, subpartitions, records, counted);
       JavaRDD<InternalRow> rows = JavaRDD.fromRDD(execution.toRdd(), ClassTag$.MODULE$.apply(InternalRow.class));
       rows.foreachPartition(part);
+      Path attempts = new Path(path, "_attempts");
+      try (FSDataOutputStream out = attempts.getFileSystem(job.getConfiguration()).create(attempts, true)) {
+        out.write(String.join("\n", counted.value()).getBytes(StandardCharsets.UTF_8));
+      }
     } catch (IOException e) {
       throw new RuntimeException(e);
     }
@@ -106,9 +120,11 @@ public final class KeyedParquet implements CreatableRelationProvider {
     private final int tag;
     private final int subpartitions;
     private final long records;
+    private final CollectionAccumulator<String> counted;
 
     Part(SerializableConfiguration conf, OutputWriterFactory factory, boolean flat, StructType schema, String path,
-         String token, String tagName, int tag, int subpartitions, long records) {
+         String token, String tagName, int tag, int subpartitions, long records,
+         CollectionAccumulator<String> counted) {
       this.conf = conf;
       this.factory = factory;
       this.flat = flat;
@@ -119,6 +135,7 @@ public final class KeyedParquet implements CreatableRelationProvider {
       this.tag = tag;
       this.subpartitions = subpartitions;
       this.records = records;
+      this.counted = counted;
     }
 
     @Override
@@ -154,7 +171,8 @@ public final class KeyedParquet implements CreatableRelationProvider {
               writers[j].close();
               files[j]++;
             }
-            String name = String.format("part-%05d-%s.c%03d%s", number, token, files[j], extension);
+            String name = String.format("part-%05d-%s-a%d.c%03d%s", number, token, task.attemptNumber(), files[j],
+                                        extension);
             String directory = path + "/" + tagName + "=" + j;
             String hidden = directory + "/." + name + "." + task.attemptNumber() + ".tmp";
             renames.add(new String[] {hidden, directory + "/" + name});
@@ -198,6 +216,7 @@ public final class KeyedParquet implements CreatableRelationProvider {
         }
         publish(renames, done);
       }
+      counted.add(number + " " + task.attemptNumber());  // reached only when every file of this attempt is published
     }
 
     private void publish(List<String[]> renames, boolean done) throws IOException {

@@ -16,6 +16,7 @@ from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.availability import Mode
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.s3_fault_proxy import Fault, FaultProxy
 
@@ -30,17 +31,17 @@ def test_an_object_every_get_of_which_fails_is_named_and_rewritten_by_the_produc
     with FaultProxy(s3_server.endpoint_url, s3_server.bucket, lifetime=300) as proxy:
         store = ResultStore.from_endpoint(proxy.url, s3_server.access_key, s3_server.secret_key, s3_server.bucket,
                                           prefix=f"it-{secrets.token_hex(4)}", max_attempts=2)
-        (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
+        (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
         key = store.layout.cas_object(entry.sha256)
         fault = Fault("GET", key, until_put=True)
         proxy.add(fault)
         with pytest.raises(NotAvailable) as caught:
-            store.read_arrow("d", "r1", P)
+            store.read_arrow(store.manifest("d", "r1", P))
         assert getattr(caught.value, "partition", None) == P and key in str(caught.value), caught.value
         assert proxy.answered[fault] >= 1
         why = store.checker("d", "r1", Mode.DEEP).why_unavailable(P)
         assert "suspect" in why, why
-        _, tally = store.write_arrow_counted(TABLE, "d", "r1", P, 2)
+        _, tally = store.write_arrow(TABLE, AttemptId("d", "r1", P, 2))
         assert (tally.new_objects, tally.new_bytes) == (1, entry.size), tally
-        assert store.read_arrow("d", "r1", P) == TABLE
+        assert store.read_arrow(store.manifest("d", "r1", P)) == TABLE
         assert store.checker("d", "r1", Mode.DEEP).why_unavailable(P) == ""

@@ -17,6 +17,7 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable, unreadable_in
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.availability import Mode
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store.s3.clients import client_for
 
@@ -62,35 +63,35 @@ def test_an_object_every_get_fails_is_named_marked_counted_lost_and_rewritten_by
         store: ResultStore) -> None:
     """Before the fix: the read raised a raw ClientError naming no partition, the deep check said available, and
     the restart uploaded 0 objects (its create-only PUT got 412 and the HEAD matched)."""
-    (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
+    (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
     key = store.layout.cas_object(entry.sha256)
     failed = fail_gets(store, key)
     with pytest.raises(NotAvailable) as caught:
-        store.read_arrow("d", "r1", P)
+        store.read_arrow(store.manifest("d", "r1", P))
     assert getattr(caught.value, "partition", None) == P and key in str(caught.value), caught.value
     assert failed, "the fault was not injected"
     why = store.checker("d", "r1", Mode.DEEP).why_unavailable(P)
     assert key in why and "suspect" in why, why
-    _, tally = store.write_arrow_counted(TABLE, "d", "r1", P, 2)
+    _, tally = store.write_arrow(TABLE, AttemptId("d", "r1", P, 2))
     assert (tally.new_objects, tally.new_bytes) == (1, entry.size), tally
-    assert store.read_arrow("d", "r1", P) == TABLE
+    assert store.read_arrow(store.manifest("d", "r1", P)) == TABLE
     assert store.checker("d", "r1", Mode.DEEP).why_unavailable(P) == ""
 
 
 def test_the_restart_overwrites_an_unservable_object_even_without_a_suspect_mark(store: ResultStore) -> None:
     """A reader that could not leave its mark (or a writer first to find it): the HEAD matches, a GET fails, so the
     put writes the bytes again instead of reusing them."""
-    (entry,) = store.write_arrow(TABLE, "d", "r1", P, 1).objects
+    (entry,) = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0].objects
     fail_gets(store, store.layout.cas_object(entry.sha256))
-    _, tally = store.write_arrow_counted(TABLE, "d", "r2", P, 1)
+    _, tally = store.write_arrow(TABLE, AttemptId("d", "r2", P, 1))
     assert (tally.new_objects, tally.new_bytes) == (1, entry.size), tally
-    assert store.read_arrow("d", "r1", P) == TABLE
+    assert store.read_arrow(store.manifest("d", "r1", P)) == TABLE
 
 
 def test_an_object_spark_could_not_get_is_named_by_its_recheck(store: ResultStore) -> None:
     """The JVM path: Spark's reader fails on the object (its error names the file); the recheck's GET fails too,
     so the partition is named and the object marked suspect (before the fix: a raw ClientError)."""
-    manifest = store.write_arrow(TABLE, "d", "r1", P, 1)
+    manifest = store.write_arrow(TABLE, AttemptId("d", "r1", P, 1))[0]
     key = store.layout.cas_object(manifest.objects[0].sha256)
     fail_gets(store, key)
     spark_error = f"org.apache.hadoop.fs.s3a.AWSStatus500Exception: getObject on s3a://{store.layout.bucket}/{key}"

@@ -20,6 +20,7 @@ import pytest
 from airflow_region_failover.exceptions import NotAvailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.dataplane.reading import confirm_unchanged, jvm_read
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.result_store import ResultStore
 
@@ -29,7 +30,7 @@ P = PartitionId("orders->join", 3)
 def served_wrong_under_its_checksum(store: ResultStore) -> tuple[Manifest, str]:
     """A committed object whose bytes are then flipped behind the store while every HEAD still answers the
     SHA-256 its name records."""
-    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), "etl", "run", P, 1)
+    manifest = store.write_arrow(pa.table({"x": list(range(1000))}), AttemptId("etl", "run", P, 1))[0]
     [entry] = manifest.objects
     key = store.layout.cas_object(entry.sha256)
     body = store.objects.get(key) or b""
@@ -75,5 +76,5 @@ def test_verified_the_bytes_are_hashed_in_a_thread_and_a_wrong_object_fails_the_
 
 
 def test_verified_an_intact_read_confirms(store: ResultStore) -> None:
-    manifest = store.write_arrow(pa.table({"x": list(range(100))}), "etl", "run", P, 1)
+    manifest = store.write_arrow(pa.table({"x": list(range(100))}), AttemptId("etl", "run", P, 1))[0]
     confirm_unchanged(store.objects, [jvm_read(store.objects, manifest, manifest.objects, verify=True)])

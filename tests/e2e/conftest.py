@@ -3,7 +3,8 @@
 One stack per sub-package, each started once for the tests of its package and stopped after them (so they never
 run at the same time): ``local/`` — the embedded stack of ``region-failover standalone`` (SQLite,
 LocalExecutor) —, ``faults/`` — the same behind the test's S3 fault proxy — and ``cluster/`` — the production-like
-stack (PostgreSQL, Redis, CeleryExecutor, two schedulers, a Spark standalone cluster). Everything runs on loopback; docs/contributing/testing.md says which scenario runs where.
+stack (PostgreSQL, Redis, CeleryExecutor, two schedulers, a Spark standalone cluster). Everything runs on
+loopback; docs/contributing/testing.md says which scenario runs where.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def matrix(e2e: Any, proxy: FaultProxy, tmp_path_factory: pytest.TempPathFactory
 
 
 def sums_output(e2e: Any, dag_id: str, run_id: str) -> dict[int, tuple[int, int]]:
-    rows = e2e.store.read_arrow(dag_id, run_id, PartitionId("sums", 0)).to_pylist()
+    rows = e2e.store.read_arrow(e2e.store.manifest(dag_id, run_id, PartitionId("sums", 0))).to_pylist()
     return {int(r["k"]): (int(r["n"]), int(r["total"])) for r in rows}
 
 

@@ -143,11 +143,7 @@ def sums_output(e2e: Any, dag_id: str, run_id: str) -> dict[int, tuple[int, int]
     return {int(r["k"]): (int(r["n"]), int(r["total"])) for r in rows}
 
 
-M3 = pytest.mark.xfail(strict=True, reason="defect M3 of issue 48 (fixed in parallel): a GET failing after botocore's "
-                       "retries surfaces as a raw ClientError naming no partition, so the consumer is restarted into "
-                       "the same failure until the budget is spent (sums.0 tries 1-4, the last decision exhausted)")
-CELLS = [pytest.param(dag_id, fault, id=f"{fault}-{dag_id.removeprefix('rf_faults').strip('_') or 'ordinary'}",
-                      marks=[M3] if fault == "get5xx" else [])
+CELLS = [pytest.param(dag_id, fault, id=f"{fault}-{dag_id.removeprefix('rf_faults').strip('_') or 'ordinary'}")
          for dag_id in DAGS["DAG_IDS"] for fault in FAULTS]
 PRODUCER = {"rf_faults": "make.0", "rf_faults_checkpointed": "count.0"}
 

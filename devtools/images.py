@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from devtools import wheelhouse
 
@@ -72,8 +73,8 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def _docker(*args: str, check: bool = True, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], text=True, check=check, **kwargs)  # type: ignore[call-overload]
+def _docker(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], text=True, check=check, **kwargs)
 
 
 def label(tag: str) -> str | None:
@@ -152,6 +153,9 @@ def _context(standin: StandIn, into: Path) -> None:
         shutil.copy2(source, into / name)
     if standin.wheels:
         wheels = CACHE / f"wheels-{wheelhouse.inputs_hash()}"
+        for old in CACHE.glob("wheels-*"):
+            if old != wheels:
+                shutil.rmtree(old, ignore_errors=True)  # another lock's or builder's wheels (~1 GB each)
         made = wheelhouse.build(wheels)
         (into / "wheels").mkdir()
         for wheel in made:

@@ -12,7 +12,8 @@ Rules:
   it inside the build, e.g. ``pyspark-client``, which the lock overrides away);
 - a wheel is rebuilt from its distribution's ``RECORD``: files inside site-packages as they are, console and GUI
   scripts left out (the installer makes them from ``entry_points.txt``), other scripts as ``.data/scripts`` with a
-  Python shebang turned back into ``#!python``; byte code and the installer's own files are dropped;
+  Python shebang turned back into ``#!python``; file modes are kept (pyspark's ``bin/`` scripts must stay
+  executable); byte code and the installer's own files are dropped;
 - wheels are stored uncompressed (they are unpacked once, right after) in a directory named by the hash of
   ``uv.lock`` and this module, so a second call finds them made.
 """
@@ -32,8 +33,9 @@ from packaging.utils import canonicalize_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "airflow-provider-region-failover"
-#: what the official apache/airflow image ships besides Airflow that the stack needs (docker/Dockerfile names them)
-ROOTS = ("apache-airflow", "apache-airflow-providers-celery", "celery", "redis", "psycopg2-binary")
+#: what the official apache/airflow image ships besides Airflow that the stack needs (docker/Dockerfile names all
+#: but asyncpg, the async PostgreSQL driver Airflow 3 opens its metadata DB with)
+ROOTS = ("apache-airflow", "apache-airflow-providers-celery", "celery", "redis", "psycopg2-binary", "asyncpg")
 _DROPPED = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
 
 
@@ -117,7 +119,10 @@ def repack(dist: md.Distribution, out_dir: Path) -> Path:
                     rel = f"{stem}.data/scripts/{inside.name}"
                 else:
                     rel = f"{stem}.data/data/{inside}"
-            whl.writestr(rel, data)
+            member = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
+            mode = path.stat().st_mode & 0o777 | (0o755 if ".data/scripts/" in rel else 0)
+            member.external_attr = (0o100000 | mode) << 16  # file modes kept: pyspark's bin/ scripts run
+            whl.writestr(member, data)
             records.append(f"{rel},{_hash(data)},{len(data)}")
         records.append(f"{info.name}/RECORD,,")
         whl.writestr(f"{info.name}/RECORD", "\n".join(records) + "\n")

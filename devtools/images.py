@@ -34,7 +34,25 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 STANDINS = Path(__file__).parent / "standins"
 LABEL = "org.region-failover.inputs"
 BASE = "region-failover/debian:bookworm-minbase"
-SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
+SUITE = "bookworm"
+APT_SOURCES = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"))
+
+
+def mirror() -> str:
+    """The Debian archive this machine's apt already uses (the first ``URIs:`` of its deb822 sources, else the first
+    non-security ``deb`` line): the base image is bootstrapped from where the machine installs its own packages."""
+    for path in APT_SOURCES:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            words = line.split()
+            if words[:1] == ["URIs:"] and len(words) > 1:
+                return words[1]
+            if words[:1] == ["deb"] and len(words) > 2 and "security" not in words[2]:
+                return words[1]
+    raise RuntimeError(f"no Debian archive in {' or '.join(map(str, APT_SOURCES))}: debootstrap needs one")
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CACHE = Path(os.environ.get("RF_IMAGE_CACHE", Path.home() / ".cache" / "region-failover" / "images"))
 
@@ -100,7 +118,7 @@ def _file_bytes(path: Path) -> bytes:
 
 def base_hash() -> str:
     """The base's inputs: suite, variant, mirror and this module's base recipe."""
-    return _digest(f"debootstrap --variant=minbase {SUITE} {MIRROR}".encode(), b"base-v1")
+    return _digest(f"debootstrap --variant=minbase {SUITE} {mirror()}".encode(), b"base-v1")
 
 
 def standin_hash(standin: StandIn) -> str:
@@ -123,7 +141,7 @@ def build_base() -> bool:
     _say(f"building {BASE} (debootstrap --variant=minbase {SUITE}: a few minutes)")
     with tempfile.TemporaryDirectory(prefix="rf-rootfs-", dir=os.environ.get("RF_ROOTFS_TMP", "/var/tmp")) as root:
         try:
-            subprocess.run(["debootstrap", "--variant=minbase", SUITE, root, MIRROR], check=True,
+            subprocess.run(["debootstrap", "--variant=minbase", SUITE, root, mirror()], check=True,
                            stdout=subprocess.DEVNULL)
         finally:
             _unmount_below(root)  # debootstrap may leave the tree's /proc mounted

@@ -30,7 +30,7 @@ import pytest
 
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.plugins.rest import AirflowRestClient, ApiCredentials
-from airflow_region_failover.store.facade import ResultStore
+from airflow_region_failover.store.result_store import ResultStore
 from devtools import browser, engine, images
 from tests.e2e.conftest import E2E, REPO_ROOT
 from tests.e2e.scenarios import _check_report, _check_tries, _the_decision

@@ -101,18 +101,24 @@ def test_a_5xx_clear_is_sent_again_and_applied_when_the_resend_takes_effect() ->
     assert logs.read(DAG, RUN).cleared_tries["a.b.1"] == 1
 
 
+def reclaimed_after_a_dying_applier(commits: bool) -> tuple[RunLogs, FakeApi, Any]:
+    """The recorded decision claimed by a scheduler that dies in its clear (which ``commits`` or not), then re-claimed
+    by a watcher once stuck: the logs, the watcher's API and what its :func:`apply_due` returned."""
+    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
+    recorded(logs)
+    dying = DyingApi(commits=commits)
+    with pytest.raises(SchedulerKilled):
+        apply_due(services(logs, dying), DAG, RUN, "killed-scheduler", now=lambda: 101.0)
+    later = FakeApi(dying.instances)
+    return logs, later, apply_due(services(logs, later), DAG, RUN, "test", now=lambda: 102.0 + STUCK_APPLYING_S)
+
+
 def test_a_decision_reclaimed_after_its_applier_died_is_not_cleared_again_when_the_first_clear_took_effect() -> None:
     """A scheduler claimed the decision, sent the clear (it committed: the restarted tries may be running) and died
     before marking it applied. The watcher that re-claims it once stuck asks the evidence question against the
     states the first applier recorded when it claimed: it marks it applied without clearing again (before the
     fix it cleared again, killing the tries the first clear started)."""
-    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
-    recorded(logs)
-    dying = DyingApi(commits=True)
-    with pytest.raises(SchedulerKilled):
-        apply_due(services(logs, dying), DAG, RUN, "killed-scheduler", now=lambda: 101.0)
-    later = FakeApi(dying.instances)
-    applied = apply_due(services(logs, later), DAG, RUN, "test", now=lambda: 102.0 + STUCK_APPLYING_S)
+    logs, later, applied = reclaimed_after_a_dying_applier(commits=True)
     assert later.cleared == [], "cleared again"
     assert applied is not None and applied.status.value == "applied"
     assert logs.read(DAG, RUN).cleared_tries["a.b.1"] == 1
@@ -120,12 +126,6 @@ def test_a_decision_reclaimed_after_its_applier_died_is_not_cleared_again_when_t
 
 def test_a_decision_reclaimed_after_its_applier_died_before_the_clear_committed_is_cleared() -> None:
     """The first applier died before its clear committed: no task shows evidence, so the re-claim clears."""
-    logs = RunLogs(MemoryObjects())  # type: ignore[arg-type]
-    recorded(logs)
-    dying = DyingApi(commits=False)
-    with pytest.raises(SchedulerKilled):
-        apply_due(services(logs, dying), DAG, RUN, "killed-scheduler", now=lambda: 101.0)
-    later = FakeApi(dying.instances)
-    applied = apply_due(services(logs, later), DAG, RUN, "test", now=lambda: 102.0 + STUCK_APPLYING_S)
+    _, later, applied = reclaimed_after_a_dying_applier(commits=False)
     assert [sorted(c) for c in later.cleared] == [RESTART]
     assert applied is not None and applied.status.value == "applied"

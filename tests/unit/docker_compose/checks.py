@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import tomllib
+
 from airflow_region_failover.provider_info import CONFIG_OPTIONS
 from tests.unit.docker_compose.compose import (
     AIRFLOW_COMMANDS,
@@ -53,7 +55,20 @@ def build_problems(doc: Compose) -> list[str]:
             problems.append(f"{name}: build context {context} is not a directory")
         elif not dockerfile.is_file():
             problems.append(f"{name}: Dockerfile {dockerfile} does not exist")
-    return problems
+    return problems + wheel_build_problems(DOCKERFILE.read_text())
+
+
+def wheel_build_problems(dockerfile: str) -> list[str]:
+    """The own image installs the provider from its sources: the Dockerfile copies every file ``pyproject.toml``
+    makes the wheel's build read (its readme, licence files and build hooks), or ``pip install`` fails before it
+    starts (hatchling reads them when it is asked for the build's requirements)."""
+    project = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())
+    hooks = project["tool"]["hatch"]["build"]["targets"]["wheel"].get("hooks", {})
+    wanted = [project["project"]["readme"], *project["project"].get("license-files", []),
+              *(hook["path"] for hook in hooks.values() if "path" in hook)]
+    copied = " ".join(line.split(None, 1)[1] for line in dockerfile.splitlines() if line.startswith("COPY "))
+    return [f"docker/Dockerfile: the wheel's build reads {path} (pyproject.toml), which no COPY brings"
+            for path in wanted if not re.search(rf"(^|[\s/]){re.escape(path)}(\s|$)", copied)]
 
 
 def mount_problems(doc: Compose) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.unit.docker_compose import checks
-from tests.unit.docker_compose.checks import CHECKS, command_problems
+from tests.unit.docker_compose.checks import CHECKS, command_problems, wheel_build_problems
 from tests.unit.docker_compose.compose import DOCKERFILE, Compose, load
 
 
@@ -118,3 +118,13 @@ def test_commands_check_reads_what_the_dockerfile_installs(tmp_path: Path, monke
     without_celery.write_text(DOCKERFILE.read_text().replace("apache-airflow-providers-celery", "apache-airflow"))
     monkeypatch.setattr(checks, "DOCKERFILE", without_celery)
     assert any("'celery'" in problem for problem in command_problems(load()))
+
+
+def test_the_build_check_catches_a_dockerfile_that_leaves_out_what_the_wheel_build_reads() -> None:
+    """Found by the compose test: the readme (docs/pypi.md), LICENSE, NOTICE and the jar hook joined pyproject.toml
+    and ``pip install /opt/region-failover`` failed in the image's build."""
+    text = DOCKERFILE.read_text()
+    assert wheel_build_problems(text) == []
+    broken = text.replace("COPY --chown=airflow:root devtools/wheel_jar.py ./devtools/wheel_jar.py\n", "")
+    assert wheel_build_problems(broken) == [
+        "docker/Dockerfile: the wheel's build reads devtools/wheel_jar.py (pyproject.toml), which no COPY brings"]

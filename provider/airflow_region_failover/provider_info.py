@@ -130,6 +130,7 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
         "thread GETs and hashes each object while Spark works, and the step commits nothing if one differs (the "
         "try fails naming the partition and the object, which is moved aside and heals). Costs one extra GET of "
         "every input object; off Spark's critical path.",
+        "boolean",
     ),
     "store_jvm_io": (
         "auto",

@@ -75,6 +75,31 @@ def ours_variant(target: Path, label: str, orders: int, customers: int, prefix: 
     return dag_id
 
 
+FUSED_PLANS = {
+    "fused": ("gen_customer->join", "clean_orders->join", "clean_lineitem->join", "join->aggregate",
+              "aggregate->report"),
+    "mixed": ("gen_customer->join", "clean_orders->join", "clean_lineitem->join"),
+}
+"""Per AUTO configuration, the results its plan fuses: ``fused`` every one (the whole ETL one region, one task),
+``mixed`` the generators' into the join (one task up to the join; its 66 MB output and the aggregate's committed,
+Mantri's rule: persist what is cheap to copy and dear to recompute)."""
+
+
+def auto_variant(target: Path, label: str, orders: int, customers: int, config: str, fail_at: str = "start") -> str:
+    """:func:`ours_variant` with every BLOCKING edge of the ETL declared AUTO and rendered under the plan of
+    :data:`FUSED_PLANS` ``config``, under dag id ``tpch_etl_<config>_<label>``."""
+    dag_id = ours_variant(target, label, orders, customers, prefix=f"tpch_etl_{config}", fail_at=fail_at)
+    path = target / f"{dag_id}.py"
+    text, edges = re.subn(r'exchange="BLOCKING"', 'exchange="AUTO"', path.read_text())
+    fused = ", ".join(f'"{r}": Choice.FUSED' for r in FUSED_PLANS[config])
+    text, rendered = re.subn(r"^    job\.render\(\)$", "    from airflow_region_failover.graph.auto import Choice, "
+                             f"ExchangePlan\n\n    job.render(plan=ExchangePlan({{{fused}}}))", text, flags=re.M)
+    if edges != len(FUSED_PLANS["fused"]) or rendered != 1:
+        raise SystemExit("dags/tpch_etl.py changed shape: cannot derive its AUTO copy")
+    path.write_text(text)
+    return dag_id
+
+
 def plain_variant(target: Path, label: str, orders: int, customers: int, config: str = "plain",
                   fail_at: str = "start") -> str:
     """Copy of ``etl_plain_airflow.py`` sized to ``orders``/``customers`` under dag id ``<prefix>_<label>``,

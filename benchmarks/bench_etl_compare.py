@@ -1,6 +1,7 @@
 """The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
 
-``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N] [--configs ours,app,plain,plain_store]
+``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N]
+[--configs ours,fused,mixed,app,plain,plain_store]
 [--warm-up SIZE] [--json FILE] [--record PATH]``
 
 One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
@@ -9,6 +10,10 @@ aggregate -> report), each run without failure and with one late failure (``aggr
 
 * **ours**: a copy of the DAG file with ``CUSTOMERS``/``ORDERS`` replaced and dag id ``tpch_etl_<size>``
   (region failover, 12 step tasks); the failure is DAG param ``fail_once`` (``aggregate#0``'s first try).
+* **fused** / **mixed**: the same DAG with its BLOCKING edges declared ``exchange="AUTO"`` and rendered under a
+  fixed plan (:data:`_etl_runs.FUSED_PLANS`): ``fused`` fuses every one (one failover region, one task running
+  the whole ETL in one Spark session), ``mixed`` fuses the generators into the join and commits the join's and
+  the aggregate's outputs.
 * **app** = (a): the same functions as one Spark job in one Spark Connect session, run as one application
   process (``python _etl_runs.py _app ...``, what a spark-submit'd script would be); only the final report
   is persisted, through ``ResultStore.write`` to the same bucket (intermediates live in Spark's shuffle files).
@@ -66,7 +71,9 @@ from typing import Any
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _etl_record import etl_record
 from _etl_runs import (
+    FUSED_PLANS,
     PLAIN,
+    auto_variant,
     ours_variant,
     plain_variant,
     rotated,
@@ -79,7 +86,7 @@ from _etl_runs import (
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 from _record import git_commit, load_average, this_machine, write
 
-CONFIGS = ("ours", "app", *PLAIN)
+CONFIGS = ("ours", *FUSED_PLANS, "app", *PLAIN)
 DEFAULT_CONFIGS = ("ours", "app", "plain")
 
 
@@ -270,7 +277,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
         for size in sizes:
             label, orders, customers = size["label"], size["orders"], size["customers"]
             dag_ids = size["dag_ids"]
-            for config in ("ours", *PLAIN):
+            for config in ("ours", *FUSED_PLANS, *PLAIN):
                 if config in configs:
                     api.wait_for_dag(dag_ids[config], timeout=300)
             print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
@@ -367,12 +374,16 @@ def main(argv: list[str] | None = None) -> int:
         size["dag_ids"] = {"ours": ours_variant(stack.dags, size["label"], size["orders"], size["customers"],
                                                 fail_at=args.fail_at),
                            **{c: plain_variant(stack.dags, size["label"], size["orders"], size["customers"], c,
-                                               args.fail_at) for c in PLAIN}}
+                                               args.fail_at) for c in PLAIN},
+                           **{c: auto_variant(stack.dags, size["label"], size["orders"], size["customers"], c,
+                                              args.fail_at) for c in FUSED_PLANS}}
     warm = warm_up_size(args.warm_up, sizes[0], args.bytes_per_order)
     if warm is not None:
         warm["dag_ids"] = {"ours": ours_variant(stack.dags, "warm", warm["orders"], warm["customers"]),
                            **{c: plain_variant(stack.dags, "warm", warm["orders"], warm["customers"], c)
-                              for c in PLAIN}}
+                              for c in PLAIN},
+                           **{c: auto_variant(stack.dags, "warm", warm["orders"], warm["customers"], c)
+                              for c in FUSED_PLANS}}
     return run_on(stack, lambda: measure(args, stack, procs, sizes, configs, warm), procs)
 
 

@@ -84,13 +84,13 @@ from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, reso
 from airflow_region_failover.graph import auto, jsonformat
 from airflow_region_failover.graph.auto import AutoDeclaration, Choice, ExchangePlan
 from airflow_region_failover.graph.builder import JobGraphBuilder
-from airflow_region_failover.graph.chains import EdgeKey
 from airflow_region_failover.graph.ids import SubtaskId, check_step_id
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
 from airflow_region_failover.operators.step import RegionStepOperator
 from airflow_region_failover.publication.declaration import Publication, check_publications, declare
 from airflow_region_failover.publication.operator import RegionPublishOperator
+from airflow_region_failover.rendering.sharing import chain_breaks, refused_fusions, unfusable
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
 from airflow_region_failover.store.keys import encode_airflow_id
@@ -264,6 +264,12 @@ class RegionJob:
         chosen = plan or ExchangePlan()
         rendered = ExchangePlan({r: Choice.BLOCKING if r in pinned else c for r, c in chosen.choices.items()})
         graph = auto.resolve(declared, rendered)
+        refusals = refused_fusions(graph, rendered, self._impls, self._chaining)
+        while refusals:  # each pass unfuses at least one result: at most one pass per AUTO result
+            pinned.update(refusals)
+            rendered = ExchangePlan({r: Choice.BLOCKING if r in pinned else c for r, c in rendered.choices.items()})
+            graph = auto.resolve(declared, rendered)
+            refusals = refused_fusions(graph, rendered, self._impls, self._chaining)
         publications = tuple(self._publications.values())
         check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications,
@@ -284,49 +290,6 @@ class RegionJob:
                                          partitions=graph.step(publication.step).parallelism)
 
         return render_job(dag, runtime.spec, make_task, make_publisher)
-
-
-def chain_breaks(graph: JobGraph, impls: Mapping[str, StepImpl], chaining: bool = True) -> dict[EdgeKey, str]:
-    """The PIPELINED edges that must not chain although the graph allows it, with the reason: a script step runs
-    in its own spark-submitted application, steps on different Spark connections have different sessions, and one
-    task cannot honour two sets of operator arguments (``pool``, ``retries``...)."""
-    breaks: dict[EdgeKey, str] = {}
-    for edge in graph.edges:
-        if edge.exchange is not Exchange.PIPELINED:
-            continue
-        source, target = impls[edge.source], impls[edge.target]
-        scripts = [i.step_id for i in (source, target) if i.script is not None]
-        if not chaining:
-            reason = "chaining disabled for this job (RegionJob(chaining=False))"
-        elif scripts:
-            reason = f"script step {scripts[0]!r} runs in its own Spark application"
-        elif source.spark_conn_id != target.spark_conn_id:
-            reason = f"Spark connections differ ({source.spark_conn_id!r} vs {target.spark_conn_id!r})"
-        elif dict(source.task_kwargs) != dict(target.task_kwargs):
-            reason = "operator arguments differ"
-        else:
-            continue
-        breaks[(edge.source, edge.target)] = reason
-    return breaks
-
-
-def unfusable(graph: JobGraph, impls: Mapping[str, StepImpl]) -> dict[str, str]:
-    """The AUTO results no plan may fuse, with the reason (module rules): they stay BLOCKING."""
-    reasons: dict[str, str] = {}
-    for edge in graph.edges:
-        if edge.exchange is not Exchange.AUTO or edge.result in reasons:
-            continue
-        source, target = impls[edge.source], impls[edge.target]
-        scripts = [i.step_id for i in (source, target) if i.script is not None]
-        if target.checkpoint is not None:
-            reasons[edge.result] = (f"consumer {edge.target!r} is checkpointed: its epochs cut committed objects, "
-                                    "so its input is BLOCKING")
-        elif scripts:
-            reasons[edge.result] = f"script step {scripts[0]!r} runs in its own Spark application"
-        elif source.spark_conn_id != target.spark_conn_id:
-            reasons[edge.result] = (f"Spark connections differ ({source.spark_conn_id!r} vs "
-                                    f"{target.spark_conn_id!r}): one fused region runs in one Spark application")
-    return reasons
 
 
 def _current_dag() -> DAG:

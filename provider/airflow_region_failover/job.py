@@ -52,6 +52,7 @@ from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.graph.auto import AutoDeclaration, auto_results, redeclare
 from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
+from airflow_region_failover.graph.fusion import FusedRegion, fused_regions
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.naming import JOB_PARAM, TaskNames
@@ -124,8 +125,14 @@ class JobSpec:
 
     @cached_property
     def names(self) -> TaskNames:
-        """The task ids of the job's subtasks and chains."""
-        return TaskNames(self.chains)
+        """The task ids of the job's subtasks, chains and fused regions (the regions the rendered plan fuses,
+        :mod:`~airflow_region_failover.graph.fusion`)."""
+        return TaskNames(self.chains, self.fused)
+
+    @cached_property
+    def fused(self) -> tuple[FusedRegion, ...]:
+        """The regions that run as one task under the rendered plan (:func:`~.graph.fusion.fused_regions`)."""
+        return fused_regions(self.graph, self.topology.regions, self.chains, self.auto.plan.fused)
 
     @cached_property
     def config(self) -> FailoverConfig:

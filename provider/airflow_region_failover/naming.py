@@ -12,8 +12,11 @@ Rules:
   both forms without the graph (``None`` for any other task id) and :func:`subtask_of` answers the first of them —
   the chain's head — which lies in the same failover region as every other member.
 * A region's TaskGroup is ``r<n>`` and its display name says what it holds (:func:`region_label`).
+* A fused region (:mod:`~airflow_region_failover.graph.fusion`) runs as one task, ``s1.s2....sk.i`` after its
+  steps and its first step's lowest index; every subtask of it maps to that id.
 * A producer publishes where its partition of ``result`` lives under the XCom key ``partition:<result>``
-  (:func:`xcom_key`); a chain task publishes its tail's results.
+  (:func:`xcom_key`); a chain task publishes its tail's results; a fused region's task, which holds several
+  partitions of one result, publishes each as ``partition:<result>#<i>`` (:meth:`TaskNames.xcom_key`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from airflow_region_failover.graph.chains import Chains
+from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.graph.fusion import FusedRegion
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.regions import Region
 
@@ -62,26 +67,60 @@ def subtask_of(task_id: str) -> SubtaskId | None:
 
 @dataclass(frozen=True)
 class TaskNames:
-    """The task ids of one job's subtasks, chains included (module rule)."""
+    """The task ids of one job's subtasks, chains and fused regions included (module rule)."""
 
     chains: Chains
+    fused: tuple[FusedRegion, ...] = ()
+
+    def __post_init__(self) -> None:
+        chain_ids = {".".join(c.steps) for c in self.chains.chains}
+        for region in self.fused:
+            if region.task_id.rsplit(".", 1)[0] in chain_ids:
+                raise GraphError(f"fused region {region.region.id} would take chain task id {region.task_id!r}; "
+                                 "declare its exchanges BLOCKING or PIPELINED")
 
     @cached_property
     def _prefix(self) -> dict[str, str]:
         return {step: ".".join(chain.steps) for chain in self.chains.chains for step in chain.steps}
 
+    @cached_property
+    def _fused_of(self) -> dict[SubtaskId, FusedRegion]:
+        return {member: region for region in self.fused for member in region.members}
+
+    @cached_property
+    def _fused_by_id(self) -> dict[str, FusedRegion]:
+        return {region.task_id: region for region in self.fused}
+
     def task_id(self, subtask: SubtaskId) -> str:
-        """The task running ``subtask``: ``<step>.<i>``, or ``<s1>.<s2>...<sk>.<i>`` for a chain's subtask."""
+        """The task running ``subtask``: ``<step>.<i>``, ``<s1>.<s2>...<sk>.<i>`` for a chain's subtask, or its
+        fused region's task id."""
+        region = self._fused_of.get(subtask)
+        if region is not None:
+            return region.task_id
         return f"{self._prefix[subtask.step]}.{subtask.index}"
 
+    def is_fused(self, task_id: str) -> bool:
+        """True if ``task_id`` is a fused region's task."""
+        return task_id in self._fused_by_id
+
+    def xcom_key(self, producer: SubtaskId, result: str) -> str:
+        """The XCom key under which ``producer``'s task publishes its partition of ``result`` (module rule)."""
+        return f"{xcom_key(result)}#{producer.index}" if producer in self._fused_of else xcom_key(result)
+
     def subtasks(self, task_id: str) -> tuple[SubtaskId, ...] | None:
-        """The subtasks task ``task_id`` runs, head first, or ``None`` if it is no task of this job's chains
-        (the index is not checked against the parallelism)."""
+        """The subtasks task ``task_id`` runs, head first (a fused region's task: all of them, in the order it runs
+        them), or ``None`` if it is no task of this job's chains (the index is not checked against the
+        parallelism)."""
+        region = self._fused_by_id.get(task_id)
+        if region is not None:
+            return region.members
         found = subtasks_of(task_id)
         if found is None or found[0].step not in self._prefix:
             return None
         steps = tuple(s.step for s in found)
-        return found if self.chains.of(steps[0]).steps == steps else None
+        if self.chains.of(steps[0]).steps != steps or found[0] in self._fused_of:
+            return None
+        return found
 
     def head(self, task_id: str) -> SubtaskId | None:
         """The first subtask task ``task_id`` runs (see :meth:`subtasks`)."""

@@ -181,7 +181,7 @@ def test_run_chain_pulls_the_heads_inputs_and_publishes_the_tails_outputs(
                                                      "objects": len(written.objects),
                                                      "checksum": written.content_checksum, "kept": False}}}
     consumer = FakeTI({("gen.clean.0", key): value for key, value in ti.pushed.items()})
-    refs = pull_refs(consumer, GRAPH, SubtaskId("sink", 0), runtime.spec.names.task_id)
+    refs = pull_refs(consumer, GRAPH, SubtaskId("sink", 0), runtime.spec.names)
     assert consumer.pulled == ["gen.clean.0"]
     assert [r.partition for rs in refs.values() for r in rs] == [PartitionId("clean->sink", 0)]
     assert consumed_partitions(GRAPH, SubtaskId("sink", 0))

@@ -128,3 +128,54 @@ def test_a_declaration_naming_a_result_the_graph_lacks_is_refused() -> None:
         JobSpec(spec.graph, {}, auto=AutoDeclaration(("gone",)))
     with pytest.raises(GraphError, match=r"AUTO declaration .* must be"):
         AutoDeclaration.from_json({"results": "gen->clean"})
+
+
+def _keyed_job(**step_kwargs: Any) -> RegionJob:
+    job = RegionJob()
+    job.step("src", noop, parallelism=2)
+    job.step("gen", noop, parallelism=2)
+    job.step("agg", noop, parallelism=2, **step_kwargs)
+    job.step("sink", noop)
+    job.edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
+    job.edge("gen", "agg", exchange="AUTO", partition_by=["k"])
+    job.edge("agg", "sink", exchange="BLOCKING", distribution="BROADCAST")
+    return job
+
+
+def test_a_fused_region_renders_as_one_task_wired_to_what_it_reads_and_what_reads_it() -> None:
+    #   src#0,1 ==B==> [gen#0,1 --FUSED keyed--> agg#0,1] ==B==> sink#0
+    with DAG("auto_region", schedule=None) as dag:
+        rendered = _keyed_job().render(plan=ExchangePlan({"gen->agg": Choice.FUSED}))
+    assert sorted(dag.task_dict) == ["gen.agg.0", "sink.0", "src.0", "src.1"]
+    task = dag.task_dict["gen.agg.0"]
+    assert task.upstream_task_ids == {"src.0", "src.1"} and task.downstream_task_ids == {"sink.0"}
+    assert task.chain == ["gen#0", "gen#1", "agg#0", "agg#1"] and "Fused failover region" in task.doc_md
+    assert rendered.task("agg#1") is task and task.task_group.group_id == "r2"
+
+
+def test_a_plan_fusing_a_checkpointed_producer_is_refused_with_the_reason() -> None:
+    #   src ==B==> gen --AUTO--> agg(checkpointed)   the consumer pins it; here the producer is the checkpointed one
+    def stateful(spark: Any, inputs: Any, state: Any, context: Any) -> None:
+        return None
+
+    job = RegionJob()
+    job.step("src", noop, parallelism=2)
+    job.step("gen", stateful, parallelism=2, checkpoint=Checkpoint(state_key=["k"], state_schema="k string",
+                                                                    epochs=2, cut="objects"))
+    job.step("agg", noop, parallelism=2)
+    job.edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
+    job.edge("gen", "agg", exchange="AUTO", partition_by=["k"])
+    with DAG("auto_refused", schedule=None) as dag:
+        job.render(plan=ExchangePlan({"gen->agg": Choice.FUSED}))
+    spec = job_of(dag)
+    assert spec is not None and spec.auto.plan.fused == () and spec.names.fused == ()
+    assert spec.auto.pinned["gen->agg"] == ("fusing it would run step 'gen' in fused task 'gen.agg.0', but a "
+                                            "checkpointed step commits objects per epoch in its own task")
+    assert "gen.0" in dag.task_dict and "gen.agg.0" not in dag.task_dict
+
+
+def test_steps_with_other_operator_arguments_do_not_fuse() -> None:
+    with DAG("auto_kwargs", schedule=None) as dag:
+        _keyed_job(pool="other").render(plan=ExchangePlan({"gen->agg": Choice.FUSED}))
+    spec = job_of(dag)
+    assert spec is not None and "operator arguments differ" in spec.auto.pinned["gen->agg"]

@@ -1,5 +1,6 @@
 """The step operator: one Airflow task runs one subtask of a job graph on Spark — or one subtask of a chain of
-steps (:mod:`~airflow_region_failover.graph.chains`), all in one Spark session.
+steps (:mod:`~airflow_region_failover.graph.chains`), or every subtask of a fused region
+(:mod:`~airflow_region_failover.spark.fused`), all in one Spark session.
 
 Rule: ``execute`` first honours a restart backoff delay (a task restarted by region failover starts no earlier
 than its decision's restart time: it is rescheduled to it, ``up_for_reschedule``, so no worker slot is held), then
@@ -33,6 +34,7 @@ from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.observability import metrics
 from airflow_region_failover.observability.lineage import TryFacts, current_ti
 from airflow_region_failover.spark.chain import run_chain
+from airflow_region_failover.spark.fused import run_fused
 from airflow_region_failover.spark.ledger import RestartEntry
 from airflow_region_failover.spark.run import restart_of
 
@@ -63,6 +65,11 @@ def doc_of(runtime: JobRuntime, members: Sequence[SubtaskId]) -> str:
     """The task's ``doc_md``: its subtask, or its chain's steps and why they run in one task."""
     first = members[0]
     parallelism = runtime.graph.step(first.step).parallelism
+    if runtime.spec.names.is_fused(runtime.spec.names.task_id(first)):
+        steps = ", ".join(f"`{s}`" for s in dict.fromkeys(m.step for m in members))
+        return (f"Fused failover region: runs all {len(members)} subtasks of {steps} in one Spark session, passing "
+                "the PIPELINED exchanges between them in memory (the job's plan fuses them); BLOCKING results are "
+                "committed as always.")
     deterministic = [m.step for m in members if runtime.graph.step(m.step).deterministic]
     if len(members) == 1:
         return (f"Subtask `{first}` ({first.index + 1} of {parallelism}) of step `{first.step}`"
@@ -109,8 +116,11 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
                 read = self._try_log(context["ti"])
                 self._wait_for_restart_time(context, read)
             members = tuple(SubtaskId.parse(s) for s in self.chain)
-            listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
-            summary = run_chain(self.runtime, members, context, read, listener, self._looked_up)
+            if self.runtime.spec.names.is_fused(self.task_id):
+                summary = run_fused(self.runtime, members, context, read, self._looked_up)
+            else:
+                listener = metrics.checkpoint_listener(context["ti"].dag_id, members[-1].step)
+                summary = run_chain(self.runtime, members, context, read, listener, self._looked_up)
         self._ledger = summary.ledger
         metrics.emit_task(context["ti"].dag_id, summary.subtask.step, summary.ledger)
         return summary.to_json()

@@ -5,6 +5,8 @@ Rules:
 * **Chains** (:mod:`~airflow_region_failover.graph.chains`): steps joined by chainable PIPELINED POINTWISE edges
   of equal parallelism run as one task per chain subtask (subtask ``i`` of every step of the chain, in one Spark
   session, DataFrames passed in memory). A step on no chain is a chain of one: one task per subtask.
+* **Fused regions** (:mod:`~airflow_region_failover.graph.fusion`): a region the job's plan fuses runs as one task
+  holding every subtask of it, alone in its group.
 * **Task ids** are ``<step>.<index>``, or ``<s1>.<s2>...<sk>.<index>`` for a chain — the id names its steps
   (:class:`~airflow_region_failover.naming.TaskNames`) — independent of the region numbering (groups use
   ``prefix_group_id=False``), so changing the graph elsewhere never renames a task. A chain never crosses a
@@ -34,7 +36,6 @@ from dataclasses import dataclass, field
 from airflow.sdk import DAG, BaseOperator, Param, TaskGroup
 
 from airflow_region_failover.exceptions import GraphError
-from airflow_region_failover.graph.chains import Chains
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.regions import Region, Regions
@@ -76,7 +77,7 @@ def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory,
     build each publishing task (``make_publisher``) after its sink's tasks."""
     if job_of(dag) is not None:
         raise GraphError(f"DAG {dag.dag_id!r} already holds a region-failover job; render one job per DAG")
-    regions, chains = spec.topology.regions, spec.chains
+    regions = spec.topology.regions
     inputs = inputs_by_step(spec.graph)
     groups: dict[str, TaskGroup] = {}
     tasks: dict[SubtaskId, BaseOperator] = {}
@@ -86,10 +87,11 @@ def render_job(dag: DAG, spec: JobSpec, make_task: OperatorFactory,
         for subtask in region.subtasks:
             if subtask in tasks:
                 continue  # a later member of a chain: built with its head (same region)
-            members = chains.of(subtask.step).subtasks(subtask.index)
+            members = spec.names.subtasks(spec.names.task_id(subtask))
+            assert members is not None  # every subtask's task id names it (naming.TaskNames)
             task = make_task(members, group)
             tasks.update((member, task) for member in members)
-    _wire(spec.graph, tasks, chains)
+    _wire(spec.graph, tasks)
     publishers = _publishers(spec, tasks, make_publisher)
     dag.params[REUSE_PARAM] = Param(
         True, type="boolean", title="Keep unchanged results on a failover restart",
@@ -137,18 +139,19 @@ def _group(dag: DAG, region: Region, inputs: Mapping[str, list[Edge]]) -> TaskGr
     )
 
 
-def _wire(graph: JobGraph, tasks: Mapping[SubtaskId, BaseOperator], chains: Chains) -> None:
-    """Consumer subtask ``j`` depends on exactly the producer subtasks whose partitions it reads; a chain's
-    interior edges are inside one task (no self-dependency)."""
+def _wire(graph: JobGraph, tasks: Mapping[SubtaskId, BaseOperator]) -> None:
+    """Consumer subtask ``j`` depends on exactly the producer subtasks whose partitions it reads; the interior
+    edges of a chain or a fused region are inside one task (no self-dependency)."""
     for edge in graph.edges:
-        if chains.chained(edge):
-            continue
         producers = graph.step(edge.source).parallelism
         consumers = graph.step(edge.target).parallelism
         for group in partition_groups(edge, producers, consumers):
             upstream = [tasks[SubtaskId(edge.source, p)] for p in group.producers]
             for c in group.consumers:
-                tasks[SubtaskId(edge.target, c)].set_upstream(upstream)
+                task = tasks[SubtaskId(edge.target, c)]
+                outside = list({id(u): u for u in upstream if u is not task}.values())
+                if outside:
+                    task.set_upstream(outside)
 
 
 def _region_inputs(region: Region, inputs: Mapping[str, list[Edge]]) -> list[Edge]:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.failover.run_log import Decision, frozen
 from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.graph.model import Exchange
+from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.timeline import Timeline
 
@@ -253,6 +253,35 @@ def ledger(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = Fals
     return TaskLedger(_inputs(run, set(restart.reused) if restart is not None else set()),
                       _outputs(run.io, published, kept),
                       RestartEntry.of(restart, run.task_id) if restart is not None else None)
+
+
+def fused_summary(graph: JobGraph, members: tuple[SubtaskId, ...], attempt: int, io: StoreIO,
+                  refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]],
+                  current: Mapping[PartitionRef, Manifest], published: Sequence[PartitionRef],
+                  restart: Decision | None, task_id: str) -> TaskSummary:
+    """The summary of a fused region's task (:mod:`.fused`): ``members`` all its subtasks, ``inputs`` every
+    BLOCKING partition its members read from outside (bytes and objects summed over the members reading it),
+    ``rows`` per result summed over its partitions; it never keeps."""
+    reused = set(restart.reused) if restart is not None else set()
+    inputs: dict[str, InputEntry] = {}
+    for member, member_refs in refs.items():
+        for edge, edge_refs in member_refs.items():
+            groups = read_key_groups(graph, edge, member.index)
+            for ref in edge_refs:
+                manifest = current.get(ref)
+                if manifest is None:
+                    continue
+                selection = manifest.select(groups, edge.partition_by, edge.max_parallelism)
+                seen = inputs.get(str(ref.partition))
+                inputs[str(ref.partition)] = InputEntry(
+                    ref.attempt, selection.bytes + (seen.bytes if seen else 0),
+                    len(selection.objects) + (seen.objects if seen else 0), str(ref.partition) in reused)
+    rows: dict[str, int] = {}
+    for ref in published:
+        rows[ref.result] = rows.get(ref.result, 0) + max(ref.rows, 0)
+    return TaskSummary(members, attempt, frozen(rows), ReadTotals.of(io.reads),
+                       TaskLedger(frozen(inputs), _outputs(io, published, False),
+                                  RestartEntry.of(restart, task_id) if restart is not None else None))
 
 
 def _inputs(run: SubtaskRun, reused: set[str]) -> Mapping[str, InputEntry]:

@@ -38,7 +38,7 @@ from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.job import REUSE_PARAM, JobRuntime, StepFunction, StepImpl
-from airflow_region_failover.naming import JOB_PARAM, task_id_of, xcom_key
+from airflow_region_failover.naming import JOB_PARAM, TaskNames, task_id_of, xcom_key
 from airflow_region_failover.spark.context import StepContext, input_name
 from airflow_region_failover.spark.exchange import PartitionRef, output_results
 from airflow_region_failover.spark.store_io import StoreIO
@@ -130,7 +130,7 @@ def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[st
         for impl in impls:
             _function(impl)
     with phase("xcom"):
-        refs = pull_refs(ti, graph, head, runtime.spec.names.task_id)
+        refs = pull_refs(ti, graph, head, runtime.spec.names)
     with phase("manifests"):
         current = current_inputs(io, refs)
     with phase("run_log"):
@@ -142,18 +142,23 @@ def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[st
                       runtime.spec.config.checkpointing)
 
 
-def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId,
-              task_id: Callable[[SubtaskId], str] = task_id_of) -> dict[Edge, tuple[PartitionRef, ...]]:
-    """For every input edge, the refs its producers' current tries published (:class:`InputUnavailable` if
-    one is missing); ``task_id`` names the producer subtasks' tasks (a chain's task for a chained producer)."""
+def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId, names: TaskNames | None = None,
+              edges: Callable[[Edge], bool] = lambda edge: True) -> dict[Edge, tuple[PartitionRef, ...]]:
+    """For every input edge (of those ``edges`` selects), the refs its producers' current tries published
+    (:class:`InputUnavailable` if one is missing); ``names`` names the producer subtasks' tasks and XCom keys (a
+    chain's or a fused region's task; default: every subtask its own task)."""
     refs: dict[Edge, tuple[PartitionRef, ...]] = {}
     for edge, partitions in consumed_partitions(graph, subtask).items():
+        if not edges(edge):
+            continue
+        producers = [SubtaskId(edge.source, p.index) for p in partitions]
         refs[edge] = tuple(
             PartitionRef.from_json(
-                ti.xcom_pull(task_ids=task_id(SubtaskId(edge.source, p.index)), key=xcom_key(p.result)),
+                ti.xcom_pull(task_ids=names.task_id(producer) if names else task_id_of(producer),
+                             key=names.xcom_key(producer, p.result) if names else xcom_key(p.result)),
                 partition=p,
             )
-            for p in partitions
+            for producer, p in zip(producers, partitions, strict=True)
         )
     return refs
 

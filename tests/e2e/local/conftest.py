@@ -28,7 +28,7 @@ from tests.support.statsd import StatsdListener
 
 DAG_IDS = ("tpch_etl", "clickstream_sessions", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed",
            "rf_e2e_deterministic", "rf_e2e_budget", "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed", "rf_e2e_fork",
-           DAILY_DAG_ID, CONSUMER_ID, "rf_heal", "rf_heal_checkpointed")
+           "rf_e2e_fused", "rf_e2e_fused_blocking", DAILY_DAG_ID, CONSUMER_ID, "rf_heal", "rf_heal_checkpointed")
 #: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
 #: (tests.support.auth.DagDenyingAuthManager).
 USERS = {"viewer": "viewer", "outsider": "viewer"}
@@ -50,6 +50,8 @@ PREFETCH: Prefetch = {
     "delayed": ("rf_e2e_delayed", {"fail": {"d#0": 1}}),
     "retries": ("rf_e2e_retries", {"fail": {"c#0": 1}}),
     "keyed": ("rf_e2e_keyed", {"fail": ["agg#1"]}),
+    "fused": ("rf_e2e_fused", {"fail": ["agg#1"]}),
+    "fused_blocking": ("rf_e2e_fused_blocking", {"fail": ["agg#1"]}),
     "checkpoint": ("clickstream_sessions", {"fail_at_epoch": 4}),
     # held at their gates until their tests (late in a session with the extended scenarios: an hour at most)
     "marked": ("rf_e2e_region", {"hold": ["a#0"], "gate": GATE, "gate_timeout": 3600}),
@@ -117,7 +119,8 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
     home = tmp_path_factory.mktemp("airflow")
     dags = merged_dags_folder(home / "dags", REPO_ROOT / "dags" / "tpch_etl.py",
                               REPO_ROOT / "dags" / "clickstream_sessions.py", E2E_DAGS / "rf_e2e.py",
-                              E2E_DAGS / "rf_keyed.py", E2E_DAGS / "rf_fork.py", CONSUMER_DAG,
+                              E2E_DAGS / "rf_keyed.py", E2E_DAGS / "rf_fused.py", E2E_DAGS / "rf_fork.py",
+                              CONSUMER_DAG,
                               E2E_DAGS / "rf_heal.py", E2E_DAGS / "rf_heal_checkpointed.py")
     shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
     write_daily_variant(dags)  # dags/daily_prices.py publishing to its own table, no scheduled run

@@ -1,0 +1,259 @@
+"""Running a fused region's task: every subtask of one failover region in one Spark session, one Spark job per
+output (Flink's pipelined region; :mod:`~airflow_region_failover.graph.fusion` says which regions fuse).
+
+Rules:
+
+* the task looks its inputs up once, as a chain does (:mod:`.run`): for every member, the refs its producers'
+  current tries published over the exchanges that come from outside the task (XComs; BLOCKING ones at their
+  committed version, :func:`~.run.current_inputs`);
+* members run in the order of :class:`~airflow_region_failover.graph.fusion.FusedRegion` (steps in topological
+  order, then index), each function called with its own :class:`~.context.StepContext` — the same subtask, index,
+  parallelism and partitions as when it runs in its own task, so a fused run computes what an unfused one does;
+* a PIPELINED exchange between two members never leaves Spark: the consumer's input is the union of the producers'
+  DataFrames it reads (over a keyed edge only its key groups, Spark's ``pmod(hash(key), max_parallelism)``, exactly
+  the rows a subpartition would hold). A DataFrame read more than once — by several consumer subtasks, or read and
+  also committed — is persisted in Spark's block manager (memory, then local disk) so that it is computed once, and
+  unpersisted when the task ends;
+* every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
+  versions of every BLOCKING input the task read from outside and the code fingerprint of all its steps; a BLOCKING
+  exchange between two members (a region merged by a BLOCKING cycle) is read back from its commit;
+* the task never keeps outputs (its interior is PIPELINED, as a chain's) and records no failure evidence; it
+  publishes each partition under ``partition:<result>#<i>`` (:meth:`~airflow_region_failover.naming.TaskNames
+  .xcom_key`) and returns one summary for all its members (:func:`~.ledger.fused_summary`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from airflow_region_failover.decisions.try_log import TryLog
+from airflow_region_failover.exceptions import InputUnavailable, NotAvailable
+from airflow_region_failover.failover.error_class import TryInputs
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.graph.model import Edge, Exchange
+from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
+from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.spark.compute import named_input
+from airflow_region_failover.spark.context import input_name
+from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
+from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
+from airflow_region_failover.spark.run import (
+    SubtaskRun,
+    chain_fingerprint,
+    current_inputs,
+    input_versions,
+    pull_refs,
+    restart_of,
+    step_context,
+)
+from airflow_region_failover.spark.session import get_session, resolve_target
+from airflow_region_failover.spark.store_io import StoreIO, open_store_io
+from airflow_region_failover.store.dataplane.types import key_group_column
+from airflow_region_failover.store.manifest import InputVersion, Manifest
+from airflow_region_failover.timeline import current, phase
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
+              run_log: TryLog | None = None,
+              looked_up: Callable[[TryInputs | None], None] | None = None) -> TaskSummary:
+    """Run fused region task ``members`` (in the order they run) inside an Airflow task (module rule); returns
+    the task's summary."""
+    spec, graph, ti = runtime.spec, runtime.graph, context["ti"]
+    inside = frozenset(members)
+    with phase("store_open"):
+        io = open_store_io()
+    with phase("lookup"):
+        refs = {m: pull_refs(ti, graph, m, spec.names, functools.partial(_outside, graph, member=m, inside=inside))
+                for m in members}
+        manifests: dict[PartitionRef, Manifest] = {}
+        for member_refs in refs.values():
+            manifests.update(current_inputs(io, member_refs))
+        versions = _versions(graph, refs, manifests)
+        restart = restart_of(ti, known=run_log)
+    if looked_up is not None:
+        looked_up(None)  # a fused task's interior is PIPELINED: no byte-identical evidence of what it computes
+    impls = {m.step: runtime.impl(m.step) for m in members}
+    code = chain_fingerprint(list(impls.values()))
+    with phase("session"):
+        spark = get_session(resolve_target(impls[members[0].step].spark_conn_id))
+    run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context)
+    try:
+        with phase("compute"):
+            published = run.compute(spark, runtime)
+    finally:
+        run.release()
+    with phase("publish"):
+        for producer, ref in published:
+            ti.xcom_push(key=spec.names.xcom_key(producer, ref.result), value=ref.to_json())
+    for _, ref in published:
+        log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange.value, ref.partition, ref.attempt,
+                 ref.rows)
+    with phase("ledger"):
+        done = fused_summary(graph, tuple(members), int(getattr(ti, "try_number", 1) or 1), io, refs, manifests,
+                             [ref for _, ref in published], restart, str(ti.task_id))
+    clock = current()
+    return done if clock is None else replace(done, timeline=clock.timeline())
+
+
+def _outside(graph: Any, edge: Edge, *, member: SubtaskId, inside: frozenset[SubtaskId]) -> bool:
+    """True if ``member`` reads ``edge`` from outside the task (module rule: then its refs are pulled)."""
+    partitions = consumed_partitions(graph, member)[edge]
+    return not all(SubtaskId(edge.source, p.index) in inside for p in partitions)
+
+
+def _versions(graph: Any, refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]],
+              current: Mapping[PartitionRef, Manifest]) -> tuple[InputVersion, ...]:
+    """Every BLOCKING input version the task's members read from outside, as each member reads it."""
+    found: dict[tuple[str, str], InputVersion] = {}
+    for member, member_refs in refs.items():
+        for version in input_versions(current, graph, member, member_refs):
+            found[(str(version.partition), repr(version.key_groups))] = version
+    return tuple(sorted(found.values(), key=lambda v: (str(v.partition), repr(v.key_groups))))
+
+
+class Fused:
+    """One try of a fused region's members (module rules); :meth:`compute` runs them, :meth:`release` frees what
+    it persisted in Spark."""
+
+    def __init__(self, graph: Any, members: tuple[SubtaskId, ...],
+                 refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]], io: StoreIO,
+                 current: dict[PartitionRef, Manifest], versions: tuple[InputVersion, ...], code: str,
+                 context: Mapping[str, Any]) -> None:
+        self.graph, self.members, self.refs, self.io = graph, members, refs, io
+        self.current, self.versions, self.code, self.context = current, versions, code, context
+        self.inside = frozenset(members)
+        self.frames: dict[PartitionId, DataFrame] = {}
+        self.written: dict[PartitionId, PartitionRef] = {}
+        self.persisted: list[DataFrame] = []
+        self.reads = _read_counts(graph, members, self.inside)
+
+    def compute(self, spark: SparkSession, runtime: JobRuntime) -> tuple[tuple[SubtaskId, PartitionRef], ...]:
+        """Run every member in order (module rules); each committed ref with the member that wrote it."""
+        ti = self.context.get("ti")
+        try_number = int(getattr(ti, "try_number", 1) or 1)
+        published: list[tuple[SubtaskId, PartitionRef]] = []
+        for member in self.members:
+            fn = runtime.impl(member.step).fn
+            assert fn is not None  # a script step never fuses (graph.fusion rule 4)
+            with phase("define"):
+                inputs, partitions = self._inputs(spark, member)
+                sctx = replace(step_context(self.graph, member, {}, self.context), partitions=partitions)
+                with self._named():
+                    frames = match_outputs(self.graph, member.step, fn(spark, inputs, sctx))
+            results = {r.id: r for r in output_results(self.graph, member.step)}
+            for result, frame in frames.items():
+                partition = PartitionId(result, member.index)
+                frame = self._keep(partition, frame)
+                if results[result].exchange is Exchange.BLOCKING:
+                    ref = PartitionRef(result, member.index, Exchange.BLOCKING, str(getattr(ti, "dag_id", "")),
+                                       str(getattr(ti, "run_id", "")), try_number)
+                    with phase("write"), self._named():
+                        written = self.io.write(frame, ref, self.versions, self.code, cut_of(self.graph, result),
+                                                clustering_of(self.graph, result))
+                    self.written[partition] = written
+                    published.append((member, written))
+        return tuple(published)
+
+    def release(self) -> None:
+        """Unpersist every DataFrame this try persisted."""
+        for frame in self.persisted:
+            try:
+                frame.unpersist()
+            except Exception:  # the session may be gone: nothing left to free
+                log.debug("could not unpersist a fused region's frame", exc_info=True)
+        self.persisted.clear()
+
+    def _keep(self, partition: PartitionId, frame: DataFrame) -> DataFrame:
+        """Keep ``frame`` for the members that read it in memory, persisted when more than one does (module
+        rule)."""
+        reads = self.reads.get(partition, 0)
+        if reads > 1:
+            from pyspark import StorageLevel
+
+            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+            self.persisted.append(frame)
+        if reads:
+            self.frames[partition] = frame
+        return frame
+
+    def _inputs(self, spark: SparkSession, member: SubtaskId) -> tuple[dict[str, DataFrame],
+                                                                      dict[str, tuple[PartitionId, ...]]]:
+        """``member``'s inputs: in memory from members, else read from the store (module rules)."""
+        inputs: dict[str, DataFrame] = {}
+        partitions: dict[str, tuple[PartitionId, ...]] = {}
+        outside = self.refs[member]
+        for edge, parts in consumed_partitions(self.graph, member).items():
+            groups = read_key_groups(self.graph, edge, member.index)
+            if edge in outside:
+                frames = [self._read(spark, ref, edge, groups) for ref in outside[edge]]
+            else:
+                frames = [self._interior(spark, p, edge, groups) for p in parts]
+            inputs[input_name(edge)] = functools.reduce(lambda a, b: a.unionByName(b), frames)
+            partitions[input_name(edge)] = parts
+        return inputs, partitions
+
+    def _interior(self, spark: SparkSession, partition: PartitionId, edge: Edge, groups: range | None) -> DataFrame:
+        """A member's partition, as the consumer over ``edge`` reads it: in memory, or (BLOCKING) its commit."""
+        if edge.exchange is Exchange.BLOCKING:
+            ref = self.written[partition]
+            self.current[ref] = self.io.current(ref)
+            return self._read(spark, ref, edge, groups)
+        frame = self.frames[partition]
+        if groups is None:
+            return frame
+        group = key_group_column(edge.partition_by, edge.max_parallelism)
+        return frame.where(group.between(groups.start, groups.stop - 1))
+
+    def _read(self, spark: SparkSession, ref: PartitionRef, edge: Edge, groups: range | None) -> DataFrame:
+        try:
+            if groups is None:
+                return self.io.read(spark, ref, self.current.get(ref))
+            return self.io.read_keys(spark, ref, edge, groups, self.current.get(ref))
+        except NotAvailable as exc:
+            raise InputUnavailable(ref.partition, str(exc)) from exc
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        """An error of the block naming an unreadable input partition becomes :class:`InputUnavailable`."""
+        try:
+            yield
+        except InputUnavailable:
+            raise
+        except Exception as exc:
+            named = named_input(_as_run(self), exc)
+            if named is None:
+                raise
+            raise named from exc
+
+
+def _read_counts(graph: Any, members: Sequence[SubtaskId], inside: frozenset[SubtaskId]) -> dict[PartitionId, int]:
+    """How many members read each member partition over a PIPELINED exchange."""
+    counts: dict[PartitionId, int] = {}
+    for member in members:
+        for edge, parts in consumed_partitions(graph, member).items():
+            if edge.exchange is not Exchange.PIPELINED:
+                continue
+            for p in parts:
+                if SubtaskId(edge.source, p.index) in inside:
+                    counts[p] = counts.get(p, 0) + 1
+    return counts
+
+
+def _as_run(fused: Fused) -> SubtaskRun:
+    """A view of ``fused`` as a :class:`~.run.SubtaskRun` for :func:`~.compute.named_input` (its refs and
+    manifests)."""
+    refs: dict[Edge, tuple[PartitionRef, ...]] = {}
+    for member_refs in fused.refs.values():
+        for edge, edge_refs in member_refs.items():
+            refs[edge] = tuple(dict.fromkeys((*refs.get(edge, ()), *edge_refs)))
+    return SubtaskRun(fused.graph, fused.members, (), (), refs, fused.io, fused.current, fused.versions, fused.code)

@@ -1,0 +1,164 @@
+"""A fused region on real Spark and a real S3 store (SeaweedFS): one task runs every subtask of the region in one
+session, the keyed exchange inside never reaches S3, and what it commits equals what the unfused tasks commit.
+
+    src#0,1 ==B==> gen#0,1 --AUTO, keyed by k--> agg#0,1 ==B==> sink#0      (plan: gen->agg FUSED)
+                   \\_______ fused region: task gen.agg.0 _______/
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
+from airflow_region_failover.graph.auto import Choice, ExchangePlan, resolve
+from airflow_region_failover.graph.model import Exchange
+from airflow_region_failover.job import JobRuntime, JobSpec, StepImpl
+from airflow_region_failover.naming import xcom_key
+from airflow_region_failover.spark import chain as chain_module
+from airflow_region_failover.spark import fused as fused_module
+from airflow_region_failover.spark.chain import run_chain
+from airflow_region_failover.spark.exchange import PartitionRef
+from airflow_region_failover.spark.fused import run_fused
+from airflow_region_failover.spark.store_io import StoreIO
+from airflow_region_failover.standalone.seaweedfs import S3Endpoint
+from airflow_region_failover.store.keys import AttemptId
+from airflow_region_failover.store.result_store import ResultStore
+from tests.support.spark import embedded_session
+
+pytestmark = pytest.mark.integration
+
+DECLARED = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2).step("agg", parallelism=2)
+            .step("sink", parallelism=1)
+            .edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
+            .edge("gen", "agg", exchange="AUTO", partition_by=["k"])
+            .edge("agg", "sink", exchange="BLOCKING", distribution="BROADCAST").build())
+FUSED = ExchangePlan({"gen->agg": Choice.FUSED})
+DAG = "fused"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = embedded_session(shuffle_partitions=2)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def store(s3_server: S3Endpoint) -> ResultStore:
+    return ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
+                                     s3_server.bucket, prefix=f"fused-{secrets.token_hex(4)}", spark_io="driver")
+
+
+class Steps:
+    """The step functions, recording each call's subtask and the partitions its context names."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, tuple[PartitionId, ...]]]] = []
+
+    def gen(self, spark: Any, inputs: Any, context: Any) -> Any:
+        self.calls.append((str(context.subtask), dict(context.partitions)))
+        return inputs["src"].selectExpr("id % 7 AS k", f"id * {context.index + 1} AS v")
+
+    def agg(self, spark: Any, inputs: Any, context: Any) -> Any:
+        self.calls.append((str(context.subtask), dict(context.partitions)))
+        return inputs["gen"].groupBy("k").sum("v").withColumnRenamed("sum(v)", "total")
+
+    def impls(self) -> dict[str, StepImpl]:
+        return {"src": StepImpl("src", fn=self.gen), "gen": StepImpl("gen", fn=self.gen),
+                "agg": StepImpl("agg", fn=self.agg), "sink": StepImpl("sink", fn=self.agg)}
+
+
+@dataclass
+class FakeTI:
+    xcoms: dict[tuple[str, str], Any]
+    run_id: str
+    task_id: str
+    pushed: dict[str, Any] = field(default_factory=dict)
+    pulled: list[tuple[str, str]] = field(default_factory=list)
+    dag_id: str = DAG
+    try_number: int = 1
+
+    def xcom_pull(self, *, task_ids: str, key: str) -> Any:
+        self.pulled.append((task_ids, key))
+        return self.xcoms.get((task_ids, key))
+
+    def xcom_push(self, *, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def commit_src(store: ResultStore, run_id: str) -> dict[tuple[str, str], Any]:
+    """src's two partitions committed; the XComs its tasks src.0 and src.1 would have published."""
+    xcoms = {}
+    for index in (0, 1):
+        manifest, _ = store.write_arrow(pa.table({"id": list(range(index * 50, index * 50 + 50))}),
+                                        AttemptId(DAG, run_id, PartitionId("src->gen", index), 1))
+        ref = PartitionRef("src->gen", index, Exchange.BLOCKING, DAG, run_id, 1, manifest.row_count)
+        xcoms[(f"src.{index}", xcom_key("src->gen"))] = ref.to_json()
+    return xcoms
+
+
+def rows(spark: Any, store: ResultStore, run_id: str) -> list[tuple[int, int]]:
+    frames = [store.read(spark, DAG, run_id, PartitionId("agg->sink", i)) for i in (0, 1)]
+    return sorted((r.k, r.total) for f in frames for r in f.collect())
+
+
+def patch(monkeypatch: pytest.MonkeyPatch, store: ResultStore, spark: Any) -> None:
+    for module in (chain_module, fused_module):
+        monkeypatch.setattr(module, "open_store_io", lambda: StoreIO(store))
+        monkeypatch.setattr(module, "get_session", lambda target: spark)
+
+
+def test_a_fused_region_runs_as_one_task_and_commits_what_the_unfused_tasks_commit(
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch(monkeypatch, store, spark)
+    steps = Steps()
+    fused = JobRuntime(JobSpec(resolve(DECLARED, FUSED), {}, auto=_declaration(FUSED)), steps.impls())
+    members = fused.spec.names.subtasks("gen.agg.0")
+    assert members == tuple(SubtaskId.parse(s) for s in ("gen#0", "gen#1", "agg#0", "agg#1"))
+    ti = FakeTI(commit_src(store, "fused"), "fused", "gen.agg.0")
+    summary = run_fused(fused, members, {"ti": ti, "params": {}})
+
+    assert sorted(ti.pulled) == [("src.0", "partition:src->gen"), ("src.1", "partition:src->gen")]
+    assert sorted(ti.pushed) == ["partition:agg->sink#0", "partition:agg->sink#1"]
+    assert store.partitions(DAG, "fused", "gen->agg") == ()  # the exchange inside the region never reached S3
+    assert [c[0] for c in steps.calls] == ["gen#0", "gen#1", "agg#0", "agg#1"]
+    assert steps.calls[2][1] == {"gen": (PartitionId("gen->agg", 0), PartitionId("gen->agg", 1))}
+    assert summary.members == members and set(summary.ledger.outputs) == {"agg->sink#0", "agg->sink#1"}
+    assert set(summary.ledger.inputs) == {"src->gen#0", "src->gen#1"}
+
+    # the same graph unfused (gen->agg BLOCKING): four tasks, what they commit is the same
+    steps = Steps()
+    plain = JobRuntime(JobSpec(resolve(DECLARED, ExchangePlan()), {}, auto=_declaration(ExchangePlan())),
+                       steps.impls())
+    xcoms = commit_src(store, "plain")
+    for task in ("gen.0", "gen.1", "agg.0", "agg.1"):
+        ti = FakeTI(xcoms, "plain", task)
+        run_chain(plain, plain.spec.names.subtasks(task) or (), {"ti": ti, "params": {}})
+        xcoms.update({(task, key): value for key, value in ti.pushed.items()})
+    assert rows(spark, store, "fused") == rows(spark, store, "plain") != []
+
+
+def test_a_consumer_outside_pulls_each_partition_from_the_fused_task(
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_region_failover.spark.run import pull_refs
+
+    patch(monkeypatch, store, spark)
+    fused = JobRuntime(JobSpec(resolve(DECLARED, FUSED), {}, auto=_declaration(FUSED)), Steps().impls())
+    ti = FakeTI(commit_src(store, "pull"), "pull", "gen.agg.0")
+    run_fused(fused, fused.spec.names.subtasks("gen.agg.0") or (), {"ti": ti, "params": {}})
+    sink = FakeTI({("gen.agg.0", key): value for key, value in ti.pushed.items()}, "pull", "sink.0")
+    refs = pull_refs(sink, fused.graph, SubtaskId("sink", 0), fused.spec.names)
+    assert [r.partition for rs in refs.values() for r in rs] == [PartitionId("agg->sink", 0),
+                                                                  PartitionId("agg->sink", 1)]
+
+
+def _declaration(plan: ExchangePlan) -> Any:
+    from airflow_region_failover.graph.auto import AutoDeclaration
+
+    return AutoDeclaration(("gen->agg",), {}, plan)

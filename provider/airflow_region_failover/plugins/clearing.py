@@ -59,7 +59,7 @@ from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import subtasks_of
 from airflow_region_failover.plugins import history
 from airflow_region_failover.plugins.rest import AirflowRestClient, default_api
-from airflow_region_failover.store.availability import Mode, reads_of
+from airflow_region_failover.store.availability import Mode, Read, reads_of
 from airflow_region_failover.store.result_store import ResultStore, default_store
 from airflow_region_failover.store.s3.objects import error_code
 
@@ -133,6 +133,12 @@ def failed_subtask(spec: JobSpec, failure: FailureRecord) -> SubtaskId | None:
     return SubtaskId(step.id, cause.index) if cause.result == step.id and cause.index < step.parallelism else None
 
 
+def task_reads(spec: JobSpec, task_id: str) -> tuple[Read, ...]:
+    """Every BLOCKING partition step task ``task_id`` reads (each subtask it runs: a chain's head, every member of
+    a fused region), with its key groups; ``()`` for a task that runs no subtask (a publishing task)."""
+    return tuple(read for member in spec.names.subtasks(task_id) or () for read in reads_of(spec.graph, member))
+
+
 def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSpec, services: Services = SERVICES,
                    now: Callable[[], float] = time.time) -> HandlingResult:
     """Plan and record the restart for one failure (a watcher applies it when due). Raises on S3 errors: the
@@ -140,7 +146,7 @@ def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSp
     subtask = failed_subtask(spec, failure)
     if subtask is None:
         return HandlingResult(Outcome.IGNORED)
-    reads = reads_of(spec.graph, subtask) if spec.names.head(failure.task_id) is not None else ()
+    reads = task_reads(spec, failure.task_id)
     committed = services.store().checker(dag_id, run_id, Mode.DEEP, reads=reads)
     checker = BeingProduced.of(committed, spec.graph, at_work(services, failure, dag_id, run_id, spec))
     named = (PartitionId.parse(failure.cause),) if failure.cause else ()

@@ -16,7 +16,8 @@ Rules:
   steps and its first step's lowest index; every subtask of it maps to that id.
 * A producer publishes where its partition of ``result`` lives under the XCom key ``partition:<result>``
   (:func:`xcom_key`); a chain task publishes its tail's results; a fused region's task, which holds several
-  partitions of one result, publishes each as ``partition:<result>#<i>`` (:meth:`TaskNames.xcom_key`).
+  partitions of one result, publishes each as ``partition:<result>:<i>`` (:meth:`TaskNames.xcom_key`; not ``#``:
+  the Execution API carries the key in a URL path, where ``#`` would end it).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class TaskNames:
 
     def xcom_key(self, producer: SubtaskId, result: str) -> str:
         """The XCom key under which ``producer``'s task publishes its partition of ``result`` (module rule)."""
-        return f"{xcom_key(result)}#{producer.index}" if producer in self._fused_of else xcom_key(result)
+        return f"{xcom_key(result)}:{producer.index}" if producer in self._fused_of else xcom_key(result)
 
     def subtasks(self, task_id: str) -> tuple[SubtaskId, ...] | None:
         """The subtasks task ``task_id`` runs, head first (a fused region's task: all of them, in the order it runs

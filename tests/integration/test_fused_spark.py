@@ -125,7 +125,7 @@ def test_a_fused_region_runs_as_one_task_and_commits_what_the_unfused_tasks_comm
     summary = run_fused(fused, members, {"ti": ti, "params": {}})
 
     assert sorted(ti.pulled) == [("src.0", "partition:src->gen"), ("src.1", "partition:src->gen")]
-    assert sorted(ti.pushed) == ["partition:agg->sink#0", "partition:agg->sink#1"]
+    assert sorted(ti.pushed) == ["partition:agg->sink:0", "partition:agg->sink:1"]
     assert store.partitions(DAG, "fused", "gen->agg") == ()  # the exchange inside the region never reached S3
     assert [c[0] for c in steps.calls] == ["gen#0", "gen#1", "agg#0", "agg#1"]
     assert steps.calls[2][1] == {"gen": (PartitionId("gen->agg", 0), PartitionId("gen->agg", 1))}

@@ -18,7 +18,7 @@ Rules:
   versions of every BLOCKING input the task read from outside and the code fingerprint of all its steps; a BLOCKING
   exchange between two members (a region merged by a BLOCKING cycle) is read back from its commit;
 * the task never keeps outputs (its interior is PIPELINED, as a chain's) and records no failure evidence; it
-  publishes each partition under ``partition:<result>#<i>`` (:meth:`~airflow_region_failover.naming.TaskNames
+  publishes each partition under ``partition:<result>:<i>`` (:meth:`~airflow_region_failover.naming.TaskNames
   .xcom_key`) and returns one summary for all its members (:func:`~.ledger.fused_summary`).
 """
 

@@ -30,7 +30,7 @@ LAYER: dict[str, int] = {
     "graph": 0, "provider_info": 0,
     "failover": 1, "planning": 1,
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "process_cache": 2, "publication.declaration": 2,
-    "timeline": 2,
+    "timeline": 2, "current_task": 2,
     "store.keys": 3, "publication.staging": 3,
     "store.s3": 4,
     "store": 5,

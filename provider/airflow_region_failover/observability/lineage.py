@@ -38,6 +38,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from airflow_region_failover import conf
+from airflow_region_failover.current_task import current_ti as current_ti  # re-exported for operators/step.py
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, RestartEntry, TaskLedger
 from airflow_region_failover.store.keys import Layout
@@ -62,17 +63,6 @@ class TryFacts:
     region: str
     attempt: int
     restart: RestartEntry | None = None
-
-
-def current_ti() -> Any:
-    """The running task instance (Airflow's current context: set while the listener announces START), or
-    ``None`` outside a task."""
-    try:
-        from airflow.sdk import get_current_context
-
-        return get_current_context()["ti"]
-    except Exception:
-        return None
 
 
 def dataset_name(layout: Layout, dag_id: str, run_id: str, partition: PartitionId) -> str:

@@ -46,6 +46,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, ErrorType
 
 from airflow_region_failover import conf
+from airflow_region_failover.current_task import current_ti
 from airflow_region_failover.exceptions import InputUnavailable, OptionError
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.publication import delta as tables
@@ -129,17 +130,6 @@ def published_table(table: str, name: str | None = None) -> Asset:
 def table_alias(table: str) -> AssetAlias:
     """The outlet alias through which the publishing task of ``table`` emits that table's asset events."""
     return AssetAlias(name=f"{ALIAS_PREFIX}:{table}")
-
-
-def current_ti() -> Any:
-    """The running task instance (Airflow's current context: set while the listener announces START), or
-    ``None`` outside a task."""
-    try:
-        from airflow.sdk import get_current_context
-
-        return get_current_context()["ti"]
-    except Exception:
-        return None
 
 
 def table_dataset(location: str) -> tuple[str, str]:

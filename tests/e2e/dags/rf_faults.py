@@ -11,14 +11,13 @@ do not depend on it.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param
 
 from airflow_region_failover import Checkpoint, RegionJob
+from tests.support.gate import wait_at_gate
 
 DAG_IDS = ("rf_faults", "rf_faults_checkpointed")
 ROWS = 9_000
@@ -31,16 +30,6 @@ OPTIONS = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay
 
 def _salt(context: Any) -> int:
     return int(context.params.get("salt") or 0)
-
-
-def _gate(context: Any) -> None:
-    gate = str(context.params.get("gate") or "")
-    if gate and context.try_number == 1:
-        Path(gate).mkdir(parents=True, exist_ok=True)
-        (Path(gate) / "sums#0.started").touch()
-        deadline = time.time() + 900
-        while not (Path(gate) / "go").exists() and time.time() < deadline:
-            time.sleep(0.1)
 
 
 def make(spark: Any, inputs: Any, context: Any) -> Any:
@@ -71,7 +60,7 @@ def sums(spark: Any, inputs: Any, context: Any) -> Any:
     it was counted (``rf_faults_checkpointed``); first waits at the run's gate."""
     from pyspark.sql import functions as F
 
-    _gate(context)
+    wait_at_gate(context, "sums#0")
     if "count" in inputs:
         return inputs["count"].groupBy("k").agg(F.max("n").alias("n"), F.count("*").alias("total"))
     return inputs["make"].groupBy("k").agg(F.count("*").alias("n"), F.sum("id").alias("total"))

@@ -8,14 +8,13 @@ waits at a gate (run conf ``gate``: a directory; ``sums#0`` writes ``<gate>/sums
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param
 
 from airflow_region_failover import RegionJob
+from tests.support.gate import wait_at_gate
 
 ROWS = 20_000
 KEYS = 13
@@ -29,13 +28,7 @@ def make(spark: Any, inputs: Any, context: Any) -> Any:
 
 def sums(spark: Any, inputs: Any, context: Any) -> Any:
     """Per key: how many rows and the sum of their ids; on its first try it first waits at the run's gate."""
-    gate = str(context.params.get("gate") or "")
-    if gate and context.try_number == 1:
-        Path(gate).mkdir(parents=True, exist_ok=True)
-        (Path(gate) / "sums#0.started").touch()
-        deadline = time.time() + 900
-        while not (Path(gate) / "go").exists() and time.time() < deadline:
-            time.sleep(0.1)
+    wait_at_gate(context, "sums#0")
     return inputs["make"].groupBy("k").agg({"id": "sum", "h": "count"}).withColumnRenamed("sum(id)", "total") \
         .withColumnRenamed("count(h)", "n")
 

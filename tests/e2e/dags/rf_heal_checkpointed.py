@@ -10,14 +10,13 @@ objects while it is about to be read.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param
 
 from airflow_region_failover import Checkpoint, RegionJob
+from tests.support.gate import wait_at_gate
 
 DAG_ID = "rf_heal_checkpointed"
 EPOCHS = 3
@@ -48,13 +47,7 @@ def sums(spark: Any, inputs: Any, context: Any) -> Any:
     waits at the run's gate."""
     from pyspark.sql import functions as F
 
-    gate = str(context.params.get("gate") or "")
-    if gate and context.try_number == 1:
-        Path(gate).mkdir(parents=True, exist_ok=True)
-        (Path(gate) / "sums#0.started").touch()
-        deadline = time.time() + 900
-        while not (Path(gate) / "go").exists() and time.time() < deadline:
-            time.sleep(0.1)
+    wait_at_gate(context, "sums#0")
     return inputs["count"].groupBy("k").agg(F.max("n").alias("n"), F.count("*").alias("epochs"))
 
 

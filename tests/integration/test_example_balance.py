@@ -17,16 +17,14 @@ import pytest
 
 from airflow_region_failover.graph.keygroups import operator_index
 from tests.support.examples import example_module
-from tests.support.spark import embedded_session
+from tests.support.spark import embedded
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = embedded_session(shuffle_partitions=2)
-    yield session
-    session.stop()
+    yield from embedded(shuffle_partitions=2)
 
 
 def test_each_aggregate_subtask_gets_an_even_share_of_the_join_steps_rows(spark: Any) -> None:

@@ -23,7 +23,7 @@ from airflow_region_failover.spark.run import SubtaskRun, chain_contexts, curren
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.result_store import ResultStore
-from tests.support.spark import embedded_session
+from tests.support.spark import embedded
 from tests.support.store import on_server
 
 pytestmark = pytest.mark.integration
@@ -38,9 +38,7 @@ def graph(columns: tuple[str, ...]) -> Any:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = embedded_session(shuffle_partitions=2)
-    yield session
-    session.stop()
+    yield from embedded(shuffle_partitions=2)
 
 
 @pytest.fixture

@@ -29,6 +29,14 @@ def embedded_session(shuffle_partitions: int | None = None) -> Any:
     return builder.getOrCreate()
 
 
+def embedded(shuffle_partitions: int | None = None) -> Iterator[Any]:
+    """Yield an embedded session (:func:`embedded_session`) and stop it after: the body of a module's ``spark``
+    fixture."""
+    session = embedded_session(shuffle_partitions)
+    yield session
+    session.stop()
+
+
 def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None = None) -> Iterator[Any]:
     """Yield an embedded ``local[2]`` session (``request.param == "embedded"``) or a Spark Connect session of the
     ``spark_connect`` fixture, and stop it after. Executors import this package (``PYSPARK_PYTHON``). Spark
@@ -39,9 +47,7 @@ def spark_session(request: pytest.FixtureRequest, shuffle_partitions: int | None
     from pyspark.sql import SparkSession
 
     if request.param == "embedded":
-        session = embedded_session(shuffle_partitions)
-        yield session
-        session.stop()
+        yield from embedded(shuffle_partitions)
         return
     from airflow_region_failover.standalone.processes import PYSPARK_CLIENT_MARKERS
 

@@ -24,6 +24,19 @@ P = PartitionId("orders->join", 0)
 MiB = 1024 * 1024
 
 
+def peak_read(store: ResultStore, run_id: str) -> tuple[pa.Table, int]:
+    """Read partition :data:`P` of run ``run_id`` of DAG ``etl`` twice — a warm-up (client connections, imports),
+    then measured — and return the table and the peak of Python's allocations during the measured read."""
+    store.read_arrow(store.manifest("etl", run_id, P))
+    tracemalloc.start()
+    try:
+        read = store.read_arrow(store.manifest("etl", run_id, P))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return read, peak
+
+
 def test_read_arrow_holds_an_object_in_memory_about_once(s3_server: S3Endpoint) -> None:
     store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
                                       s3_server.bucket, prefix=f"mem-{secrets.token_hex(4)}", part_size=5 * MiB,
@@ -32,14 +45,7 @@ def test_read_arrow_holds_an_object_in_memory_about_once(s3_server: S3Endpoint) 
     manifest, _ = store.write_arrow(table, AttemptId("etl", "mem", P, 1))
     (entry,) = manifest.objects
     assert entry.size > 20 * MiB  # one incompressible object of ~20 MB
-    store.read_arrow(store.manifest("etl", "mem", P))  # warm up: client connections, imports
-
-    tracemalloc.start()
-    try:
-        read = store.read_arrow(store.manifest("etl", "mem", P))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    read, peak = peak_read(store, "mem")
 
     print(f"peak {peak / MiB:.1f} MiB, object {entry.size / MiB:.1f} MiB")
     assert read.equals(table)
@@ -65,14 +71,7 @@ def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: 
     protocol.commit(store.objects, keys, Manifest("etl", "many", P, 1, target.writer, "{}", 4 * 1024 * count,
                                                   entries, protocol.now_iso()))
     total = sum(e.size for e in entries)
-    store.read_arrow(store.manifest("etl", "many", P))  # warm up
-
-    tracemalloc.start()
-    try:
-        read = store.read_arrow(store.manifest("etl", "many", P))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    read, peak = peak_read(store, "many")
 
     print(f"peak {peak / MiB:.1f} MiB, {count} objects of {total / count / MiB:.1f} MiB, {threads} threads")
     assert read.equals(pa.concat_tables(tables))

@@ -18,36 +18,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
-import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from airflow_region_failover.store.dataplane.s3a import with_jars
+from _side_by_side import side_by_side, timestamp, variant
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAINED, UNCHAINED = "tpch_etl", "tpch_etl_unchained"
 INTERIOR = ("gen_orders->clean_orders", "gen_lineitem->clean_lineitem")
 
 
 def unchained_variant(target: Path) -> Path:
     """Copy of the example ETL under dag id ``tpch_etl_unchained`` with ``RegionJob(chaining=False)``."""
-    text = (ROOT / "dags" / "tpch_etl.py").read_text()
-    changed = text.replace('dag_id="tpch_etl"', f'dag_id="{UNCHAINED}"').replace(
-        'job = RegionJob(failover_strategy="region",', 'job = RegionJob(chaining=False, failover_strategy="region",')
-    if changed.count(UNCHAINED) != 1 or "chaining=False" not in changed:
-        raise SystemExit("dags/tpch_etl.py changed shape: cannot derive the unchained variant")
-    path = target / f"{UNCHAINED}.py"
-    path.write_text(changed)
-    return path
-
-
-def _ts(value: str | None) -> float | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+    return variant(target, UNCHAINED, 'job = RegionJob(failover_strategy="region",',
+                   'job = RegionJob(chaining=False, failover_strategy="region",', "unchained")
 
 
 def measure(api: Any, store: Any, dag_id: str) -> dict[str, float]:
@@ -59,7 +45,7 @@ def measure(api: Any, store: Any, dag_id: str) -> dict[str, float]:
     if state != "success":
         raise SystemExit(f"{dag_id} run {run_id} ended {state}")
     instances = api.task_instances(dag_id, run_id)
-    spans = [(_ts(ti.get("start_date")), _ts(ti.get("end_date"))) for ti in instances]
+    spans = [(timestamp(ti.get("start_date")), timestamp(ti.get("end_date"))) for ti in instances]
     durations = [end - start for start, end in spans if start and end]
     scratch = sum(len(store.partitions(dag_id, run_id, result)) for result in INTERIOR)
     return {"tasks": float(len(instances)), "wall_s": wall, "task_s": sum(durations),
@@ -81,42 +67,17 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Start the stack, alternate the two DAGs' runs, print the figures."""
-    from airflow_region_failover.standalone.airflow_stack import AirflowStack
-    from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
-    from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.result_store import ResultStore
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2, help="runs of each DAG (default 2)")
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="bench-chaining-"))
-    dags = merged_dags_folder(work / "dags", ROOT / "dags" / "tpch_etl.py", unchained_variant(work))
-    s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
-    spark = SparkConnectServer(work / "sc", cores=2, conf=with_jars({}))  # the s3a jars, as `standalone` does
-    stack = None
-    try:
-        endpoint, spark_url = s3.start(), spark.start()
-        stack = AirflowStack(dags_folder=dags, home=work / "airflow", extra_env=platform_env(endpoint, spark_url))
-        stack.start()
-        store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
-                                          endpoint.bucket)
-        results: dict[str, list[dict[str, float]]] = {UNCHAINED: [], CHAINED: []}
-        with stack.client() as api:
-            for dag_id in results:
-                api.wait_for_dag(dag_id, timeout=300)
-            for _ in range(args.repeat):
-                for dag_id in results:  # unchained first, then chained: alternating
-                    results[dag_id].append(measure(api, store, dag_id))
-                    print(json.dumps({dag_id: results[dag_id][-1]}), flush=True)
+    results: dict[str, list[dict[str, float]]] = {UNCHAINED: [], CHAINED: []}
+    with side_by_side("bench-chaining-", unchained_variant, (UNCHAINED, CHAINED)) as (api, store):
+        for _ in range(args.repeat):
+            for dag_id in results:  # unchained first, then chained: alternating
+                results[dag_id].append(measure(api, store, dag_id))
+                print(json.dumps({dag_id: results[dag_id][-1]}), flush=True)
         print(table(results))
         return 0
-    finally:
-        if stack is not None:
-            stack.stop()
-        spark.cleanup()
-        s3.cleanup()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

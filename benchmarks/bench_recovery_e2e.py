@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from airflow_region_failover.store.dataplane.s3a import with_jars
+from _side_by_side import side_by_side, timestamp, variant
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"wall_s": "wall_s", "recovery_s": "recovery_s", "task_s": "task_s", "rerun_task_s": "rerun_task_s",
          "tasks_rerun": "tasks_cleared", "clear_latency_s": "clear_latency_s"}
 """Each measured figure's name in a record."""
@@ -37,18 +34,7 @@ NAMES = {"wall_s": "wall_s", "recovery_s": "recovery_s", "task_s": "task_s", "re
 
 def full_variant(target: Path) -> Path:
     """Copy of the example ETL under dag id ``tpch_etl_full`` with the ``full`` failover strategy."""
-    text = (ROOT / "dags" / "tpch_etl.py").read_text()
-    changed = text.replace('dag_id="tpch_etl"', 'dag_id="tpch_etl_full"').replace(
-        'failover_strategy="region"', 'failover_strategy="full"')
-    if changed.count("tpch_etl_full") != 1 or 'failover_strategy="full"' not in changed:
-        raise SystemExit("dags/tpch_etl.py changed shape: cannot derive the full-strategy variant")
-    path = target / "tpch_etl_full.py"
-    path.write_text(changed)
-    return path
-
-
-def _ts(value: str | None) -> float | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+    return variant(target, "tpch_etl_full", 'failover_strategy="region"', 'failover_strategy="full"', "full-strategy")
 
 
 def tries_of(api: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]:
@@ -57,7 +43,7 @@ def tries_of(api: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]:
     for ti in api.task_instances(dag_id, run_id):
         page = api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/tries")
         for attempt in page["task_instances"]:
-            start, end = _ts(attempt.get("start_date")), _ts(attempt.get("end_date"))
+            start, end = timestamp(attempt.get("start_date")), timestamp(attempt.get("end_date"))
             if start and end:
                 out.append({"task": ti["task_id"], "try": attempt["try_number"], "start": start, "end": end})
     return out
@@ -126,11 +112,6 @@ def write_record(path: Path, results: dict[str, list[dict[str, float]]], started
 def main(argv: list[str] | None = None) -> int:
     """Start the stack, run the variants, print (and optionally record) the figures."""
     from airflow_region_failover.decisions.storage import RunLogs
-    from airflow_region_failover.standalone.airflow_stack import AirflowStack
-    from airflow_region_failover.standalone.platform import merged_dags_folder, platform_env
-    from airflow_region_failover.standalone.seaweedfs import SeaweedFS
-    from airflow_region_failover.standalone.spark_connect import SparkConnectServer
-    from airflow_region_failover.store.result_store import ResultStore
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
@@ -140,38 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     from _record import load_average
 
     started, load = datetime.now(timezone.utc), load_average()
-    work = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
-    dags = merged_dags_folder(work / "dags", ROOT / "dags" / "tpch_etl.py", full_variant(work))
-    s3 = SeaweedFS(bucket="region-failover", data_dir=work / "s3")
-    spark = SparkConnectServer(work / "sc", cores=2, conf=with_jars({}))  # the s3a jars, as `standalone` does
-    stack = None
-    try:
-        endpoint, spark_url = s3.start(), spark.start()
-        stack = AirflowStack(dags_folder=dags, home=work / "airflow", extra_env=platform_env(endpoint, spark_url))
-        stack.start()
-        store = ResultStore.from_endpoint(endpoint.endpoint_url, endpoint.access_key, endpoint.secret_key,
-                                          endpoint.bucket)
+    with side_by_side("bench-recovery-", full_variant, ("tpch_etl", "tpch_etl_full")) as (api, store):
         logs = RunLogs(store.objects)
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "region": [], "full": []}
-        with stack.client() as api:
-            for dag_id in ("tpch_etl", "tpch_etl_full"):
-                api.wait_for_dag(dag_id, timeout=300)
-            for _ in range(args.repeat):
-                results["baseline"].append(measure(api, logs, "tpch_etl", fail=False))
-                results["region"].append(measure(api, logs, "tpch_etl", fail=True))
-                results["full"].append(measure(api, logs, "tpch_etl_full", fail=True))
-                print(json.dumps({k: v[-1] for k, v in results.items()}), flush=True)
+        for _ in range(args.repeat):
+            results["baseline"].append(measure(api, logs, "tpch_etl", fail=False))
+            results["region"].append(measure(api, logs, "tpch_etl", fail=True))
+            results["full"].append(measure(api, logs, "tpch_etl_full", fail=True))
+            print(json.dumps({k: v[-1] for k, v in results.items()}), flush=True)
         text = table(results)
         print(text)
         if args.record:
             write_record(args.record, results, started, load)
         return 0
-    finally:
-        if stack is not None:
-            stack.stop()
-        spark.cleanup()
-        s3.cleanup()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ SeaweedFS, one Spark Connect server (``local[2]``, with the s3a jars, as ``regio
 and one Airflow 3 (SQLite, LocalExecutor) on loopback.
 
 Rules: a variant changes the dag id and exactly the text it names; when the example no longer holds that text the
-benchmark stops, naming the variant (:func:`variant`). The stack is started once for every run of both DAGs and,
-whatever happens, stopped and its work directory removed (:func:`side_by_side`).
+benchmark stops, naming the variant (:func:`variant`). A measured run that does not succeed stops it too, naming
+the run (:func:`timed_run`). The stack is started once for every run of both DAGs and, whatever happens, stopped
+and its work directory removed (:func:`side_by_side`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +38,18 @@ def variant(target: Path, dag_id: str, old: str, new: str, what: str) -> Path:
 def timestamp(value: str | None) -> float | None:
     """Epoch seconds of one of Airflow's ISO times (``...Z``), ``None`` for none."""
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+
+
+def timed_run(api: Any, dag_id: str, conf: dict[str, Any]) -> tuple[str, float]:
+    """Trigger one run of ``dag_id`` with ``conf`` and wait for its end (at most 30 min): its run id and wall time
+    (trigger to end). ``SystemExit`` naming the run unless it succeeded."""
+    started = time.time()
+    run_id = api.trigger(dag_id, conf)
+    state = api.final_state(dag_id, run_id, timeout=1800)
+    wall = time.time() - started
+    if state != "success":
+        raise SystemExit(f"{dag_id} run {run_id} ended {state}")
+    return run_id, wall
 
 
 @contextlib.contextmanager

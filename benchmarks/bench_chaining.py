@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _side_by_side import side_by_side, timestamp, variant
+from _side_by_side import side_by_side, timed_run, timestamp, variant
 
 CHAINED, UNCHAINED = "tpch_etl", "tpch_etl_unchained"
 INTERIOR = ("gen_orders->clean_orders", "gen_lineitem->clean_lineitem")
@@ -38,12 +37,7 @@ def unchained_variant(target: Path) -> Path:
 
 def measure(api: Any, store: Any, dag_id: str) -> dict[str, float]:
     """One run without failure: its figures."""
-    started = time.time()
-    run_id = api.trigger(dag_id, {"fail_once": False})
-    state = api.final_state(dag_id, run_id, timeout=1800)
-    wall = time.time() - started
-    if state != "success":
-        raise SystemExit(f"{dag_id} run {run_id} ended {state}")
+    run_id, wall = timed_run(api, dag_id, {"fail_once": False})
     instances = api.task_instances(dag_id, run_id)
     spans = [(timestamp(ti.get("start_date")), timestamp(ti.get("end_date"))) for ti in instances]
     durations = [end - start for start, end in spans if start and end]

@@ -19,13 +19,12 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _side_by_side import side_by_side, timestamp, variant
+from _side_by_side import side_by_side, timed_run, timestamp, variant
 
 NAMES = {"wall_s": "wall_s", "recovery_s": "recovery_s", "task_s": "task_s", "rerun_task_s": "rerun_task_s",
          "tasks_rerun": "tasks_cleared", "clear_latency_s": "clear_latency_s"}
@@ -51,12 +50,7 @@ def tries_of(api: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]:
 
 def measure(api: Any, logs: Any, dag_id: str, fail: bool) -> dict[str, float]:
     """Run once and return the figures of one run."""
-    t0 = time.time()
-    run_id = api.trigger(dag_id, {"fail_once": fail})
-    state = api.final_state(dag_id, run_id, timeout=1800)
-    wall = time.time() - t0
-    if state != "success":
-        raise SystemExit(f"{dag_id} run {run_id} ended {state}")
+    run_id, wall = timed_run(api, dag_id, {"fail_once": fail})
     tries = tries_of(api, dag_id, run_id)
     figures = {"wall_s": wall, "task_s": sum(t["end"] - t["start"] for t in tries), "tasks_rerun": 0.0,
                "rerun_task_s": 0.0, "recovery_s": 0.0, "clear_latency_s": 0.0}

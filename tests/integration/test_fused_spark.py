@@ -29,7 +29,7 @@ from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
-from tests.support.spark import embedded_session
+from tests.support.spark import embedded
 
 pytestmark = pytest.mark.integration
 
@@ -44,9 +44,7 @@ DAG = "fused"
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = embedded_session(shuffle_partitions=2)
-    yield session
-    session.stop()
+    yield from embedded(shuffle_partitions=2)
 
 
 @pytest.fixture

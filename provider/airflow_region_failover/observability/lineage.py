@@ -38,7 +38,6 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from airflow_region_failover import conf
-from airflow_region_failover.current_task import current_ti as current_ti  # re-exported for operators/step.py
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, RestartEntry, TaskLedger
 from airflow_region_failover.store.keys import Layout

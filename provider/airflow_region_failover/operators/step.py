@@ -25,6 +25,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowRescheduleException
 
 from airflow_region_failover import conf, timeline
+from airflow_region_failover.current_task import current_ti
 from airflow_region_failover.decisions.storage import RunLogs
 from airflow_region_failover.decisions.try_log import LogState, TryLog, read_try_log
 from airflow_region_failover.failover.error_class import TryInputs
@@ -32,7 +33,7 @@ from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.observability import metrics
-from airflow_region_failover.observability.lineage import TryFacts, current_ti
+from airflow_region_failover.observability.lineage import TryFacts
 from airflow_region_failover.spark.chain import run_chain
 from airflow_region_failover.spark.fused import run_fused
 from airflow_region_failover.spark.ledger import RestartEntry

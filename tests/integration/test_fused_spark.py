@@ -30,6 +30,7 @@ from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
 from tests.support.spark import embedded
+from tests.support.store import on_server
 
 pytestmark = pytest.mark.integration
 
@@ -49,8 +50,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture
 def store(s3_server: S3Endpoint) -> ResultStore:
-    return ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key,
-                                     s3_server.bucket, prefix=f"fused-{secrets.token_hex(4)}", spark_io="driver")
+    return on_server(s3_server, f"fused-{secrets.token_hex(4)}", spark_io="driver")
 
 
 class Steps:

@@ -38,6 +38,9 @@ OPERATOR_NAME = "RegionStepOperator"
 JOB_PARAM = "region_failover_job"
 """The DAG param holding the job document (graph + options), readable by the scheduler and every worker."""
 
+FAILED_SUBTASK = "region_failover_subtask"
+"""The attribute a fused region's task sets on the exception a member raised: that member's ``step#i``."""
+
 XCOM_PREFIX = "partition:"
 """XCom key prefix of the partition a task wrote: ``partition:<result>``."""
 

@@ -56,7 +56,8 @@ class FailureRecord:
     ``cause`` is the partition the failure names as unavailable (an input it could not read), ``clear_number``
     the run's clear count when the failed try started (``None`` if unknown), ``error_class`` its exception's
     class names and message signature, ``inputs`` what the try computed from (:mod:`.error_class`; ``None``
-    when unknown, e.g. a failure the watcher found without its exception).
+    when unknown, e.g. a failure the watcher found without its exception), ``subtask`` the subtask whose function
+    raised in a task that runs several (a fused region's; ``None`` otherwise or when unknown).
     """
 
     task_id: str
@@ -69,6 +70,7 @@ class FailureRecord:
     clear_number: int | None = None
     error_class: ErrorClass | None = None
     inputs: TryInputs | None = None
+    subtask: str | None = None
 
     @property
     def key(self) -> str:
@@ -87,6 +89,8 @@ class FailureRecord:
             body["error_class"] = self.error_class.to_json()
         if self.inputs is not None:
             body["inputs"] = self.inputs.to_json()
+        if self.subtask is not None:
+            body["subtask"] = self.subtask
         return body
 
     @classmethod
@@ -97,7 +101,8 @@ class FailureRecord:
                    str(body.get("error", "")), str(body.get("path", "")), float(body["at"]),
                    body.get("cause"), body.get("clear_number"),
                    ErrorClass.from_json(error_class) if error_class is not None else None,
-                   TryInputs.from_json(inputs) if inputs is not None else None)
+                   TryInputs.from_json(inputs) if inputs is not None else None,
+                   str(body["subtask"]) if body.get("subtask") is not None else None)
 
 
 @dataclass(frozen=True)

@@ -120,9 +120,13 @@ def at_work(services: Services, failure: FailureRecord, dag_id: str, run_id: str
 
 def failed_subtask(spec: JobSpec, failure: FailureRecord) -> SubtaskId | None:
     """The subtask whose region a failure restarts from: a step task's (a chain task's head, in the region of
-    every member); for a publishing task whose failure names partition ``i`` of its sink result as unreadable, the
-    sink's subtask ``i`` — the publishing task consumes it, and restarts with it (module rule); else ``None``."""
-    head = spec.names.head(failure.task_id)
+    every member; a fused region's task: the member that raised, when it says so); for a publishing task whose
+    failure names partition ``i`` of its sink result as unreadable, the sink's subtask ``i`` — the publishing task
+    consumes it, and restarts with it (module rule); else ``None``."""
+    members = spec.names.subtasks(failure.task_id)
+    if members is not None and failure.subtask is not None and SubtaskId.parse(failure.subtask) in members:
+        return SubtaskId.parse(failure.subtask)  # the member of a fused region's task that raised
+    head = members[0] if members else None
     if head is not None or not failure.cause:
         return head
     publication = next((p for p in spec.publications if p.task_id == failure.task_id), None)

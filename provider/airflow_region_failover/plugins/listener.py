@@ -39,7 +39,7 @@ from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.error_class import ErrorClass, TryInputs
 from airflow_region_failover.failover.run_log import FailureRecord
 from airflow_region_failover.job import JobSpec, job_of
-from airflow_region_failover.naming import subtask_of
+from airflow_region_failover.naming import FAILED_SUBTASK, subtask_of
 from airflow_region_failover.plugins.clearing import handle_failure
 from airflow_region_failover.plugins.history import masked
 from airflow_region_failover.plugins.preload import forks_local_tasks, preload
@@ -58,7 +58,13 @@ def failure_event(ti: Any, error: object, path: str) -> FailureRecord:
                          at=time.time(), cause=str(cause) if cause is not None else None,
                          clear_number=_clear_number(ti),
                          error_class=ErrorClass.of(error, text) if isinstance(error, BaseException) else None,
-                         inputs=_try_inputs(ti))
+                         inputs=_try_inputs(ti), subtask=_failed_member(error))
+
+
+def _failed_member(error: object) -> str | None:
+    """The member a fused region's task names as the one that raised (:data:`~..naming.FAILED_SUBTASK`)."""
+    member = getattr(error, FAILED_SUBTASK, None)
+    return member if isinstance(member, str) else None
 
 
 def _try_inputs(ti: Any) -> TryInputs | None:

@@ -38,6 +38,7 @@ from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.spark.compute import named_input
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
@@ -143,26 +144,34 @@ class Fused:
         try_number = int(getattr(ti, "try_number", 1) or 1)
         published: list[tuple[SubtaskId, PartitionRef]] = []
         for member in self.members:
-            fn = runtime.impl(member.step).fn
-            assert fn is not None  # a script step never fuses (graph.fusion rule 4)
-            with phase("define"):
-                inputs, partitions = self._inputs(spark, member)
-                sctx = replace(step_context(self.graph, member, {}, self.context), partitions=partitions)
-                with self._named():
-                    frames = match_outputs(self.graph, member.step, fn(spark, inputs, sctx))
-            results = {r.id: r for r in output_results(self.graph, member.step)}
-            for result, frame in frames.items():
-                partition = PartitionId(result, member.index)
-                frame = self._keep(partition, frame)
-                if results[result].exchange is Exchange.BLOCKING:
-                    ref = PartitionRef(result, member.index, Exchange.BLOCKING, str(getattr(ti, "dag_id", "")),
-                                       str(getattr(ti, "run_id", "")), try_number)
-                    with phase("write"), self._named():
-                        written = self.io.write(frame, ref, self.versions, self.code, cut_of(self.graph, result),
-                                                clustering_of(self.graph, result))
-                    self.written[partition] = written
-                    published.append((member, written))
+            with _naming(member):
+                published.extend(self._run(spark, runtime, member, ti, try_number))
         return tuple(published)
+
+    def _run(self, spark: SparkSession, runtime: JobRuntime, member: SubtaskId, ti: Any,
+             try_number: int) -> list[tuple[SubtaskId, PartitionRef]]:
+        """Run one member: call its function, keep what members read in memory, commit its BLOCKING results."""
+        published: list[tuple[SubtaskId, PartitionRef]] = []
+        fn = runtime.impl(member.step).fn
+        assert fn is not None  # a script step never fuses (graph.fusion rule 4)
+        with phase("define"):
+            inputs, partitions = self._inputs(spark, member)
+            sctx = replace(step_context(self.graph, member, {}, self.context), partitions=partitions)
+            with self._named():
+                frames = match_outputs(self.graph, member.step, fn(spark, inputs, sctx))
+        results = {r.id: r for r in output_results(self.graph, member.step)}
+        for result, frame in frames.items():
+            partition = PartitionId(result, member.index)
+            frame = self._keep(partition, frame)
+            if results[result].exchange is Exchange.BLOCKING:
+                ref = PartitionRef(result, member.index, Exchange.BLOCKING, str(getattr(ti, "dag_id", "")),
+                                   str(getattr(ti, "run_id", "")), try_number)
+                with phase("write"), self._named():
+                    written = self.io.write(frame, ref, self.versions, self.code, cut_of(self.graph, result),
+                                            clustering_of(self.graph, result))
+                self.written[partition] = written
+                published.append((member, written))
+        return published
 
     def release(self) -> None:
         """Unpersist every DataFrame this try persisted."""
@@ -234,6 +243,18 @@ class Fused:
             if named is None:
                 raise
             raise named from exc
+
+
+@contextlib.contextmanager
+def _naming(member: SubtaskId) -> Iterator[None]:
+    """An exception raised while ``member`` runs carries its id (:data:`~airflow_region_failover.naming
+    .FAILED_SUBTASK`): the failure handler restarts from the member that failed, and the reason names it."""
+    try:
+        yield
+    except Exception as exc:
+        with contextlib.suppress(AttributeError, TypeError):  # an exception that takes no attribute stays unnamed
+            setattr(exc, FAILED_SUBTASK, str(member))
+        raise
 
 
 def _read_counts(graph: Any, members: Sequence[SubtaskId], inside: frozenset[SubtaskId]) -> dict[PartitionId, int]:

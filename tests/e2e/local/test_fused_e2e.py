@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
+from tests.e2e.scenarios import _the_decision
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -32,6 +33,9 @@ def test_each_plan_restarts_exactly_its_own_regions_and_both_equal_one_spark_job
     _, fused_run, state = e2e.finished("fused")
     assert state == "success", e2e.explain("rf_e2e_fused", fused_run)
     assert e2e.tries("rf_e2e_fused", fused_run) == {"gen.agg.0": 2, "report.0": 1}
+    decision = _the_decision(e2e, "rf_e2e_fused", fused_run)
+    assert decision["restart"] == ["gen.agg.0", "report.0"]
+    assert [(r["reason"], r["cause"]) for r in decision["regions"]][0] == ("failed", "agg#1 failed")  # the member
     assert e2e.store.partitions("rf_e2e_fused", fused_run, "gen->agg") == ()
     assert sorted(p.index for p in e2e.store.partitions("rf_e2e_fused", fused_run, "agg->report")) == [0, 1, 2, 3]
 

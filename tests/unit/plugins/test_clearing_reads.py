@@ -45,22 +45,3 @@ def test_what_the_failed_subtask_read_is_verified_each_object_once_several_at_a_
     assert (counter.sent, counter.most > 1) == (5, True), \
         f"{counter.sent} HEADs for 5 distinct objects, at most {counter.most} at a time"
 
-
-def test_a_fused_region_task_reads_what_every_member_reads() -> None:
-    #   src#0,1 ==B==> [gen#0,1 --FUSED keyed--> agg#0,1] ==B==> sink#0      the task gen.agg.0 reads src->gen#0
-    #   and #1 (gen#0 the first, gen#1 the second): both are checked, not only its first member's
-    from airflow_region_failover import JobGraphBuilder
-    from airflow_region_failover.graph.auto import AutoDeclaration, Choice, ExchangePlan, resolve
-    from airflow_region_failover.job import JobSpec
-    from airflow_region_failover.plugins.clearing import task_reads
-
-    declared = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2).step("agg", parallelism=2)
-                .step("sink", parallelism=1)
-                .edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
-                .edge("gen", "agg", exchange="AUTO", partition_by=["k"])
-                .edge("agg", "sink", exchange="BLOCKING", distribution="BROADCAST").build())
-    plan = ExchangePlan({"gen->agg": Choice.FUSED})
-    spec = JobSpec(resolve(declared, plan), {}, auto=AutoDeclaration(("gen->agg",), {}, plan))
-    assert [str(r.partition) for r in task_reads(spec, "gen.agg.0")] == ["src->gen#0", "src->gen#1"]
-    assert [str(r.partition) for r in task_reads(spec, "sink.0")] == ["agg->sink#0", "agg->sink#1"]
-    assert task_reads(spec, "sink.publish") == ()

@@ -273,7 +273,8 @@ class RegionJob:
         publications = tuple(self._publications.values())
         check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications,
-                       dict(self._non_recoverable), AutoDeclaration(auto.auto_results(declared), pinned, rendered))
+                       dict(self._non_recoverable), AutoDeclaration(auto.auto_results(declared), pinned, rendered,
+                                                                      auto.declared_columns(declared)))
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

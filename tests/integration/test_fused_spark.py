@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 DECLARED = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2).step("agg", parallelism=2)
             .step("sink", parallelism=1)
             .edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
-            .edge("gen", "agg", exchange="AUTO", partition_by=["k"])
+            .edge("gen", "agg", exchange="AUTO", partition_by=["k"], columns=["k", "v"])
             .edge("agg", "sink", exchange="BLOCKING", distribution="BROADCAST").build())
 FUSED = ExchangePlan({"gen->agg": Choice.FUSED})
 DAG = "fused"
@@ -61,10 +61,11 @@ class Steps:
 
     def gen(self, spark: Any, inputs: Any, context: Any) -> Any:
         self.calls.append((str(context.subtask), dict(context.partitions)))
-        return inputs["src"].selectExpr("id % 7 AS k", f"id * {context.index + 1} AS v")
+        return inputs["src"].selectExpr("id % 7 AS k", f"id * {context.index + 1} AS v", "id AS dropped")
 
     def agg(self, spark: Any, inputs: Any, context: Any) -> Any:
         self.calls.append((str(context.subtask), dict(context.partitions)))
+        self.columns = inputs["gen"].columns
         return inputs["gen"].groupBy("k").sum("v").withColumnRenamed("sum(v)", "total")
 
     def impls(self) -> dict[str, StepImpl]:
@@ -127,6 +128,7 @@ def test_a_fused_region_runs_as_one_task_and_commits_what_the_unfused_tasks_comm
     assert store.partitions(DAG, "fused", "gen->agg") == ()  # the exchange inside the region never reached S3
     assert [c[0] for c in steps.calls] == ["gen#0", "gen#1", "agg#0", "agg#1"]
     assert steps.calls[2][1] == {"gen": (PartitionId("gen->agg", 0), PartitionId("gen->agg", 1))}
+    assert steps.columns == ["k", "v"]  # in memory too, the fused result keeps only the columns its edge declared
     assert summary.members == members and set(summary.ledger.outputs) == {"agg->sink#0", "agg->sink#1"}
     assert set(summary.ledger.inputs) == {"src->gen#0", "src->gen#1"}
 
@@ -139,6 +141,7 @@ def test_a_fused_region_runs_as_one_task_and_commits_what_the_unfused_tasks_comm
         ti = FakeTI(xcoms, "plain", task)
         run_chain(plain, plain.spec.names.subtasks(task) or (), {"ti": ti, "params": {}})
         xcoms.update({(task, key): value for key, value in ti.pushed.items()})
+    assert steps.columns == ["k", "v"]
     assert rows(spark, store, "fused") == rows(spark, store, "plain") != []
 
 
@@ -157,6 +160,6 @@ def test_a_consumer_outside_pulls_each_partition_from_the_fused_task(
 
 
 def _declaration(plan: ExchangePlan) -> Any:
-    from airflow_region_failover.graph.auto import AutoDeclaration
+    from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
 
-    return AutoDeclaration(("gen->agg",), {}, plan)
+    return AutoDeclaration(("gen->agg",), {}, plan, declared_columns(DECLARED))

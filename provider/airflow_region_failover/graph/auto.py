@@ -123,29 +123,44 @@ def resolve(graph: JobGraph, plan: ExchangePlan) -> JobGraph:
 @dataclass(frozen=True)
 class AutoDeclaration:
     """What a rendered job declared AUTO (module rule): ``results``, in declaration order; ``pinned``: those no plan
-    may fuse, with the reason; ``plan``: the plan it rendered.
+    may fuse, with the reason; ``plan``: the plan it rendered; ``columns``: the columns an AUTO result keeps as its
+    edges declare them (:func:`declared_columns`) — dropped from a fused result's edges by :func:`resolve`, and
+    still what a fused region keeps of it in memory.
 
-    JSON: ``{"results": [...], "pinned": {<result>: <reason>}, "plan": {"choices": {...}}}``."""
+    JSON: ``{"results": [...], "pinned": {<result>: <reason>}, "plan": {"choices": {...}}, "columns": {<result>:
+    [...]}}`` (``columns`` only when some result declares them)."""
 
     results: tuple[str, ...] = ()
     pinned: Mapping[str, str] = field(default_factory=dict)
     plan: ExchangePlan = field(default_factory=ExchangePlan)
+    columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"results": list(self.results), "pinned": dict(sorted(self.pinned.items())),
-                "plan": self.plan.to_json()}
+        body: dict[str, Any] = {"results": list(self.results), "pinned": dict(sorted(self.pinned.items())),
+                                "plan": self.plan.to_json()}
+        if self.columns:
+            body["columns"] = {r: list(self.columns[r]) for r in sorted(self.columns)}
+        return body
 
     @classmethod
     def from_json(cls, document: object) -> AutoDeclaration:
         """Parse :meth:`to_json`'s form; :class:`GraphError` naming what is wrong."""
-        if (not isinstance(document, dict) or set(document) != {"results", "pinned", "plan"}
-                or not isinstance(document["results"], list) or not isinstance(document["pinned"], dict)):
+        if (not isinstance(document, dict) or not {"results", "pinned", "plan"} <= set(document)
+                or not set(document) <= {"results", "pinned", "plan", "columns"}
+                or not isinstance(document["results"], list) or not isinstance(document["pinned"], dict)
+                or not isinstance(document.get("columns", {}), dict)):
             raise GraphError(f"AUTO declaration {document!r} must be {{\"results\": [...], \"pinned\": {{...}}, "
                              "\"plan\": {...}}; re-render the DAG with this provider version")
         return cls(tuple(str(r) for r in document["results"]),
                    {str(r): str(why) for r, why in document["pinned"].items()},
-                   ExchangePlan.from_json(document["plan"]))
+                   ExchangePlan.from_json(document["plan"]),
+                   {str(r): tuple(str(c) for c in cs) for r, cs in document.get("columns", {}).items()})
+
+
+def declared_columns(graph: JobGraph) -> dict[str, tuple[str, ...]]:
+    """Per AUTO result of ``graph`` whose edges declare ``columns``, those columns (its edges agree: validation)."""
+    return {e.result: e.columns for e in graph.edges if e.exchange is Exchange.AUTO and e.columns}
 
 
 def redeclare(graph: JobGraph, declared: AutoDeclaration) -> JobGraph:

@@ -11,9 +11,10 @@ Rules:
   parallelism and partitions as when it runs in its own task, so a fused run computes what an unfused one does;
 * a PIPELINED exchange between two members never leaves Spark: the consumer's input is the union of the producers'
   DataFrames it reads (over a keyed edge only its key groups, Spark's ``pmod(hash(key), max_parallelism)``, exactly
-  the rows a subpartition would hold). A DataFrame read more than once — by several consumer subtasks, or read and
-  also committed — is persisted in Spark's block manager (memory, then local disk) so that it is computed once, and
-  unpersisted when the task ends;
+  the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared,
+  :attr:`~airflow_region_failover.graph.auto.AutoDeclaration.columns`, as its commit would have kept). A DataFrame
+  read more than once — by several consumer subtasks — is persisted in Spark's block manager (memory, then local
+  disk) so that it is computed once, and unpersisted when the task ends;
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
   versions of every BLOCKING input the task read from outside and the code fingerprint of all its steps; a BLOCKING
   exchange between two members (a region merged by a BLOCKING cycle) is read back from its commit;
@@ -87,7 +88,7 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     code = chain_fingerprint(list(impls.values()))
     with phase("session"):
         spark = get_session(resolve_target(impls[members[0].step].spark_conn_id))
-    run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context)
+    run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context, spec.auto.columns)
     try:
         with phase("compute"):
             published = run.compute(spark, runtime)
@@ -129,8 +130,9 @@ class Fused:
     def __init__(self, graph: Any, members: tuple[SubtaskId, ...],
                  refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]], io: StoreIO,
                  current: dict[PartitionRef, Manifest], versions: tuple[InputVersion, ...], code: str,
-                 context: Mapping[str, Any]) -> None:
+                 context: Mapping[str, Any], kept: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.graph, self.members, self.refs, self.io = graph, members, refs, io
+        self.kept = dict(kept or {})
         self.current, self.versions, self.code, self.context = current, versions, code, context
         self.inside = frozenset(members)
         self.frames: dict[PartitionId, DataFrame] = {}
@@ -186,6 +188,11 @@ class Fused:
         """Keep ``frame`` for the members that read it in memory, persisted when more than one does (module
         rule)."""
         reads = self.reads.get(partition, 0)
+        columns = self.kept.get(partition.result)
+        if reads and columns:  # a fused AUTO result keeps what its edges declared: only that is held in memory
+            from pyspark.sql import functions as F
+
+            frame = frame.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns])
         if reads > 1:
             from pyspark import StorageLevel
 

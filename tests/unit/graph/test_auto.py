@@ -104,3 +104,17 @@ def test_an_unresolved_graph_has_the_regions_of_its_default_plan() -> None:
     graph = (JobGraphBuilder().step("a").step("b").step("c").edge("a", "c", exchange="PIPELINED")
              .edge("a", "b", exchange="AUTO").edge("b", "c", exchange="AUTO").build())
     assert _regions(graph) == _regions(resolve(graph, ExchangePlan())) == [["a#0", "b#0", "c#0"]]
+
+
+def test_an_auto_declaration_keeps_the_columns_a_fused_result_declared() -> None:
+    #   a --AUTO, columns k,v--> b        fused: the edge loses columns; the declaration keeps them
+    from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
+
+    graph = (JobGraphBuilder().step("a").step("b")
+             .edge("a", "b", exchange="AUTO", distribution="POINTWISE", columns=["k", "v"]).build())
+    declaration = AutoDeclaration(("a->b",), {}, ExchangePlan({"a->b": Choice.FUSED}), declared_columns(graph))
+    assert declaration.columns == {"a->b": ("k", "v")}
+    assert resolve(graph, declaration.plan).edges[0].columns == ()
+    assert AutoDeclaration.from_json(declaration.to_json()) == declaration
+    assert "columns" not in AutoDeclaration(("a->b",)).to_json()  # the form before, still read
+    assert AutoDeclaration.from_json({"results": [], "pinned": {}, "plan": {"choices": {}}}) == AutoDeclaration()

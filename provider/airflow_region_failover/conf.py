@@ -258,6 +258,21 @@ def store_keep_days() -> float | None:
     return _limit("store_keep_days", float, "use a number of days >= 0, or leave it empty (no limit)")
 
 
+def store_min_grace_seconds() -> float:
+    """``[region_failover] store_min_grace_seconds``: the grace floor ``G0`` of every sweeper of the store, which
+    every writer relies on (:mod:`.store.content`); a finite number of seconds > 0, else :class:`OptionError`."""
+    raw = _text("store_min_grace_seconds")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        default = declared_default("store_min_grace_seconds")
+        raise _bad("store_min_grace_seconds", raw, f"use a number of seconds > 0 (default {default}: "
+                   f"{float(default) / 60:g} min)")
+    return value
+
+
 def publish_root() -> str | None:
     """``[region_failover] publish_root``: where published Delta tables go (``None``: under the store)."""
     return _optional("publish_root")

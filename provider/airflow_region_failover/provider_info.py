@@ -93,6 +93,16 @@ CONFIG_OPTIONS: dict[str, Option] = {k: Option(*v) for k, v in {
     "store_keep_last_runs": ("", "Retention: keep the results of the last N finished runs per DAG (empty: no limit).",
                              "integer"),
     "store_keep_days": ("", "Retention: keep the results of finished runs for D days (empty: no limit).", "float"),
+    "store_min_grace_seconds": (
+        "900",
+        "The grace floor, in seconds: the shortest grace a sweep of the store accepts (region-failover gc --grace), "
+        "and what every writer relies on: while it writes and commits it renews its heartbeat every quarter of it, "
+        "and its commit refreshes the objects it lists that are older than half of it and must be issued within "
+        "an eighth of it after confirming them (else it confirms again). Set the same value on every worker and "
+        "wherever gc runs. Lower it (a number of seconds > 0) only where every commit reaches the store within "
+        "an eighth of it: a test stack, a store on the same host.",
+        "float",
+    ),
     "spark_conn_id": (
         "",
         "Connection used by step operators that name none. Empty: an embedded local Spark session "

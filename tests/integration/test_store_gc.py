@@ -142,6 +142,18 @@ def test_gc_cli_accepts_the_minimum_grace(airflow_store: ResultStore, capsys: py
     assert json.loads(out[out.index("{\n"):])["dry_run"] is True
 
 
+def test_gc_cli_takes_its_floor_from_the_deployments_option(airflow_store: ResultStore, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``store_min_grace_seconds`` lowered (a test stack): gc accepts a grace down to it and refuses below, naming it."""
+    from airflow_region_failover.cli.main import main
+
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_MIN_GRACE_SECONDS", "60")
+    assert main(["gc", "--grace", "59 s", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "--grace of 59 s is below the minimum of 1 min" in err and "store_min_grace_seconds" in err, err
+    assert main(["gc", "--grace", "1 min", "--dry-run"]) == 0
+
+
 def test_commit_refuses_a_manifest_whose_objects_are_not_all_there(s3_server: S3Endpoint, prefix: str) -> None:
     from airflow_region_failover.exceptions import StoreError
 

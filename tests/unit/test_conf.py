@@ -111,7 +111,7 @@ def test_the_typed_defaults() -> None:
     assert (conf.watch_interval(), conf.watch_lookback(), conf.max_start_delay()) == (1.0, 600.0, 3600.0)
     assert conf.spark_master() == "local[*]" and conf.spark_conn_id() is None and conf.publish_root() is None
     assert conf.store_keep_last_runs() is None and conf.store_keep_days() is None
-    assert conf.store_verify_jvm_reads() is False
+    assert conf.store_verify_jvm_reads() is False and conf.store_min_grace_seconds() == 900.0
     assert conf.store_prefix() == "region-failover" and conf.store_aws_conn_id() == "aws_default"
     assert conf.spark_conf() == {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
     assert conf.restart_defaults() == {"jobmanager.execution.failover-strategy": "region",
@@ -160,6 +160,20 @@ def test_the_loops_own_settings_fall_back_with_a_warning_naming_the_option(
 def _default_of(monkeypatch: pytest.MonkeyPatch, key: str) -> Any:
     monkeypatch.delenv(env(key))
     return getter(key)()
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "fifteen minutes", "15 min", "nan", "inf", ""])
+def test_a_grace_floor_that_is_not_a_positive_number_of_seconds_names_the_option(monkeypatch: pytest.MonkeyPatch,
+                                                                                 value: str) -> None:
+    monkeypatch.setenv(env("store_min_grace_seconds"), value)
+    with pytest.raises(OptionError, match=r"\[region_failover\] store_min_grace_seconds = .*a number of seconds > 0 "
+                                          r".*AIRFLOW__REGION_FAILOVER__STORE_MIN_GRACE_SECONDS"):
+        conf.store_min_grace_seconds()
+
+
+def test_the_grace_floor_may_be_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(env("store_min_grace_seconds"), " 20 ")
+    assert conf.store_min_grace_seconds() == 20.0
 
 
 def test_max_start_delay_may_be_zero(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@
 Rules: retention runs first (it releases runs, i.e. their manifests), then the sweep, which only removes what no
 remaining manifest references and what is older than ``--grace`` (a writer's age is its newest object or upload
 part; a shared content-addressed object's age is its last-modified time, :mod:`..store.gc.registry`); ``--grace``
-below 15 min is refused before anything is read (a live writer could be swept); held runs, results with a
+below the grace floor every writer relies on (``[region_failover] store_min_grace_seconds``, 15 min by default) is
+refused before anything is read (a live writer could be swept); held runs, results with a
 manifest this version cannot read and other deployments' prefixes nested in ours are kept. Retention runs only
 when ``[region_failover] store_keep_last_runs`` and/or ``store_keep_days`` are set, and releases a run only if
 Airflow's REST API (connection ``[region_failover] api_conn_id``) says it is ``success`` or ``failed`` — a run
@@ -22,13 +23,14 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from airflow_region_failover import conf
 from airflow_region_failover.cli.output import render
 from airflow_region_failover.failover.values import parse_duration_ms
 from airflow_region_failover.observability import lineage
 from airflow_region_failover.plugins.rest import default_api
 from airflow_region_failover.publication.operator import publish_root
 from airflow_region_failover.store.config import Retention, retention_from_airflow
-from airflow_region_failover.store.gc.lifecycle import MIN_GRACE_SECONDS, check_grace
+from airflow_region_failover.store.gc.lifecycle import check_grace
 from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.result_store import ResultStore, default_store
 
@@ -51,10 +53,11 @@ def run_finished_via_rest(dag_id: str) -> Callable[[str], bool]:
 
 def run_gc(store: ResultStore, grace_seconds: float, retention: Retention | None,
            run_finished: Callable[[str], Callable[[str], bool]], dry_run: bool = False,
-           min_grace_seconds: float = MIN_GRACE_SECONDS,
+           min_grace_seconds: float | None = None,
            report_dropped: Callable[[Layout, list[str]], bool] = lineage.emit_dropped) -> dict[str, Any]:
     """Apply retention per DAG (releasing manifests), then sweep (what no retained manifest lists); returns a
-    summary (what was or would be removed, and what was kept).
+    summary (what was or would be removed, and what was kept). ``min_grace_seconds``: the floor of the grace
+    (default the store's, which its writers rely on).
 
     The committed partitions of the runs retention released are reported dropped (``report_dropped``: OpenLineage,
     :func:`~airflow_region_failover.observability.lineage.emit_dropped`); a dry run reports nothing."""
@@ -95,10 +98,11 @@ def committed_partitions(store: ResultStore, dag_id: str, run_ids: Iterable[str]
 
 
 def gc_command(args: argparse.Namespace) -> int:
-    """CLI handler: ``--grace`` (Flink duration, default 1 h, at least 15 min), ``--dry-run`` and ``-o json|table``
-    (the summary, to ``args.out``); exit status 1 when the shared sweep's window closed (module rule)."""
+    """CLI handler: ``--grace`` (Flink duration, default 1 h, at least the grace floor ``store_min_grace_seconds``),
+    ``--dry-run`` and ``-o json|table`` (the summary, to ``args.out``); exit status 1 when the shared sweep's window
+    closed (module rule)."""
     grace = parse_duration_ms(getattr(args, "grace", "1 h"), "--grace") / 1000
-    check_grace(grace, MIN_GRACE_SECONDS, "--grace")
+    check_grace(grace, conf.store_min_grace_seconds(), "--grace")
     store = default_store()
     publish_root(store.config)  # OptionError if published tables lie where this sweep would delete them
     summary = run_gc(store, grace, retention_from_airflow(), run_finished_via_rest,

@@ -44,7 +44,8 @@ class StoreConfig:
     ``off``: :mod:`.dataplane.local_write`); ``max_object_bytes``: a Spark task's output is cut into content-addressed
     objects of about this many bytes (:data:`MAX_OBJECT_BYTES`; each is held in memory while it is encoded and
     hashed); ``min_grace_seconds``: the grace floor of every sweeper of this store, which writers rely on when they
-    list objects already there (:mod:`.content`); ``verify_jvm_reads``: also hash every object Spark's own reader
+    list objects already there (:mod:`.content`) and whose quarter is their heartbeat's interval
+    (:class:`.gc.lifecycle.Heartbeat`); ``verify_jvm_reads``: also hash every object Spark's own reader
     reads, in a thread, before what it computed is committed (:func:`.dataplane.reading.jvm_read`).
     """
 
@@ -98,12 +99,13 @@ class Retention:
 def config_from_airflow(**overrides: Any) -> StoreConfig:
     """Build a :class:`StoreConfig` from ``[region_failover]`` and the named aws connection: ``store_bucket``
     (required), ``store_prefix``, ``store_aws_conn_id``, ``store_spark_io``, ``store_jvm_io``,
-    ``store_verify_jvm_reads`` (their getters in
+    ``store_verify_jvm_reads``, ``store_min_grace_seconds`` (their getters in
     :mod:`~airflow_region_failover.conf`).
     ``overrides`` replace fields of the result. A bad value is an ``OptionError`` naming the option.
     """
     values: dict[str, Any] = {"prefix": conf.store_prefix(), "spark_io": conf.store_spark_io(),
-                              "jvm_io": conf.store_jvm_io(), "verify_jvm_reads": conf.store_verify_jvm_reads()}
+                              "jvm_io": conf.store_jvm_io(), "verify_jvm_reads": conf.store_verify_jvm_reads(),
+                              "min_grace_seconds": conf.store_min_grace_seconds()}
     if "bucket" not in overrides:
         values["bucket"] = conf.store_bucket()
     if "access" not in overrides:

@@ -33,9 +33,9 @@ Rules:
   concurrent writer of the same key writes the same bytes — and removes the mark. gc sweeps a mark older than the
   grace like a quarantined object (a reader that still cannot read the object marks it again).
 * **Freshness** (the race with the sweeper; git's *freshen* rule). A writer that found an object present may be
-  about to list an object the sweeper has judged garbage. Writers know the grace floor ``G0``
-  (:data:`.gc.lifecycle.MIN_GRACE_SECONDS`, or the store's ``min_grace_seconds``); the sweeper uses a grace ``G >=
-  G0``. Every age is the server's clock minus the object's last-modified time (both the server's:
+  about to list an object the sweeper has judged garbage. Writers know the grace floor ``G0`` (the store's
+  ``min_grace_seconds``: ``[region_failover] store_min_grace_seconds``, 15 min by default); the sweeper uses a
+  grace ``G >= G0``. Every age is the server's clock minus the object's last-modified time (both the server's:
   :attr:`.s3.objects.Stat.now`), so no clock of a process is compared with another's. Before the manifest PUT the
   committer confirms every shared object it lists (:func:`confirm_shared`, starting at ``t``): missing, of
   another size or of other bytes -> :class:`IncompleteCommit` (nothing committed; the retried task uploads it
@@ -67,6 +67,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from airflow_region_failover import conf
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, StoreError
 from airflow_region_failover.store.keys import Layout, cas_name
 from airflow_region_failover.store.manifest import ObjectEntry
@@ -75,9 +76,10 @@ from airflow_region_failover.store.s3.upload import UploadStream
 
 log = logging.getLogger(__name__)
 
-MIN_GRACE_SECONDS = 15 * 60.0
-"""The shortest grace a sweep accepts by default (and the CLI at all): longer than any live writer is silent; the
-floor ``G0`` writers assume (module rule)."""
+MIN_GRACE_SECONDS = float(conf.declared_default("store_min_grace_seconds"))
+"""The grace floor ``G0`` writers assume and the shortest grace a sweep accepts, by default (15 min: longer than
+any live writer is silent; module rule); a deployment sets it with ``[region_failover] store_min_grace_seconds``
+(:attr:`.config.StoreConfig.min_grace_seconds`)."""
 FRESH_SHARE = 0.5
 """A shared object older than ``FRESH_SHARE * G0`` is refreshed before a manifest listing it is committed."""
 SINGLE_PUT_BYTES = 5 * 1024 ** 3

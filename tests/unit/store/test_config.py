@@ -109,3 +109,16 @@ def test_the_object_size_has_one_declared_default() -> None:
 
     target = types.Target.__dataclass_fields__["max_object_bytes"].default
     assert StoreConfig("bucket").max_object_bytes == target == MAX_OBJECT_BYTES == 64 * 1024 * 1024
+
+
+def test_the_grace_floor_from_airflow(aws_conn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The floor every writer relies on (its heartbeat, its commit's bounds) is the deployment's option."""
+    assert config_from_airflow().min_grace_seconds == 900.0
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_MIN_GRACE_SECONDS", "20")
+    assert config_from_airflow().min_grace_seconds == 20.0
+
+
+def test_a_bad_grace_floor_names_the_option(aws_conn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_MIN_GRACE_SECONDS", "-1")
+    with pytest.raises(ValueError, match=r"store_min_grace_seconds = '-1': use a number of seconds > 0"):
+        config_from_airflow()

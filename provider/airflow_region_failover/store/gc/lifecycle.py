@@ -14,11 +14,11 @@ Why a live writer is never swept: a writer's Spark tasks announce and upload its
 driver commits only after the *last* task — a straggler, or executors queued for an hour, can leave the writer's
 keys untouched for longer than any grace. So while the driver is at work (writing, then committing) it renews the
 writer's heartbeat ``data/P/A-<writer>/alive`` every ``HEARTBEAT_SHARE * G0`` (:class:`Heartbeat`; ``G0`` the
-grace floor, :data:`MIN_GRACE_SECONDS` or the store's ``min_grace_seconds``), and the sweeper, whose grace ``G >=
-G0``, finds the writer's newest activity at most ``G0/4 < G`` old: it keeps the writer's prefix, so its
+grace floor, the store's ``min_grace_seconds``: ``[region_failover] store_min_grace_seconds``, by default
+:data:`MIN_GRACE_SECONDS`), so a floor lowered beats faster; and the sweeper, whose grace ``G >= G0``, finds the writer's newest activity at most ``G0/4 < G`` old: it keeps the writer's prefix, so its
 announcements keep referencing its shared objects (:mod:`.registry`). A writer whose driver died stops renewing
 and is swept ``G`` after its last sign of life; a commit it might still attempt is guarded by the committer's own
-confirmation (:mod:`..content`), never by the heartbeat. The grace is at least :data:`MIN_GRACE_SECONDS`.
+confirmation (:mod:`..content`), never by the heartbeat. The grace is at least ``G0`` (:func:`check_grace`).
 Checkpoint manifests, try records and completion notes (``_checkpoints.v1/``) are a run's records like its
 manifests: the sweeper never deletes them (their retention is the checkpointing step's
 ``state.checkpoints.num-retained``, and the run's release removes the rest).
@@ -218,10 +218,12 @@ def list_dags(objects: Objects, layout: Layout) -> list[str]:
 
 
 def check_grace(grace_seconds: float, minimum: float, what: str = "grace_seconds") -> None:
-    """Raise :class:`GraceTooShort` naming ``what`` if ``grace_seconds`` is below ``minimum``."""
+    """Raise :class:`GraceTooShort` naming ``what`` if ``grace_seconds`` is below ``minimum`` (the grace floor)."""
     if grace_seconds < minimum:
-        raise GraceTooShort(f"{what} of {grace_seconds:g} s is below the minimum of {minimum / 60:g} min: a writer "
-                            f"still uploading could be swept; use {what} of at least {minimum / 60:g} min")
+        least = f"{minimum / 60:g} min" if minimum >= 60 else f"{minimum:g} s"
+        raise GraceTooShort(f"{what} of {grace_seconds:g} s is below the minimum of {least}: a writer still "
+                            f"uploading could be swept; use {what} of at least {least} (the grace floor every "
+                            "writer relies on: [region_failover] store_min_grace_seconds)")
 
 
 def sweep(objects: Objects, layout: Layout, grace_seconds: float, now: float | None = None,

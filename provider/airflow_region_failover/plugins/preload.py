@@ -13,7 +13,10 @@ process, paid again by each (``benchmarks/bench_worker_preload.py`` measures it)
   so the plugin's listener preloads in an ``airflow scheduler`` process that runs a LocalExecutor
   (:func:`forks_local_tasks`), from ``on_starting``, which Airflow calls before it starts the executor.
 
-Importing opens no connection and starts no thread, so forking after it is safe. A module that fails to import
+Importing opens no connection and starts no thread, so forking after it is safe; and a module imported here,
+before the executor forks, is not half-imported by another thread of the scheduler when a worker is forked (the
+plugin's watcher starts at the same time and reads connections, which imports the task supervisor: a worker
+forked in the middle of that import blocked on its import lock for good, before it ran its first task). A module that fails to import
 is logged and skipped: preloading never stops a worker or a scheduler from starting.
 """
 
@@ -35,9 +38,16 @@ MODULES: tuple[str, ...] = (
     "airflow_region_failover.spark.chain",
     "airflow_region_failover.store.result_store",
     "airflow_region_failover.store.dataplane.parquet",
+    # what a LocalExecutor worker imports when it takes a workload (BaseExecutor.run_workload): the scheduler's
+    # own threads import the supervisor too (BaseHook.get_connection outside a task), and a worker forked while
+    # one was importing it waited for the module's import lock for good
+    "setproctitle",
+    "airflow.sdk.execution_time.supervisor",
+    "airflow.sdk.execution_time.callback_supervisor",
+    "airflow.sdk.execution_time.connection_test_supervisor",
 )
-"""What a step task imports besides Airflow (a missing optional one, such as pyspark's Connect client where
-only embedded Spark is installed, is skipped)."""
+"""What a step task imports besides Airflow, and what the worker that runs it imports first (a missing optional
+one, such as pyspark's Connect client where only embedded Spark is installed, is skipped)."""
 
 
 def preload(modules: tuple[str, ...] = MODULES) -> tuple[str, ...]:

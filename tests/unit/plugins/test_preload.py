@@ -59,3 +59,21 @@ def test_a_scheduler_whose_workers_are_not_forked_does_not_preload(monkeypatch: 
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
     monkeypatch.setattr(preload.multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
     assert preload.forks_local_tasks(["/venv/bin/airflow", "scheduler"]) is False
+
+
+def test_the_modules_a_local_executor_worker_imports_for_a_task_are_preloaded() -> None:
+    """A LocalExecutor worker, forked from the scheduler when the executor starts, imports what
+    ``BaseExecutor.run_workload`` imports inside it (the task supervisor) when it takes its first task. The
+    scheduler's watcher imports the supervisor too (``BaseHook.get_connection`` outside a task does), from its
+    own thread, at start-up: a worker forked while that import was under way waited for the module's import lock
+    for good (6 of the 8 workers of the faults stack, every task they took stuck in ``queued``/``running``).
+    Preloaded before the executor starts, no thread is still importing it when the workers are forked."""
+    import ast
+    import inspect
+    import textwrap
+
+    from airflow.executors.base_executor import BaseExecutor
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(BaseExecutor.run_workload)))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported and imported <= set(preload.MODULES), imported - set(preload.MODULES)

@@ -142,9 +142,9 @@ def test_gc_cli_accepts_the_minimum_grace(airflow_store: ResultStore, capsys: py
     assert json.loads(out[out.index("{\n"):])["dry_run"] is True
 
 
-def test_gc_cli_takes_its_floor_from_the_deployments_option(airflow_store: ResultStore, monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """``store_min_grace_seconds`` lowered (a test stack): gc accepts a grace down to it and refuses below, naming it."""
+def test_gc_cli_takes_its_floor_from_the_deployments_option(
+        airflow_store: ResultStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``store_min_grace_seconds`` lowered (a test stack): gc accepts a grace down to it, refuses below, naming it."""
     from airflow_region_failover.cli.main import main
 
     monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_MIN_GRACE_SECONDS", "60")

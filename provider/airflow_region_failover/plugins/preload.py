@@ -16,8 +16,8 @@ process, paid again by each (``benchmarks/bench_worker_preload.py`` measures it)
 Importing opens no connection and starts no thread, so forking after it is safe; and a module imported here,
 before the executor forks, is not half-imported by another thread of the scheduler when a worker is forked (the
 plugin's watcher starts at the same time and reads connections, which imports the task supervisor: a worker
-forked in the middle of that import blocked on its import lock for good, before it ran its first task). A module that fails to import
-is logged and skipped: preloading never stops a worker or a scheduler from starting.
+forked in the middle of that import blocked on its import lock for good, before it ran its first task). A module
+that fails to import is logged and skipped: preloading never stops a worker or a scheduler from starting.
 """
 
 from __future__ import annotations

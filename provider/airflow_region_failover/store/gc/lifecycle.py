@@ -15,10 +15,11 @@ driver commits only after the *last* task — a straggler, or executors queued f
 keys untouched for longer than any grace. So while the driver is at work (writing, then committing) it renews the
 writer's heartbeat ``data/P/A-<writer>/alive`` every ``HEARTBEAT_SHARE * G0`` (:class:`Heartbeat`; ``G0`` the
 grace floor, the store's ``min_grace_seconds``: ``[region_failover] store_min_grace_seconds``, by default
-:data:`MIN_GRACE_SECONDS`), so a floor lowered beats faster; and the sweeper, whose grace ``G >= G0``, finds the writer's newest activity at most ``G0/4 < G`` old: it keeps the writer's prefix, so its
-announcements keep referencing its shared objects (:mod:`.registry`). A writer whose driver died stops renewing
-and is swept ``G`` after its last sign of life; a commit it might still attempt is guarded by the committer's own
-confirmation (:mod:`..content`), never by the heartbeat. The grace is at least ``G0`` (:func:`check_grace`).
+:data:`MIN_GRACE_SECONDS`), so a floor lowered beats faster; and the sweeper, whose grace ``G >= G0``, finds the
+writer's newest activity at most ``G0/4 < G`` old: it keeps the writer's prefix, so its announcements keep
+referencing its shared objects (:mod:`.registry`). A writer whose driver died stops renewing and is swept ``G``
+after its last sign of life; a commit it might still attempt is guarded by the committer's own confirmation
+(:mod:`..content`), never by the heartbeat. The grace is at least ``G0`` (:func:`check_grace`).
 Checkpoint manifests, try records and completion notes (``_checkpoints.v1/``) are a run's records like its
 manifests: the sweeper never deletes them (their retention is the checkpointing step's
 ``state.checkpoints.num-retained``, and the run's release removes the rest).

@@ -73,6 +73,18 @@ def _check_history_cli(e2e: Any, dag_id: str, run_id: str) -> None:
     assert "APPLIED" in done.stdout and "restarts: failed" in done.stdout and "restarts: consumer" in done.stdout
 
 
+def expected_rows(dag_file: str, spark_connect: str) -> list[tuple[Any, ...]]:
+    """What ``expected(spark)`` of e2e DAG file ``tests/e2e/dags/<dag_file>`` computes in one Spark job, sorted."""
+    from pyspark.sql import SparkSession
+
+    dag = runpy.run_path(str(Path(__file__).parent / "dags" / dag_file))
+    spark = SparkSession.builder.remote(spark_connect).getOrCreate()
+    try:
+        return sorted(tuple(r) for r in dag["expected"](spark).collect())
+    finally:
+        spark.stop()
+
+
 def _check_report(e2e: Any, run_id: str, spark_connect: str) -> None:
     from pyspark.sql import SparkSession
 

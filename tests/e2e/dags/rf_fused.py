@@ -18,6 +18,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_region_failover import RegionJob
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
+from tests.support.e2e_steps import fail_first_try, row_slice
 
 ROWS, KEYS = 40_000, 1_009
 
@@ -35,15 +36,13 @@ def expected(spark: Any) -> Any:
 
 
 def step_gen(spark: Any, inputs: Any, context: Any) -> Any:
-    lo, hi = ROWS * context.index // context.parallelism, ROWS * (context.index + 1) // context.parallelism
-    return generate(spark, lo, hi)
+    return generate(spark, *row_slice(context, ROWS))
 
 
 def step_agg(spark: Any, inputs: Any, context: Any) -> Any:
     from pyspark.sql import functions as F
 
-    if str(context.subtask) in (context.params.get("fail") or []) and context.try_number == 1:
-        raise RuntimeError(f"injected failure of {context.subtask} on try 1")
+    fail_first_try(context)
     return inputs["gen"].groupBy("k").agg(F.sum("v").alias("total"))
 
 

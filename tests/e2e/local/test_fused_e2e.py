@@ -7,14 +7,12 @@ the plan that fuses its keyed exchange and under the one that commits it; agg#1 
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from tests.e2e.scenarios import _the_decision
+from tests.e2e.scenarios import _the_decision, expected_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -45,17 +43,7 @@ def test_each_plan_restarts_exactly_its_own_regions_and_both_equal_one_spark_job
     assert e2e.tries("rf_e2e_fused_blocking", blocking_run) == {
         "gen.0": 1, "gen.1": 1, "agg.0": 1, "agg.1": 2, "agg.2": 1, "agg.3": 1, "report.0": 1}
 
-    expected = _expected(spark_connect)
+    expected = expected_rows("rf_fused.py", spark_connect)
     assert _report(e2e, "rf_e2e_fused", fused_run) == expected
     assert _report(e2e, "rf_e2e_fused_blocking", blocking_run) == expected
 
-
-def _expected(spark_connect: str) -> list[tuple[Any, ...]]:
-    from pyspark.sql import SparkSession
-
-    dag_file = runpy.run_path(str(Path(__file__).parents[1] / "dags" / "rf_fused.py"))
-    spark = SparkSession.builder.remote(spark_connect).getOrCreate()
-    try:
-        return sorted(tuple(r) for r in dag_file["expected"](spark).collect())
-    finally:
-        spark.stop()

@@ -8,14 +8,12 @@
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
-from tests.e2e.scenarios import _reasons, _the_decision
+from tests.e2e.scenarios import _reasons, _the_decision, expected_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 DAG_ID = "rf_e2e_keyed"
@@ -44,15 +42,5 @@ def test_keyed_consumer_failure_reruns_its_region_only_and_each_consumer_reads_o
     assert read == total, "read amplification 1.0"
     got = sorted(tuple(r.values()) for j in range(4)
                  for r in e2e.store.read_arrow(e2e.store.manifest(DAG_ID, run_id, PartitionId("agg", j))).to_pylist())
-    assert got == _expected(spark_connect)
+    assert got == expected_rows("rf_keyed.py", spark_connect)
 
-
-def _expected(spark_connect: str) -> list[tuple[Any, ...]]:
-    from pyspark.sql import SparkSession
-
-    dag_file = runpy.run_path(str(Path(__file__).parents[1] / "dags" / "rf_keyed.py"))
-    spark = SparkSession.builder.remote(spark_connect).getOrCreate()
-    try:
-        return sorted(tuple(r) for r in dag_file["expected"](spark).collect())
-    finally:
-        spark.stop()

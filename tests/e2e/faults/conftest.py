@@ -3,7 +3,9 @@ never beside ``local/``'s): the session's SeaweedFS and Spark Connect servers, w
 LocalExecutor) reaching the S3 server only through a fault proxy of the test (:mod:`tests.support.s3_faults`)
 and storing into a bucket of its own, ``rf-faults`` — a new bucket, so the shared Spark Connect JVM's S3A client
 (cached per bucket for the life of the JVM) also goes through the proxy. The test's own store reaches SeaweedFS
-directly, to break objects behind the product's back."""
+directly, to break objects behind the product's back. The stack's grace floor is lowered to :data:`FLOOR_S`
+through ``[region_failover] store_min_grace_seconds`` (its writers' heartbeat every 5 s), so the matrix can hold a
+commit for longer than the grace within the clients' 60-s read timeout and sweep meanwhile."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from tests.support.s3_faults import FaultProxy
 
 BUCKET = "rf-faults"
 DAG_IDS = ("rf_faults", "rf_faults_checkpointed")
+FLOOR_S = 20.0
+"""The grace floor of the stack's writers (``store_min_grace_seconds``) and of the test's sweeps."""
 
 
 @pytest.fixture(scope="package")
@@ -36,15 +40,17 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, proxy: FaultProxy,
     from airflow_region_failover.decisions.storage import RunLogs
     from airflow_region_failover.store.result_store import ResultStore
 
-    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key, BUCKET)
+    store = ResultStore.from_endpoint(s3_server.endpoint_url, s3_server.access_key, s3_server.secret_key, BUCKET,
+                                      min_grace_seconds=FLOOR_S)
     existing = {b["Name"] for b in store.objects.client.list_buckets().get("Buckets", [])}
     if BUCKET not in existing:
         store.objects.client.create_bucket(Bucket=BUCKET)
     home = tmp_path_factory.mktemp("airflow-faults")
     dags = merged_dags_folder(home / "dags", E2E_DAGS / "rf_faults.py")
     through_proxy = dataclasses.replace(s3_server, endpoint_url=proxy.endpoint_url)
-    stack = AirflowStack(dags_folder=dags, home=home / "home",
-                         extra_env=platform_env(through_proxy, spark_connect, bucket=BUCKET),
+    env = {**platform_env(through_proxy, spark_connect, bucket=BUCKET),
+           "AIRFLOW__REGION_FAILOVER__STORE_MIN_GRACE_SECONDS": str(FLOOR_S)}
+    stack = AirflowStack(dags_folder=dags, home=home / "home", extra_env=env,
                          parallelism=8, pythonpath=(str(REPO_ROOT),))
     stack.start()
     try:

@@ -90,13 +90,15 @@ def read_inputs(spark: SparkSession, run: SubtaskRun) -> dict[str, DataFrame]:
     inputs: dict[str, DataFrame] = {}
     for edge, edge_refs in run.refs.items():
         groups = read_key_groups(run.graph, edge, run.head.index)
-        frames = [_read(spark, run.io, ref, run.current.get(ref), edge, groups) for ref in edge_refs]
+        frames = [read_partition(spark, run.io, ref, run.current.get(ref), edge, groups) for ref in edge_refs]
         inputs[input_name(edge)] = functools.reduce(lambda a, b: a.unionByName(b), frames)
     return inputs
 
 
-def _read(spark: SparkSession, io: StoreIO, ref: PartitionRef, current: Manifest | None, edge: Edge,
-          groups: range | None) -> DataFrame:
+def read_partition(spark: SparkSession, io: StoreIO, ref: PartitionRef, current: Manifest | None, edge: Edge,
+                   groups: range | None) -> DataFrame:
+    """``ref``'s partition at ``current`` (over a keyed edge only ``groups``); :class:`InputUnavailable` naming it
+    when the store cannot serve it."""
     try:
         if groups is None:
             return io.read(spark, ref, current)

@@ -33,14 +33,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.decisions.try_log import TryLog
-from airflow_region_failover.exceptions import InputUnavailable, NotAvailable
+from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.naming import FAILED_SUBTASK
-from airflow_region_failover.spark.compute import named_input
+from airflow_region_failover.spark.compute import named_input, read_partition
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
 from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
@@ -231,12 +231,7 @@ class Fused:
         return frame.where(group.between(groups.start, groups.stop - 1))
 
     def _read(self, spark: SparkSession, ref: PartitionRef, edge: Edge, groups: range | None) -> DataFrame:
-        try:
-            if groups is None:
-                return self.io.read(spark, ref, self.current.get(ref))
-            return self.io.read_keys(spark, ref, edge, groups, self.current.get(ref))
-        except NotAvailable as exc:
-            raise InputUnavailable(ref.partition, str(exc)) from exc
+        return read_partition(spark, self.io, ref, self.current.get(ref), edge, groups)
 
     @contextlib.contextmanager
     def _named(self) -> Iterator[None]:

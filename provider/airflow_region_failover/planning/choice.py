@@ -17,7 +17,11 @@ Rules:
 * hysteresis: the run switches to the cheapest plan only when it saves more than :attr:`Policy.margin` (10 %) of
   the previous plan's expected time; a smaller gain keeps the previous plan, so a history near the break-even
   rate — or alternating between failing and clean runs — does not flap. A plan never changes within a run: the
-  choice is made once, before it starts.
+  choice is made once, before it starts;
+* a **deadline** (:attr:`Policy.deadline_seconds`) ranks plans by their probability of missing it instead
+  (:mod:`.deadline`; the mean among plans equally likely to miss it), and the run switches only when the cheapest
+  lowers that probability by more than :attr:`Policy.deadline_margin` (5 points); plans equally likely to miss it
+  switch by the mean's rule above.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from airflow_region_failover.graph.auto import Choice, ExchangePlan, all_of, auto_results
 from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.planning.deadline import TIE, miss_probability, rank
 from airflow_region_failover.planning.estimates import Estimates, estimate
 from airflow_region_failover.planning.history import History
 from airflow_region_failover.planning.model import DEFAULT_RESTART_SECONDS, PlanCost, plan_cost
@@ -46,6 +51,8 @@ class Policy:
     window: int = 20
     exhaustive: int = 10
     restart_seconds: float = DEFAULT_RESTART_SECONDS
+    deadline_seconds: float | None = None
+    deadline_margin: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class Decision:
     all_fused: PlanCost | None = None
     edges: tuple[EdgeAdvice, ...] = ()
     estimates: Estimates | None = field(default=None, repr=False)
+    deadline_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (what ``region-failover advise --json`` prints)."""
@@ -93,7 +101,19 @@ class Decision:
                 "previous": self.previous.to_json(), "chosen": cost(self.chosen), "best": cost(self.best),
                 "all_blocking": cost(self.all_blocking), "all_fused": cost(self.all_fused),
                 "edges": [e.to_json() for e in self.edges],
-                "figures": None if self.estimates is None else self.estimates.to_json()}
+                "figures": None if self.estimates is None else self.estimates.to_json(),
+                "deadline": self._deadline_json()}
+
+    def _deadline_json(self) -> dict[str, Any] | None:
+        """The deadline and each costed plan's probability of missing it (None without a deadline)."""
+        if self.deadline_seconds is None:
+            return None
+        plans = {"chosen": self.chosen, "previous": self.previous_cost, "all_blocking": self.all_blocking,
+                 "all_fused": self.all_fused}
+        return {"seconds": self.deadline_seconds,
+                "miss_probability": {name: None if cost is None else round(miss_probability(cost,
+                                                                                            self.deadline_seconds), 4)
+                                     for name, cost in plans.items()}}
 
 
 def decide(graph: JobGraph, history: History, policy: Policy = Policy(),
@@ -120,21 +140,36 @@ def decide(graph: JobGraph, history: History, policy: Policy = Policy(),
         return plan_cost(graph, plan, estimates, per_second, policy.restart_seconds)
 
     free = [r for r in auto if r not in fixed]
-    best = _cheapest(free, previous, cost, policy.exhaustive)
-    previous_cost = cost(previous)
-    saving = previous_cost.expected - best.expected
-    if best.plan != previous and saving > policy.margin * previous_cost.expected:
-        chosen, reason = best, (f"switches: saves {saving:.1f} s of {previous_cost.expected:.1f} s expected, more "
-                                f"than the {policy.margin:.0%} margin")
-    elif best.plan != previous:
-        chosen, reason = previous_cost, (f"keeps the previous plan: the cheapest saves {saving:.1f} s of "
-                                         f"{previous_cost.expected:.1f} s, within the {policy.margin:.0%} margin")
-    else:
-        chosen, reason = best, "keeps the previous plan: it is the cheapest"
+    best = _cheapest(free, previous, cost, policy.exhaustive, policy.deadline_seconds)
+    chosen, reason = _switch(cost(previous), best, policy)
     edges = tuple(_advice(r, chosen.plan, fixed.get(r), cost) for r in auto)
-    return Decision(chosen.plan, reason, rate, previous, rates, chosen, best, previous_cost,
+    return Decision(chosen.plan, reason, rate, previous, rates, chosen, best, cost(previous),
                     cost(all_of(graph, Choice.BLOCKING)), cost(all_of(graph, Choice.FUSED, frozenset(fixed))), edges,
-                    estimates)
+                    estimates, policy.deadline_seconds)
+
+
+def _switch(previous: PlanCost, best: PlanCost, policy: Policy) -> tuple[PlanCost, str]:
+    """The hysteresis (module rules): the plan the run gets, and why."""
+    deadline = policy.deadline_seconds
+    if best.plan == previous.plan:
+        return best, ("keeps the previous plan: it is the cheapest" if deadline is None else
+                      f"keeps the previous plan: it is the least likely to miss the {deadline:.0f} s deadline "
+                      "(then the cheapest)")
+    if deadline is not None:
+        before, after = miss_probability(previous, deadline), miss_probability(best, deadline)
+        if before - after > policy.deadline_margin:
+            return best, (f"switches: misses the {deadline:.0f} s deadline with probability {after:.2f} instead of "
+                          f"{before:.2f}, better by more than the {policy.deadline_margin:.2f} margin")
+        if abs(before - after) >= TIE:
+            return previous, (f"keeps the previous plan: the best misses the {deadline:.0f} s deadline with "
+                              f"probability {after:.2f} instead of {before:.2f}, within the "
+                              f"{policy.deadline_margin:.2f} margin")
+    saving = previous.expected - best.expected
+    if saving > policy.margin * previous.expected:
+        return best, (f"switches: saves {saving:.1f} s of {previous.expected:.1f} s expected, more than the "
+                      f"{policy.margin:.0%} margin")
+    return previous, (f"keeps the previous plan: the cheapest saves {saving:.1f} s of {previous.expected:.1f} s, "
+                      f"within the {policy.margin:.0%} margin")
 
 
 def _previous(history: History, auto: tuple[str, ...]) -> ExchangePlan:
@@ -144,12 +179,14 @@ def _previous(history: History, auto: tuple[str, ...]) -> ExchangePlan:
     return ExchangePlan({r: plan.choice(r) for r in auto})
 
 
-def _cheapest(free: list[str], start: ExchangePlan, cost: Costing, exhaustive: int) -> PlanCost:
-    """The cheapest plan varying only ``free`` results (module rule: exhaustive, or one flip at a time)."""
+def _cheapest(free: list[str], start: ExchangePlan, cost: Costing, exhaustive: int,
+              deadline: float | None) -> PlanCost:
+    """The best plan varying only ``free`` results, by :func:`~.deadline.rank` (module rule: exhaustive, or one
+    flip at a time)."""
     if len(free) <= exhaustive:
         plans = (_with(start, dict(zip(free, choices, strict=True)))
                  for choices in itertools.product((Choice.BLOCKING, Choice.FUSED), repeat=len(free)))
-        return min((cost(p) for p in plans), key=lambda c: (c.expected, len(c.plan.fused)))
+        return min((cost(p) for p in plans), key=lambda c: rank(c, deadline))
     best = cost(start)
     improved = True
     while improved:
@@ -157,7 +194,7 @@ def _cheapest(free: list[str], start: ExchangePlan, cost: Costing, exhaustive: i
         for result in free:
             flipped = Choice.FUSED if best.plan.choice(result) is Choice.BLOCKING else Choice.BLOCKING
             candidate = cost(best.plan.with_choice(result, flipped))
-            if candidate.expected < best.expected:
+            if rank(candidate, deadline) < rank(best, deadline):
                 best, improved = candidate, True
     return best
 

@@ -67,7 +67,8 @@ def time_variance(work: float, failures: float, restart_seconds: float = 0.0) ->
 
 @dataclass(frozen=True)
 class RegionCost:
-    """One region of a plan: its steps, wall seconds ``work`` and ``task_seconds`` per attempt, and its time."""
+    """One region of a plan: its steps, wall seconds ``work`` and ``task_seconds`` per attempt, the ``failures``
+    an attempt meets on average (m), and its time."""
 
     region: str
     steps: tuple[str, ...]
@@ -75,12 +76,13 @@ class RegionCost:
     task_seconds: float
     expected: float
     variance: float
+    failures: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
         return {"region": self.region, "steps": list(self.steps), "work": round(self.work, 3),
-                "task_seconds": round(self.task_seconds, 3), "expected": round(self.expected, 3),
-                "spread": round(math.sqrt(self.variance), 3)}
+                "task_seconds": round(self.task_seconds, 3), "failures_per_attempt": round(self.failures, 6),
+                "expected": round(self.expected, 3), "spread": round(math.sqrt(self.variance), 3)}
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_tas
         failures = sum(per_task_second[t.step] * costs[(t.step, t.index)] for t in region.subtasks)
         region_costs.append(RegionCost(region.id, region.steps, work, exposure,
                                        expected_time(work, failures, restart_seconds),
-                                       time_variance(work, failures, restart_seconds)))
+                                       time_variance(work, failures, restart_seconds), failures))
     expected, variance, path = _critical_path(regions, region_costs)
     return PlanCost(plan, expected, math.sqrt(variance), tuple(region_costs), path)
 

@@ -102,9 +102,10 @@ def test_a_loose_or_an_impossible_deadline_leaves_the_choice_to_the_mean() -> No
 
 def test_a_small_gain_in_the_miss_probability_keeps_the_previous_plan() -> None:
     """The hysteresis on the deadline: the persisted plan lowers the miss probability of an all-fused previous
-    plan at 250 s by less than a margin of 0.5, so the previous plan stays; at the default margin it switches."""
-    history = History(tuple(_run(f"run{i}", {"join": 1} if i % 2 else {},
-                                 ExchangePlan({r: Choice.FUSED for r in GENERATORS_FUSED}) if i == 5 else ExchangePlan()) for i in range(6)))
+    plan at 250 s by less than a margin of 0.5, so the previous plan stays; at no margin it switches."""
+    fused = ExchangePlan({r: Choice.FUSED for r in GENERATORS_FUSED})
+    history = History(tuple(_run(f"run{i}", {"join": 1} if i % 2 else {}, fused if i == 5 else ExchangePlan())
+                            for i in range(6)))
     kept = decide(_etl(), history, Policy(deadline_seconds=250.0, deadline_margin=0.5))
     assert kept.plan.fused == GENERATORS_FUSED and "within the 0.50 margin" in kept.reason
     switched = decide(_etl(), history, Policy(deadline_seconds=250.0, deadline_margin=0.0))

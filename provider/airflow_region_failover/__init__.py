@@ -25,6 +25,7 @@ from airflow_region_failover.graph import (
     Step,
     SubtaskId,
 )
+from airflow_region_failover.graph.auto import PER_RUN
 
 # name -> module that defines it; imported on first access (these modules import Airflow / pyspark / boto3).
 _LAZY: dict[str, str] = {
@@ -47,6 +48,7 @@ __all__ = [
     "JobGraph",
     "JobGraphBuilder",
     "OptionError",
+    "PER_RUN",
     "PartitionId",
     "Step",
     "SubtaskId",

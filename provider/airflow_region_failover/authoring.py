@@ -55,8 +55,9 @@ Rules:
   exchange) leaves BLOCKING-or-fused to the provider (:mod:`~airflow_region_failover.graph.auto`,
   :mod:`~airflow_region_failover.planning`). An AUTO result whose fusing is impossible is BLOCKING in every plan
   (:func:`unfusable` says why): a consumer that is checkpointed (its epochs cut committed objects), a script step
-  at either end (it runs in its own Spark application), or ends on different Spark connections. Until a plan is
-  stored for a run, a job renders with every AUTO result BLOCKING (:meth:`RegionJob.render`);
+  at either end (it runs in its own Spark application), or ends on different Spark connections. Without a plan a
+  job renders every AUTO result BLOCKING; ``job.render(plan=PER_RUN)`` renders every fusable AUTO result FUSED
+  and lets each run choose its plan, fixed when the run starts (:meth:`RegionJob.render`, docs/user/auto-plans.md);
 * options use Flink's key names; unset keys come from ``[region_failover]`` in airflow.cfg
   (:func:`~airflow_region_failover.conf.restart_defaults`), then the job's own ``options``, then
   ``failover_strategy``/``restart_strategy`` (layered by :func:`~airflow_region_failover.failover.options.resolve`).
@@ -82,7 +83,7 @@ from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.error_class import parse_error_names
 from airflow_region_failover.failover.options import FAILOVER_STRATEGY_KEY, resolve
 from airflow_region_failover.graph import auto, jsonformat
-from airflow_region_failover.graph.auto import AutoDeclaration, Choice, ExchangePlan
+from airflow_region_failover.graph.auto import AutoDeclaration, Choice, ExchangePlan, PerRun
 from airflow_region_failover.graph.builder import JobGraphBuilder
 from airflow_region_failover.graph.ids import SubtaskId, check_step_id
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
@@ -250,31 +251,38 @@ class RegionJob:
         """The effective, validated options: ``[region_failover]`` defaults overridden by this job's."""
         return resolve(conf.restart_defaults(), self._options)
 
-    def render(self, dag: DAG | None = None, plan: ExchangePlan | None = None) -> RenderedJob:
+    def render(self, dag: DAG | None = None, plan: ExchangePlan | PerRun | None = None) -> RenderedJob:
         """Validate everything and build the TaskGroups and tasks in ``dag`` (default: the current DAG).
 
         ``plan`` resolves the AUTO edges (default: every AUTO result BLOCKING; an unfusable result stays BLOCKING
-        whatever the plan says). Call it last in the DAG file: tasks created afterwards would copy the (large) job
-        document param.
+        whatever the plan says). ``plan=PER_RUN`` renders every fusable AUTO result FUSED — the tasks never change
+        between runs — and each run runs the plan decided for it before it started (module rules). Call it last in
+        the DAG file: tasks created afterwards would copy the (large) job document param.
         """
         dag = dag or _current_dag()
         _check_dag_id(dag.dag_id)
         declared = self.graph()
         pinned = unfusable(declared, self._impls)
-        chosen = plan or ExchangePlan()
+        per_run = isinstance(plan, PerRun)
+        chosen = auto.all_of(declared, Choice.FUSED) if isinstance(plan, PerRun) else plan or ExchangePlan()
         rendered = ExchangePlan({r: Choice.BLOCKING if r in pinned else c for r, c in chosen.choices.items()})
         graph = auto.resolve(declared, rendered)
-        refusals = refused_fusions(graph, rendered, self._impls, self._chaining)
+
+        def unchained() -> frozenset[str]:
+            return frozenset(rendered.fused) if per_run else frozenset()
+
+        refusals = refused_fusions(graph, rendered, self._impls, self._chaining, unchained())
         while refusals:  # each pass unfuses at least one result: at most one pass per AUTO result
             pinned.update(refusals)
             rendered = ExchangePlan({r: Choice.BLOCKING if r in pinned else c for r, c in rendered.choices.items()})
             graph = auto.resolve(declared, rendered)
-            refusals = refused_fusions(graph, rendered, self._impls, self._chaining)
+            refusals = refused_fusions(graph, rendered, self._impls, self._chaining, unchained())
         publications = tuple(self._publications.values())
         check_publications(publications, frozenset(s.id for s in graph.steps if not graph.outputs(s.id)))
-        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining), publications,
-                       dict(self._non_recoverable), AutoDeclaration(auto.auto_results(declared), pinned, rendered,
-                                                                      auto.declared_columns(declared)))
+        spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining, unchained()),
+                       publications, dict(self._non_recoverable),
+                       AutoDeclaration(auto.auto_results(declared), pinned, rendered, auto.declared_columns(declared),
+                                       per_run))
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

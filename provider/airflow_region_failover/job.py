@@ -12,6 +12,11 @@ Rules:
   runs it sees BLOCKING and PIPELINED edges only. What it declared AUTO travels beside it (``auto``,
   :class:`~.graph.auto.AutoDeclaration`: the results, those no plan may fuse and why, the plan rendered), so a
   planner reading the rendered job (``region-failover advise DAG_ID``, the dry-run tab) costs the declared graph.
+* A job rendered ``PER_RUN`` (:data:`~.graph.auto.PER_RUN`) renders every fusable AUTO result FUSED, so its tasks
+  never change between runs; a run runs its own plan (:mod:`~.planning.stored`): :meth:`JobSpec.for_run` is the
+  job as that run runs it — the graph of the run's plan (its regions, restart sets and the exchanges a fused task
+  commits) with the rendered tasks' names (``structure``: the rendered graph the names, chains and fused regions
+  follow).
 * Its chains (:mod:`~.graph.chains`) follow from the graph and the edges the DAG file refuses to chain
   (``chain_breaks``, e.g. a script step's edges), which the document carries too: the scheduler names the tasks
   of a restart exactly as the DAG file rendered them (:attr:`JobSpec.names`).
@@ -35,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -50,7 +55,14 @@ from airflow_region_failover.failover.planner import plan_restart
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.topology import FailoverTopology
 from airflow_region_failover.graph import jsonformat
-from airflow_region_failover.graph.auto import AutoDeclaration, auto_results, redeclare
+from airflow_region_failover.graph.auto import (
+    AutoDeclaration,
+    ExchangePlan,
+    auto_results,
+    redeclare,
+    resolve,
+    run_choices,
+)
 from airflow_region_failover.graph.chains import Chains, EdgeKey, compute_chains
 from airflow_region_failover.graph.fusion import FusedRegion, fused_regions
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
@@ -70,7 +82,9 @@ class JobSpec:
     """A job graph and its effective failover/restart options (Flink keys), validated; ``chain_breaks``: the
     PIPELINED POINTWISE edges the DAG file refuses to chain, with the reason (module rule); ``publications``:
     the sink steps published to Delta tables; ``non_recoverable``: step id -> its own non-recoverable exception
-    class names (module rule); ``auto``: what the DAG file declared AUTO (module rule)."""
+    class names (module rule); ``auto``: what the DAG file declared AUTO (module rule); ``structure``: the graph
+    the tasks were rendered from when ``graph`` is a run's (:meth:`for_run`), else ``None``; ``run_plan``: that
+    run's plan (its every AUTO result named)."""
 
     graph: JobGraph
     options: Mapping[str, str]
@@ -78,6 +92,8 @@ class JobSpec:
     publications: tuple[Publication, ...] = ()
     non_recoverable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     auto: AutoDeclaration = field(default_factory=AutoDeclaration)
+    structure: JobGraph | None = None
+    run_plan: ExchangePlan | None = None
 
     def __post_init__(self) -> None:
         pending = auto_results(self.graph)
@@ -95,6 +111,16 @@ class JobSpec:
     def declared_graph(self) -> JobGraph:
         """The graph as the DAG file declared it: the ``auto`` results' edges AUTO again (what a planner costs)."""
         return redeclare(self.graph, self.auto)
+
+    def for_run(self, plan: ExchangePlan) -> JobSpec:
+        """This job as a run whose plan is ``plan`` runs it (module rule): for a job rendered ``PER_RUN``, the
+        graph of :func:`~.graph.auto.run_choices` with the rendered tasks' names; any other job is itself."""
+        if not self.auto.per_run:
+            return self
+        choices = run_choices(self.auto, plan)
+        rendered = self.structure or self.graph
+        return replace(self, graph=resolve(redeclare(rendered, self.auto), choices), structure=rendered,
+                       run_plan=choices)
 
     def declared(self, task_id: str) -> Declared:
         """The exception class names non-recoverable for task ``task_id`` (module rule)."""
@@ -120,8 +146,8 @@ class JobSpec:
 
     @cached_property
     def chains(self) -> Chains:
-        """The graph's chains (computed on first use, then kept)."""
-        return compute_chains(self.graph, self.chain_breaks)
+        """The rendered graph's chains (computed on first use, then kept)."""
+        return compute_chains(self.structure or self.graph, self.chain_breaks)
 
     @cached_property
     def names(self) -> TaskNames:
@@ -132,7 +158,10 @@ class JobSpec:
     @cached_property
     def fused(self) -> tuple[FusedRegion, ...]:
         """The regions that run as one task under the rendered plan (:func:`~.graph.fusion.fused_regions`)."""
-        return fused_regions(self.graph, self.topology.regions, self.chains, self.auto.plan.fused)
+        if self.structure is None:
+            return fused_regions(self.graph, self.topology.regions, self.chains, self.auto.plan.fused)
+        return fused_regions(self.structure, FailoverTopology.build(self.structure).regions, self.chains,
+                             self.auto.plan.fused)
 
     @cached_property
     def config(self) -> FailoverConfig:

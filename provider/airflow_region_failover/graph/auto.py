@@ -16,7 +16,11 @@ Rules:
 * a plan naming a result that is not AUTO in the graph is an error naming it (a stale plan of an edited DAG);
 * a rendered job keeps what it declared (:class:`AutoDeclaration`: its AUTO results, those no plan may fuse and
   why, and the plan it rendered), so its concrete graph can be turned back into the declared one a planner costs
-  (:func:`redeclare`).
+  (:func:`redeclare`);
+* a job rendered :data:`PER_RUN` renders every fusable AUTO result FUSED (the tasks never change between runs) and
+  runs each run under that run's own plan, fixed when the run starts (:func:`run_choices`: a result the rendered
+  structure does not fuse is BLOCKING whatever the run's plan says; a result the run's plan does not name, or that
+  is no longer AUTO, is BLOCKING).
 """
 
 from __future__ import annotations
@@ -29,6 +33,16 @@ from typing import Any
 from airflow_region_failover.graph.elements import Exchange
 from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.graph.model import JobGraph
+
+
+class PerRun(Enum):
+    """The render mode in which each run chooses its own plan (module rule); its one value is :data:`PER_RUN`."""
+
+    PER_RUN = "per-run"
+
+
+PER_RUN = PerRun.PER_RUN
+"""``job.render(plan=PER_RUN)``: static maximal fusion, each run's plan chosen between runs (module rule)."""
 
 
 class Choice(str, Enum):
@@ -127,13 +141,17 @@ class AutoDeclaration:
     edges declare them (:func:`declared_columns`) — dropped from a fused result's edges by :func:`resolve`, and
     still what a fused region keeps of it in memory.
 
+    ``per_run``: the job was rendered :data:`PER_RUN` (``plan`` is then its static structure, every fusable AUTO
+    result FUSED, and each run runs its own plan, :func:`run_choices`).
+
     JSON: ``{"results": [...], "pinned": {<result>: <reason>}, "plan": {"choices": {...}}, "columns": {<result>:
-    [...]}}`` (``columns`` only when some result declares them)."""
+    [...]}, "per_run": true}`` (``columns`` only when some result declares them, ``per_run`` only when set)."""
 
     results: tuple[str, ...] = ()
     pinned: Mapping[str, str] = field(default_factory=dict)
     plan: ExchangePlan = field(default_factory=ExchangePlan)
     columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    per_run: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
@@ -141,13 +159,16 @@ class AutoDeclaration:
                                 "plan": self.plan.to_json()}
         if self.columns:
             body["columns"] = {r: list(self.columns[r]) for r in sorted(self.columns)}
+        if self.per_run:
+            body["per_run"] = True
         return body
 
     @classmethod
     def from_json(cls, document: object) -> AutoDeclaration:
         """Parse :meth:`to_json`'s form; :class:`GraphError` naming what is wrong."""
         if (not isinstance(document, dict) or not {"results", "pinned", "plan"} <= set(document)
-                or not set(document) <= {"results", "pinned", "plan", "columns"}
+                or not set(document) <= {"results", "pinned", "plan", "columns", "per_run"}
+                or not isinstance(document.get("per_run", False), bool)
                 or not isinstance(document["results"], list) or not isinstance(document["pinned"], dict)
                 or not isinstance(document.get("columns", {}), dict)):
             raise GraphError(f"AUTO declaration {document!r} must be {{\"results\": [...], \"pinned\": {{...}}, "
@@ -155,7 +176,15 @@ class AutoDeclaration:
         return cls(tuple(str(r) for r in document["results"]),
                    {str(r): str(why) for r, why in document["pinned"].items()},
                    ExchangePlan.from_json(document["plan"]),
-                   {str(r): tuple(str(c) for c in cs) for r, cs in document.get("columns", {}).items()})
+                   {str(r): tuple(str(c) for c in cs) for r, cs in document.get("columns", {}).items()},
+                   bool(document.get("per_run", False)))
+
+
+def run_choices(declared: AutoDeclaration, plan: ExchangePlan) -> ExchangePlan:
+    """What a run whose plan is ``plan`` runs of ``declared``'s AUTO results (module rule): FUSED only where both
+    the run's plan and the rendered structure fuse it, else BLOCKING; every AUTO result named."""
+    return ExchangePlan({r: Choice.FUSED if plan.choice(r) is Choice.FUSED and declared.plan.choice(r) is Choice.FUSED
+                         else Choice.BLOCKING for r in declared.results})
 
 
 def declared_columns(graph: JobGraph) -> dict[str, tuple[str, ...]]:

@@ -5,7 +5,9 @@ Rules:
 
 * a PIPELINED edge the graph would chain is broken (:func:`chain_breaks`) when its steps cannot share one Spark
   session or one task: a script step runs in its own spark-submitted application, steps on different Spark
-  connections have different sessions, and one task cannot honour two sets of operator arguments;
+  connections have different sessions, and one task cannot honour two sets of operator arguments; in a job
+  rendered ``PER_RUN`` the edges of a fused AUTO result never chain either (``per_run``): its ends run in a fused
+  task, which follows each run's plan (a chain task could not commit the result a run's plan persists);
 * an AUTO result is BLOCKING in every plan (:func:`unfusable`) when its consumer is checkpointed (its epochs cut
   committed objects), a script step is at either end, or its ends are on different Spark connections;
 * a plan's fused result is refused (:func:`refused_fusions`) when its fused region would hold a step that cannot
@@ -15,7 +17,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from airflow_region_failover.graph import fusion
 from airflow_region_failover.graph.auto import ExchangePlan
@@ -26,12 +28,13 @@ from airflow_region_failover.job import StepImpl
 
 
 def refused_fusions(graph: JobGraph, plan: ExchangePlan, impls: Mapping[str, StepImpl],
-                    chaining: bool = True) -> dict[str, str]:
+                    chaining: bool = True, per_run: Collection[str] = ()) -> dict[str, str]:
     """The results ``plan`` fuses whose fused region holds steps that cannot share one task (rule 4 of
-    :mod:`~airflow_region_failover.graph.fusion`), with the reason (``graph``: the concrete graph of ``plan``)."""
+    :mod:`~airflow_region_failover.graph.fusion`), with the reason (``graph``: the concrete graph of ``plan``;
+    ``per_run``: as for :func:`chain_breaks`)."""
     if not plan.fused:
         return {}
-    chains = compute_chains(graph, chain_breaks(graph, impls, chaining))
+    chains = compute_chains(graph, chain_breaks(graph, impls, chaining, per_run))
     regions = fusion.fused_regions(graph, compute_regions(graph), chains, plan.fused)
     return fusion.refused(graph, regions, plan.fused, lambda steps: task_conflicts(steps, impls))
 
@@ -56,17 +59,21 @@ def task_conflicts(steps: Iterable[str], impls: Mapping[str, StepImpl]) -> dict[
     return conflicts
 
 
-def chain_breaks(graph: JobGraph, impls: Mapping[str, StepImpl], chaining: bool = True) -> dict[EdgeKey, str]:
+def chain_breaks(graph: JobGraph, impls: Mapping[str, StepImpl], chaining: bool = True,
+                 per_run: Collection[str] = ()) -> dict[EdgeKey, str]:
     """The PIPELINED edges that must not chain although the graph allows it, with the reason: a script step runs
-    in its own spark-submitted application, steps on different Spark connections have different sessions, and one
-    task cannot honour two sets of operator arguments (``pool``, ``retries``...)."""
+    in its own spark-submitted application, steps on different Spark connections have different sessions, one
+    task cannot honour two sets of operator arguments (``pool``, ``retries``...), and an edge of a result in
+    ``per_run`` (a fused AUTO result of a job rendered ``PER_RUN``) runs in a fused task (module rule)."""
     breaks: dict[EdgeKey, str] = {}
     for edge in graph.edges:
         if edge.exchange is not Exchange.PIPELINED:
             continue
         source, target = impls[edge.source], impls[edge.target]
         scripts = [i.step_id for i in (source, target) if i.script is not None]
-        if not chaining:
+        if edge.result in per_run:
+            reason = "an AUTO result of a job rendered PER_RUN: its fused task follows each run's plan"
+        elif not chaining:
             reason = "chaining disabled for this job (RegionJob(chaining=False))"
         elif scripts:
             reason = f"script step {scripts[0]!r} runs in its own Spark application"

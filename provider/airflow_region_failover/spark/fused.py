@@ -16,11 +16,23 @@ Rules:
   read more than once — by several consumer subtasks — is persisted in Spark's block manager (memory, then local
   disk) so that it is computed once, and unpersisted when the task ends;
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
-  versions of every BLOCKING input the task read from outside and the code fingerprint of all its steps; a BLOCKING
-  exchange between two members (a region merged by a BLOCKING cycle) is read back from its commit;
-* the task never keeps outputs (its interior is PIPELINED, as a chain's) and records no failure evidence; it
-  publishes each partition under ``partition:<result>:<i>`` (:meth:`~airflow_region_failover.naming.TaskNames
-  .xcom_key`) and returns one summary for all its members (:func:`~.ledger.fused_summary`).
+  versions of every BLOCKING partition that member read (from outside or from a member's commit) and the code
+  fingerprint of all the task's steps; a BLOCKING exchange between two members (a region merged by a BLOCKING
+  cycle, or an AUTO result the run's plan persists) is read back from its commit;
+* **the run's plan** (a job rendered ``PER_RUN``, :meth:`~airflow_region_failover.job.JobSpec.for_run`): the task
+  fixes the run's plan (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`: the one fixed, else the
+  decision stored for the next run, copied once) and runs the graph of that plan: an interior AUTO result the
+  plan says BLOCKING is committed like any BLOCKING result and its consumers in the task read its commit, a FUSED
+  one stays in memory;
+* **resuming** (a later try, ``region`` failover strategy, reuse not turned off by the run or the step): a member
+  whose inputs and outputs are all BLOCKING and all of whose outputs an earlier try of this run committed from the
+  inputs it would read now, byte-identical, and with this task's code (the reuse rule's test,
+  :func:`~.reuse.unchanged_commits`) is not recomputed: its commits are published again. A member of a region the
+  try's restart decision restarts because its result was found unavailable (``producer-unavailable``) always
+  recomputes;
+* the task records no failure evidence; it publishes each partition under ``partition:<result>:<i>``
+  (:meth:`~airflow_region_failover.naming.TaskNames.xcom_key`) and returns one summary for all its members
+  (:func:`~.ledger.fused_summary`, the resumed members' outputs marked kept).
 """
 
 from __future__ import annotations
@@ -32,18 +44,23 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.decisions.try_log import TryLog
 from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.error_class import TryInputs
+from airflow_region_failover.failover.options import FailoverStrategy
+from airflow_region_failover.failover.restart_plan import Reason
+from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
-from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.job import REUSE_PARAM, JobRuntime
 from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.spark.compute import named_input, read_partition
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
 from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
+from airflow_region_failover.spark.reuse import unchanged_commits
 from airflow_region_failover.spark.run import (
     SubtaskRun,
     chain_fingerprint,
@@ -70,10 +87,17 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
               looked_up: Callable[[TryInputs | None], None] | None = None) -> TaskSummary:
     """Run fused region task ``members`` (in the order they run) inside an Airflow task (module rule); returns
     the task's summary."""
-    spec, graph, ti = runtime.spec, runtime.graph, context["ti"]
+    ti = context["ti"]
     inside = frozenset(members)
     with phase("store_open"):
         io = open_store_io()
+    if runtime.spec.auto.per_run:
+        with phase("plan"):
+            fixed = Plans(io.store.objects).fix(str(ti.dag_id), str(ti.run_id))
+        runtime = JobRuntime(runtime.spec.for_run(fixed.plan), runtime.impls)
+        log.info("the run's plan fuses %s (%s)", ", ".join(runtime.spec.run_plan.fused) if runtime.spec.run_plan
+                 and runtime.spec.run_plan.fused else "no AUTO result", fixed.reason)
+    spec, graph = runtime.spec, runtime.graph
     with phase("lookup"):
         refs = {m: pull_refs(ti, graph, m, spec.names, functools.partial(_outside, graph, member=m, inside=inside))
                 for m in members}
@@ -88,7 +112,8 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     code = chain_fingerprint(list(impls.values()))
     with phase("session"):
         spark = get_session(resolve_target(impls[members[0].step].spark_conn_id))
-    run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context, spec.auto.columns)
+    run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context, spec.auto.columns,
+                _resumable(runtime, members, context, restart))
     try:
         with phase("compute"):
             published = run.compute(spark, runtime)
@@ -102,9 +127,22 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
                  ref.rows)
     with phase("ledger"):
         done = fused_summary(graph, tuple(members), int(getattr(ti, "try_number", 1) or 1), io, refs, manifests,
-                             [ref for _, ref in published], restart, str(ti.task_id))
+                             [ref for _, ref in published], restart, str(ti.task_id), frozenset(run.kept_outputs))
     clock = current()
     return done if clock is None else replace(done, timeline=clock.timeline())
+
+
+def _resumable(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
+               restart: Decision | None) -> frozenset[SubtaskId]:
+    """The members this try may resume (module rule: a later try, ``region`` strategy, reuse not turned off by
+    the run or the member's step, not in a region restarted because its result was unavailable)."""
+    ti = context.get("ti")
+    if int(getattr(ti, "try_number", 1) or 1) <= 1 or runtime.spec.config.failover_strategy is not \
+            FailoverStrategy.REGION or (context.get("params") or {}).get(REUSE_PARAM) is False:
+        return frozenset()
+    lost = {s for r in (restart.regions if restart is not None else ())
+            if r.reason == Reason.PRODUCER_UNAVAILABLE.value for s in r.subtasks}
+    return frozenset(m for m in members if runtime.impl(m.step).reuse and str(m) not in lost)
 
 
 def _outside(graph: Any, edge: Edge, *, member: SubtaskId, inside: frozenset[SubtaskId]) -> bool:
@@ -130,9 +168,12 @@ class Fused:
     def __init__(self, graph: Any, members: tuple[SubtaskId, ...],
                  refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]], io: StoreIO,
                  current: dict[PartitionRef, Manifest], versions: tuple[InputVersion, ...], code: str,
-                 context: Mapping[str, Any], kept: Mapping[str, tuple[str, ...]] | None = None) -> None:
+                 context: Mapping[str, Any], kept: Mapping[str, tuple[str, ...]] | None = None,
+                 resumable: frozenset[SubtaskId] = frozenset()) -> None:
         self.graph, self.members, self.refs, self.io = graph, members, refs, io
         self.kept = dict(kept or {})
+        self.resumable = resumable
+        self.kept_outputs: list[PartitionId] = []
         self.current, self.versions, self.code, self.context = current, versions, code, context
         self.inside = frozenset(members)
         self.frames: dict[PartitionId, DataFrame] = {}
@@ -156,6 +197,16 @@ class Fused:
         published: list[tuple[SubtaskId, PartitionRef]] = []
         fn = runtime.impl(member.step).fn
         assert fn is not None  # a script step never fuses (graph.fusion rule 4)
+        read = self._blocking_reads(member)
+        versions = input_versions(self.current, self.graph, member, read)
+        kept = self._resumed(member, ti, versions)
+        if kept is not None:
+            for ref in kept:
+                self.written[ref.partition] = ref
+                self.kept_outputs.append(ref.partition)
+                log.info("kept BLOCKING partition %s (attempt %d, %d rows): try %d of this run computed it from "
+                         "byte-identical inputs with this code", ref.partition, ref.attempt, ref.rows, try_number)
+            return [(member, ref) for ref in kept]
         with phase("define"):
             inputs, partitions = self._inputs(spark, member)
             sctx = replace(step_context(self.graph, member, {}, self.context), partitions=partitions)
@@ -169,11 +220,39 @@ class Fused:
                 ref = PartitionRef(result, member.index, Exchange.BLOCKING, str(getattr(ti, "dag_id", "")),
                                    str(getattr(ti, "run_id", "")), try_number)
                 with phase("write"), self._named():
-                    written = self.io.write(frame, ref, self.versions, self.code, cut_of(self.graph, result),
+                    written = self.io.write(frame, ref, versions, self.code, cut_of(self.graph, result),
                                             clustering_of(self.graph, result))
                 self.written[partition] = written
                 published.append((member, written))
         return published
+
+    def _blocking_reads(self, member: SubtaskId) -> dict[Edge, tuple[PartitionRef, ...]]:
+        """The BLOCKING partitions ``member`` reads, from outside or from a member's commit (each one's current
+        manifest looked up once)."""
+        read: dict[Edge, tuple[PartitionRef, ...]] = {}
+        outside = self.refs[member]
+        for edge, parts in consumed_partitions(self.graph, member).items():
+            if edge.exchange is not Exchange.BLOCKING:
+                continue
+            refs = tuple(outside[edge]) if edge in outside else tuple(self.written[p] for p in parts)
+            for ref in refs:
+                if ref not in self.current:
+                    self.current[ref] = self.io.current(ref)
+            read[edge] = refs
+        return read
+
+    def _resumed(self, member: SubtaskId, ti: Any, versions: tuple[InputVersion, ...]) -> \
+            tuple[PartitionRef, ...] | None:
+        """The commits ``member`` keeps instead of running (module rule: resuming), else ``None``."""
+        if member not in self.resumable:
+            return None
+        step = member.step
+        outputs = output_results(self.graph, step)
+        if not outputs or any(r.exchange is not Exchange.BLOCKING for r in outputs) \
+                or any(e.exchange is not Exchange.BLOCKING for e in self.graph.inputs(step)):
+            return None
+        return unchanged_commits(self.io, str(getattr(ti, "dag_id", "")), str(getattr(ti, "run_id", "")),
+                                 [PartitionId(r.id, member.index) for r in outputs], self.code, versions)
 
     def release(self) -> None:
         """Unpersist every DataFrame this try persisted."""
@@ -222,7 +301,8 @@ class Fused:
         """A member's partition, as the consumer over ``edge`` reads it: in memory, or (BLOCKING) its commit."""
         if edge.exchange is Exchange.BLOCKING:
             ref = self.written[partition]
-            self.current[ref] = self.io.current(ref)
+            if ref not in self.current:
+                self.current[ref] = self.io.current(ref)
             return self._read(spark, ref, edge, groups)
         frame = self.frames[partition]
         if groups is None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.failover.run_log import Decision, frozen
-from airflow_region_failover.graph.ids import SubtaskId
+from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import read_key_groups
 from airflow_region_failover.timeline import Timeline
@@ -258,10 +258,11 @@ def ledger(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = Fals
 def fused_summary(graph: JobGraph, members: tuple[SubtaskId, ...], attempt: int, io: StoreIO,
                   refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]],
                   current: Mapping[PartitionRef, Manifest], published: Sequence[PartitionRef],
-                  restart: Decision | None, task_id: str) -> TaskSummary:
+                  restart: Decision | None, task_id: str,
+                  kept: frozenset[PartitionId] = frozenset()) -> TaskSummary:
     """The summary of a fused region's task (:mod:`.fused`): ``members`` all its subtasks, ``inputs`` every
     BLOCKING partition its members read from outside (bytes and objects summed over the members reading it),
-    ``rows`` per result summed over its partitions; it never keeps."""
+    ``rows`` per result summed over its partitions; the outputs of ``kept`` are those a resumed member kept."""
     reused = set(restart.reused) if restart is not None else set()
     inputs: dict[str, InputEntry] = {}
     for member, member_refs in refs.items():
@@ -280,7 +281,9 @@ def fused_summary(graph: JobGraph, members: tuple[SubtaskId, ...], attempt: int,
     for ref in published:
         rows[ref.result] = rows.get(ref.result, 0) + max(ref.rows, 0)
     return TaskSummary(members, attempt, frozen(rows), ReadTotals.of(io.reads),
-                       TaskLedger(frozen(inputs), _outputs(io, published, False),
+                       TaskLedger(frozen(inputs),
+                                  frozen({**_outputs(io, [r for r in published if r.partition not in kept], False),
+                                          **_outputs(io, [r for r in published if r.partition in kept], True)}),
                                   RestartEntry.of(restart, task_id) if restart is not None else None))
 
 

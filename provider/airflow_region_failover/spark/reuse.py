@@ -24,7 +24,7 @@ The task then republishes its kept outputs and ends without running Spark. Any d
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from airflow_region_failover.failover.options import FailoverStrategy
 from airflow_region_failover.failover.restart_plan import Reason
@@ -32,6 +32,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef, output_results
 from airflow_region_failover.spark.run import SubtaskRun
+from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import InputVersion
 
 
@@ -43,12 +44,22 @@ def kept_outputs(run: SubtaskRun) -> tuple[PartitionRef, ...] | None:
     if not _only_blocking(run) or not any(run.refs.values()):
         return None
     sctx = run.contexts[-1]
-    manifests = [run.io.committed(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index)) for r in run.outputs]
-    if not manifests or any(m is None or not m.code or m.code != run.code for m in manifests):
+    return unchanged_commits(run.io, sctx.dag_id, sctx.run_id,
+                             [PartitionId(r.id, run.tail.index) for r in run.outputs], run.code, run.versions)
+
+
+def unchanged_commits(io: StoreIO, dag_id: str, run_id: str, partitions: Sequence[PartitionId], code: str,
+                      versions: Iterable[InputVersion]) -> tuple[PartitionRef, ...] | None:
+    """Rules 3 and 4 for outputs ``partitions`` of run ``run_id``: the refs of their committed versions if every
+    one was computed by ``code`` from inputs whose checksums equal ``versions`` (what this try would read), else
+    ``None`` (also for no partitions). A fused region's task resumes by the same rule (:mod:`.fused`)."""
+    manifests = [io.committed(dag_id, run_id, p) for p in partitions]
+    if not manifests or any(m is None or not m.code or m.code != code for m in manifests):
         return None
-    if not all(_unchanged(m.inputs, run.versions) for m in manifests if m is not None):
+    current = tuple(versions)
+    if not all(_unchanged(m.inputs, current) for m in manifests if m is not None):
         return None
-    return tuple(PartitionRef(m.partition.result, m.partition.index, Exchange.BLOCKING, sctx.dag_id, sctx.run_id,
+    return tuple(PartitionRef(m.partition.result, m.partition.index, Exchange.BLOCKING, dag_id, run_id,
                               m.attempt, m.row_count) for m in manifests if m is not None)
 
 

@@ -27,6 +27,8 @@ Layout (``R`` = ``<prefix>/v1/<dag>/<run>``, ``P`` = ``p<index:05d>``, ``A`` = `
                                                   the grace)
 
     <prefix>/failover/v1/runs/<dag>/<run>/log.json              the run's failover decision log
+    <prefix>/failover/v1/runs/<dag>/<run>/plan.json             the run's exchange plan (conditional create)
+    <prefix>/failover/v1/plans/<dag>/next.json                  the plan decided for the DAG's next run
     <prefix>/failover/v1/_pending/<dag>/<run>/<decision>         marker: that decision is not applied yet
     <prefix>/failover/v1/_probe/<random>                        the start-up probe of conditional writes (deleted)
     <prefix>/_region_failover_deployment.json                    marker: a deployment owns this prefix
@@ -263,7 +265,6 @@ class RunKeys:
         sub = "" if subpartition < 0 else f"-s{check_index(subpartition, what='subpartition'):05d}"
         return self.attempt_data(partition, attempt, writer) + f"part-{number:05d}{sub}-t{task_try}.parquet"
 
-
     def heartbeat(self, partition: PartitionId, attempt: int, writer: str) -> str:
         """``R/<result>/data/P/A-<writer>/alive``: renewed while the writer's driver is at work, so the sweeper
         counts the writer as active however long its tasks are quiet (:mod:`.lifecycle`)."""
@@ -349,6 +350,14 @@ class Layout:
     def run_log(self, dag_id: str, run_id: str) -> str:
         """``<prefix>/failover/v1/runs/<dag>/<run>/log.json``: one run's decision log."""
         return f"{self.failover_root}/runs/{self._run_part(dag_id, run_id)}/log.json"
+
+    def run_plan(self, dag_id: str, run_id: str) -> str:
+        """``<prefix>/failover/v1/runs/<dag>/<run>/plan.json``: the exchange plan one run runs."""
+        return f"{self.failover_root}/runs/{self._run_part(dag_id, run_id)}/plan.json"
+
+    def next_plan(self, dag_id: str) -> str:
+        """``<prefix>/failover/v1/plans/<dag>/next.json``: the plan decided for the DAG's next run."""
+        return f"{self.failover_root}/plans/{encode_airflow_id(dag_id, what='dag id')}/next.json"
 
     def pending_marker(self, dag_id: str, run_id: str, decision_id: int) -> str:
         """``<prefix>/failover/v1/_pending/<dag>/<run>/<decision>``: that decision of the run is not applied yet."""

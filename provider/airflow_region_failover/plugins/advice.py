@@ -7,7 +7,7 @@ Rules:
   the graph costed is the one its DAG file declared (:attr:`~airflow_region_failover.job.JobSpec.declared_graph`:
   the AUTO edges AUTO again), and the results it may not fuse are the job's pinned ones, with their reasons;
 * the history is the DAG's earlier runs (:class:`~.run_history.AirflowHistory`, the newest
-  :data:`~.run_history.WINDOW` ended runs), or any other
+  :data:`~.run_history.WINDOW` ended runs, each with the plan it ran), or any other
   :class:`~airflow_region_failover.planning.history.HistorySource`;
 * a job without an AUTO edge has no advice (``decision`` ``None``, ``note`` says so); a history the planner
   cannot cost (a step no run measured) is a ``note`` too, naming the step — never an error of the page;
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_region_failover.exceptions import RegionFailoverError
+from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.planning.choice import Decision, Policy, decide
 from airflow_region_failover.planning.history import HistoryError, HistorySource
@@ -55,7 +56,8 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
     if source is None:
         from airflow_region_failover.store.result_store import default_store  # deferred: the store, on request
 
-        source = AirflowHistory(default_store(), parallelism_of(graph.steps), policy.window)
+        source = AirflowHistory(default_store(), parallelism_of(graph.steps), policy.window,
+                                ExchangePlan() if spec.auto.per_run else spec.auto.plan)
     try:
         return Advice(dag_id, decide(graph, source.history(dag_id), policy, dict(spec.auto.pinned)))
     except HistoryError as exc:

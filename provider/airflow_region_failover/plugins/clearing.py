@@ -7,9 +7,10 @@ Rules (Flink's ``DefaultScheduler#handleTaskFailure`` on Airflow):
   partition the failure names as unreadable, and Flink's partition-tracker rule (a partition whose producer task
   is still at work counts as available, :func:`at_work`); the pure failure handler records it in the run's
   decision log by compare-and-swap (:mod:`~airflow_region_failover.decisions.storage`), which also holds the run's
-  results and marks the decision pending. A publishing task that could not read a partition of its sink result is
-  a consumer of it (:func:`failed_subtask`): its failure restarts that partition's producer, and the publishing
-  task with it.
+  results and marks the decision pending. A job rendered ``PER_RUN`` is planned as the run runs it
+  (:func:`run_spec`: the graph of the run's plan, fixed for the run if no task fixed it yet). A publishing task
+  that could not read a partition of its sink result is a consumer of it (:func:`failed_subtask`): its failure
+  restarts that partition's producer, and the publishing task with it.
 - **Apply** (:func:`apply_due`, a scheduler's watcher): claim the due decision (``pending -> applying``, CAS:
   exactly one process clears), clear exactly its task instances in the same run through the public REST API
   (``only_failed: false, reset_dag_runs: true``), mark it ``applied`` with the tries it cleared and the run's
@@ -33,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.decisions.storage import RunLogs, default_run_logs
 from airflow_region_failover.exceptions import ClearOutcomeUnknown, ConditionFailed, RestError, StoreUnreachable
 from airflow_region_failover.failover.availability import BeingProduced
@@ -143,10 +145,20 @@ def task_reads(spec: JobSpec, task_id: str) -> tuple[Read, ...]:
     return tuple(read for member in spec.names.subtasks(task_id) or () for read in reads_of(spec.graph, member))
 
 
+def run_spec(spec: JobSpec, dag_id: str, run_id: str, services: Services = SERVICES) -> JobSpec:
+    """``spec`` as run ``run_id`` runs it (:meth:`~airflow_region_failover.job.JobSpec.for_run`): for a job rendered
+    ``PER_RUN``, under the run's plan, fixed now if none of its tasks fixed it yet
+    (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`); any other job as rendered."""
+    if not spec.auto.per_run:
+        return spec
+    return spec.for_run(Plans(services.logs().objects).fix(dag_id, run_id).plan)
+
+
 def handle_failure(dag_id: str, run_id: str, failure: FailureRecord, spec: JobSpec, services: Services = SERVICES,
                    now: Callable[[], float] = time.time) -> HandlingResult:
     """Plan and record the restart for one failure (a watcher applies it when due). Raises on S3 errors: the
     caller retries (the watcher handles the failure again on its next pass)."""
+    spec = run_spec(spec, dag_id, run_id, services)
     subtask = failed_subtask(spec, failure)
     if subtask is None:
         return HandlingResult(Outcome.IGNORED)

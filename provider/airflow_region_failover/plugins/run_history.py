@@ -30,16 +30,20 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
 * **Failures**: a step task's failed tries (``task_instance`` and ``task_instance_history`` rows in state
   ``failed``), counted for the task's first step (a chain's head, in the same region as its members);
   **task seconds**: the durations of all its step tasks' tries.
-* **Plan**: every AUTO result BLOCKING (no plan is stored per run yet: a DAG renders that plan today).
+* **Plan**: the plan the run ran, as the store keeps it (:meth:`~airflow_region_failover.decisions.plans.Plans
+  .of_run`: a job rendered ``PER_RUN`` fixes one per run); a run without one (rendered with a fixed plan, or
+  from before plans were stored, or whose record cannot be read) ran the job's rendered plan (``rendered``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_region_failover.exceptions import RegionFailoverError
+from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.naming import OPERATOR_NAME, subtasks_of
 from airflow_region_failover.planning.choice import Policy
@@ -50,6 +54,7 @@ from airflow_region_failover.spark.ledger import TaskSummary
 if TYPE_CHECKING:
     from airflow_region_failover.store.result_store import ResultStore
 
+log = logging.getLogger(__name__)
 WINDOW = Policy().window
 """How many of a DAG's newest ended runs are read: the planner's window (:class:`~.planning.choice.Policy`, 20)."""
 EXECUTOR_CORES = 2
@@ -156,11 +161,13 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
 @dataclass(frozen=True)
 class AirflowHistory:
     """The runs of a DAG as its task summaries, the store's manifests and Airflow's tries record them (module
-    rules); ``parallelism``: step id -> subtasks, of the job the history is read for."""
+    rules); ``parallelism``: step id -> subtasks, of the job the history is read for; ``rendered``: the plan of a
+    run that stored none."""
 
     store: ResultStore
     parallelism: Mapping[str, int]
     window: int = WINDOW
+    rendered: ExchangePlan = field(default_factory=ExchangePlan)
 
     def history(self, dag_id: str) -> History:
         """The newest ``window`` ended runs of ``dag_id``, oldest first (scheduler / CLI: reads the metadata DB)."""
@@ -176,8 +183,21 @@ class AirflowHistory:
                 except RegionFailoverError:  # released or swept since: its bytes are unknown
                     return None
 
-            records.append(run_record(run_id, tasks, sizes, self.parallelism))
+            records.append(replace(run_record(run_id, tasks, sizes, self.parallelism),
+                                   plan=self.plan_of(dag_id, run_id)))
         return History(tuple(records))
+
+    def plan_of(self, dag_id: str, run_id: str) -> ExchangePlan:
+        """The plan run ``run_id`` ran (module rule)."""
+        from airflow_region_failover.decisions.plans import Plans  # deferred: the store's plans, on request
+
+        try:
+            stored = Plans(self.store.objects).of_run(dag_id, run_id)
+        except RegionFailoverError:
+            log.warning("region failover: the plan of %s/%s cannot be read; taken as the rendered one", dag_id,
+                        run_id, exc_info=True)
+            return self.rendered
+        return self.rendered if stored is None else stored.plan
 
 
 def ended_runs(dag_id: str, count: int) -> list[str]:

@@ -29,6 +29,10 @@ the decision logs' compare-and-swap):
   run's log shows no clear of ours stopped (at that try, in that state) is remembered while the probe reports
   it, so a task parked in ``up_for_retry`` by Airflow's own retry costs one log read, not one per pass; a log
   read while a decision is being applied proves nothing (its clear may land before the log says so).
+- **Next plans** (a job rendered ``PER_RUN``, :mod:`.next_plan`): when a run the watcher saw at work ends, the plan
+  of its DAG's next run is decided and stored; at start, a DAG with a run that ended within the look-back window
+  and no decision stored gets one (its run's end may have passed while no watcher ran). A decision that could not
+  be made (S3 or the metadata DB away) is tried again after 1, 2, 4, 8 s, and given up after ``GIVE_UP_TRIES``.
 """
 
 from __future__ import annotations
@@ -41,9 +45,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from airflow_region_failover import conf
+from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.failover.handler import claim_reclear, close, give_up, mark_recleared
 from airflow_region_failover.failover.run_log import DecisionStatus, FailureRecord
-from airflow_region_failover.plugins import history
+from airflow_region_failover.plugins import history, next_plan
 from airflow_region_failover.plugins import metadata_db as probes
 from airflow_region_failover.plugins.clearing import WHO, Services, apply_due, handle_failure, transient
 
@@ -94,6 +99,9 @@ class Watcher:
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _not_ours: set[tuple[str, str, str, int, str]] = field(default_factory=set)
     _runs: dict[probes.Run, float] = field(default_factory=dict)
+    _active: set[probes.Run] = field(default_factory=set)
+    _to_plan: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    """DAG id -> (the run whose end its next plan follows, ``""`` for a catch-up; failed tries; when due)."""
     _since: float = 0.0
     _thread: threading.Thread | None = None
 
@@ -101,7 +109,9 @@ class Watcher:
         """Start the daemon thread (looking back ``lookback`` seconds for what happened while none ran)."""
         now = time.time()
         self._since = now - self.lookback
-        self._runs.update(dict.fromkeys(probes.runs_ended_since(self._since) | probes.active_runs(), now))
+        ended = probes.runs_ended_since(self._since)
+        self._to_plan.update({dag_id: ("", 0, 0.0) for dag_id, _ in ended})
+        self._runs.update(dict.fromkeys(ended | probes.active_runs(), now))
         self._thread = threading.Thread(target=self._run, name="region-failover-watcher", daemon=True)
         self._thread.start()
         log.info("region failover: watcher %s started (every %.1f s, looking back %.0f s)", self.who, self.interval,
@@ -136,6 +146,7 @@ class Watcher:
         """One pass: runs at work, failures (queued, in the DB, not yet recorded), due decisions, re-clears.
         Returns when the next pass should come for an open decision (module rule), or ``None``."""
         self._see_runs()
+        self._plan_next()
         self._record_failures()
         wakes = []
         for dag_id, run_id in list(self.services.logs().pending_runs()):
@@ -247,11 +258,39 @@ class Watcher:
     def _see_runs(self) -> None:
         """Remember the runs at work now; forget those last seen before the look-back window (bounded memory)."""
         now, floor = time.time(), self._floor
-        self._runs.update(dict.fromkeys(probes.active_runs(), now))
+        active = probes.active_runs()
+        for dag_id, run_id in self._active - active:
+            self._to_plan[dag_id] = (run_id, 0, 0.0)
+        self._active = set(active)
+        self._runs.update(dict.fromkeys(active, now))
         for run in [r for r, seen in self._runs.items() if seen < floor]:
             del self._runs[run]
         for key in [k for k, done in self._done.items() if done < floor]:
             del self._done[key]
+
+    def _plan_next(self) -> None:
+        """Decide the next plan of each DAG that needs one (module rule); one that fails waits for the next
+        pass."""
+        now = self.clock()
+        for dag_id, (after, tries, due) in list(self._to_plan.items()):
+            if due > now:
+                continue
+            try:
+                plans = Plans(self.services.logs().objects)
+                spec = probes.serialized_job(dag_id) if after or plans.next(dag_id) is None else None
+                decided = next_plan.decide_next(dag_id, spec, plans, after) if spec is not None else None
+                if decided is not None:
+                    log.info("region failover: the next run of %s runs plan %s (%s)", dag_id,
+                             decided.plan.to_json()["choices"], decided.reason)
+            except Exception:
+                if tries + 1 < GIVE_UP_TRIES:
+                    self._to_plan[dag_id] = (after, tries + 1, now + min(RETRY_MAX_S, 2.0 ** tries))
+                    log.warning("region failover: could not decide the next plan of %s (will retry)", dag_id,
+                                exc_info=tries == 0)
+                    continue
+                log.exception("region failover: gave up deciding the next plan of %s; its next run keeps the "
+                              "plan stored before", dag_id)
+            del self._to_plan[dag_id]
 
     def _failed_in_db(self) -> list[Found]:
         found = probes.failed_step_tasks(self._runs, self._since)

@@ -91,7 +91,7 @@ def etl_dag(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_region_failover.plugins import advice
 
     monkeypatch.setattr(advice, "dag_job", lambda dag_id: _etl_job())
-    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window: FileHistory(HISTORY))
+    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window, rendered: FileHistory(HISTORY))
     monkeypatch.setattr("airflow_region_failover.store.result_store.default_store", lambda: None)
 
 

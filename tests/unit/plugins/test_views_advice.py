@@ -26,7 +26,7 @@ from tests.unit.plugins.test_views import signed_in
 def app(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(views, "_job", lambda dag_id: _etl_job())
     monkeypatch.setattr(advice, "dag_job", lambda dag_id: _etl_job())
-    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window: FileHistory(HISTORY))
+    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window, rendered: FileHistory(HISTORY))
     monkeypatch.setattr("airflow_region_failover.store.result_store.default_store", lambda: None)
     monkeypatch.setattr(DagModel, "get_team_name", staticmethod(lambda dag_id, **kw: None))
     return views.create_app()
@@ -63,7 +63,7 @@ def test_an_unreadable_history_is_a_note_on_the_page_and_a_503_of_the_json(app: 
         def history(self, dag_id: str) -> Any:
             raise ConnectionError("down")
 
-    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window: Down())
+    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window, rendered: Down())
     client, _ = signed_in(app, monkeypatch, allowed={"etl"})
     page = client.get("/plan/etl")
     assert page.status_code == 200 and "run history unavailable: ConnectionError" in page.text
@@ -78,7 +78,7 @@ def test_a_history_that_cannot_be_costed_names_the_step(app: Any, monkeypatch: p
         def history(self, dag_id: str) -> History:
             return History(tuple(RunRecord(f"r{i}", (), (), {}, 1.0) for i in range(3)))
 
-    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window: Empty())
+    monkeypatch.setattr(advice, "AirflowHistory", lambda store, parallelism, window, rendered: Empty())
     client, _ = signed_in(app, monkeypatch, allowed={"etl"})
     assert "no run of the history measured it" in client.get("/plan/etl").text
     found = client.get("/api/advise/etl").json()

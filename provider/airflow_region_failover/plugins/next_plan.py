@@ -1,0 +1,46 @@
+"""Deciding the plan of a DAG's next run, on the scheduler side (the watcher calls it).
+
+Rules (a job rendered ``PER_RUN``; :mod:`~airflow_region_failover.decisions.plans` says where plans live):
+
+* **when**: when one of the DAG's runs ends (the watcher saw it at work and no longer does), and when no decision
+  is stored for a DAG whose runs the watcher sees (the first run after a deployment);
+* **where**: in the scheduler, because the choice reads the DAG's failures from Airflow's metadata DB, which
+  workers cannot reach (Airflow 3's Task SDK); the run's first task that needs the plan copies the stored decision
+  into the run (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`), so the plan is fixed when the run
+  starts and never changes within it;
+* **what**: the planner's choice (:func:`~.advice.advise`: hysteresis and a minimum history) over the DAG's
+  history, each run with the plan it ran. A history the planner cannot cost keeps the stored decision; with none
+  stored, every AUTO result BLOCKING, with the reason.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+
+from airflow_region_failover.decisions.plans import Plans
+from airflow_region_failover.graph.auto import ExchangePlan
+from airflow_region_failover.job import JobSpec
+from airflow_region_failover.planning.history import HistorySource
+from airflow_region_failover.planning.stored import PlanDecision
+from airflow_region_failover.plugins.advice import advise
+
+
+def decide_next(dag_id: str, spec: JobSpec, plans: Plans, after_run: str = "", source: HistorySource | None = None,
+                clock: Callable[[], float] = time.time) -> PlanDecision | None:
+    """Decide and store the plan of ``dag_id``'s next run (module rules), after run ``after_run`` (``""``: none
+    ended); returns the decision stored, or ``None`` for a job not rendered ``PER_RUN`` (or without AUTO edges)."""
+    if not spec.auto.per_run or not spec.auto.results:
+        return None
+    found = advise(dag_id, spec, source)
+    if found.decision is None:
+        stored = plans.next(dag_id)
+        if stored is not None:
+            return stored
+        decision = PlanDecision(secrets.token_hex(6), ExchangePlan(), f"every AUTO result BLOCKING: {found.note}",
+                                clock(), after_run)
+    else:
+        decision = PlanDecision(secrets.token_hex(6), found.decision.plan, found.decision.reason, clock(), after_run)
+    plans.decide_next(dag_id, decision)
+    return decision

@@ -45,6 +45,7 @@ from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.failover_view.advice import advice_section
 from airflow_region_failover.failover_view.page import Checkpoints, TaskRow, plan_page, run_model, run_page
+from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.plugins.history import format_history, load_history
@@ -73,6 +74,26 @@ def _job(dag_id: str) -> JobSpec:
     if spec is None:
         raise HTTPException(status_code=404, detail=f"DAG {dag_id!r} has no region-failover job (or does not exist)")
     return spec
+
+
+def _run_job(dag_id: str, run_id: str | None) -> JobSpec:
+    """The job as run ``run_id`` runs it: a job rendered ``PER_RUN`` under the run's stored plan (not fixed yet, or
+    ``run_id`` ``None`` — the dry run —: the decision stored for the next run, which a run fixes; the view never
+    fixes it), else as rendered."""
+    spec = _job(dag_id)
+    if not spec.auto.per_run:
+        return spec
+    from airflow_region_failover.decisions.plans import Plans  # deferred: the store, on request
+    from airflow_region_failover.store.result_store import default_store  # deferred: the store, on request
+
+    try:
+        plans = Plans(default_store().objects)
+        fixed = plans.of_run(dag_id, run_id) if run_id is not None else None
+        decision = plans.next(dag_id) if fixed is None else None
+    except Exception as exc:
+        raise HTTPException(status_code=503, detail=f"the run's plan is unavailable: {type(exc).__name__}") from exc
+    return spec.for_run(fixed.plan if fixed is not None else decision.plan if decision is not None else
+                        ExchangePlan())
 
 
 def _checkpoints(dag_id: str, run_id: str) -> Checkpoints:
@@ -162,24 +183,24 @@ def create_app() -> FastAPI:
 
     @app.get("/run/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def run_view(request: Request, dag_id: str, run_id: str, decision: int | None = None) -> str:
-        spec, doc = _job(dag_id), _load(dag_id, run_id)
+        spec, doc = _run_job(dag_id, run_id), _load(dag_id, run_id)
         return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request), _checkpoints(dag_id, run_id))
 
     @app.get("/api/run/{dag_id}/{run_id:path}")
     def run_json(dag_id: str, run_id: str) -> dict[str, Any]:
-        spec, doc = _job(dag_id), _load(dag_id, run_id)
+        spec, doc = _run_job(dag_id, run_id), _load(dag_id, run_id)
         return run_model(spec, doc, _rows(dag_id, run_id), _checkpoints(dag_id, run_id))
 
     @app.get("/plan/{dag_id}", response_class=HTMLResponse)
     def plan_view(request: Request, dag_id: str, failed: str = "", unavailable: str = "") -> str:
-        spec = _job(dag_id)
+        spec = _run_job(dag_id, None)
         plan = _plan(spec, failed, unavailable) if failed else None
         hints = reuse_hints(spec.graph, plan) if plan else {}
         return plan_page(spec, dag_id, plan, hints, _base(request), failed, unavailable, _advice_html(dag_id, spec))
 
     @app.get("/api/plan/{dag_id}")
     def plan_json(dag_id: str, failed: str, unavailable: str = "") -> dict[str, Any]:
-        spec = _job(dag_id)
+        spec = _run_job(dag_id, None)
         plan = _plan(spec, failed, unavailable)
         return {**plan.to_dict(), "reuse": reuse_hints(spec.graph, plan)}
 

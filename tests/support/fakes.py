@@ -46,6 +46,9 @@ class MemoryObjects:
         self.objects[key] = (body, self._etag())
         return self.objects[key][1]
 
+    def put(self, key: str, body: bytes) -> None:
+        self.objects[self.layout.check(key)] = (body, self._etag())
+
     def delete(self, keys: list[str]) -> int:
         for key in keys:
             self.objects.pop(self.layout.check(key), None)

@@ -158,3 +158,27 @@ def test_a_result_whose_bytes_are_unknown_is_not_measured_small() -> None:
     record = run_record("r1", [TaskTries("b.0", 0, 5.0, first), TaskTries("b.1", 0, 5.0, second)],
                         lambda p: None, {"b": 2})
     assert record.results == () and [s.step for s in record.steps] == ["b"]
+
+
+def test_each_run_is_read_with_the_plan_it_ran(session: Any) -> None:
+    """Run r1 fixed the decision stored before it (``gen->report`` FUSED); r2 stored no plan (rendered before
+    plans were stored): it ran the job's rendered plan."""
+    from airflow_region_failover.decisions.plans import Plans
+    from airflow_region_failover.graph.auto import Choice, ExchangePlan
+    from airflow_region_failover.planning.stored import PlanDecision
+
+    now = datetime.now(timezone.utc)
+    fused = ExchangePlan({"gen->report": Choice.FUSED})
+    with moto_store() as store:
+        for n, run_id in enumerate(("r1", "r2")):
+            add_run(session, DAG, run_id, "success", now - timedelta(minutes=10 - n))
+            add_task(session, DAG, run_id, "gen.report.0", "success", 1)
+            session.commit()
+            _returned(session, run_id, "gen.report.0", _summary("gen#0", _line(2.0)).to_json(), 2.0)
+        plans = Plans(store.objects)
+        plans.decide_next(DAG, PlanDecision("d1", fused, "switches", 1.0, "r0"))
+        assert plans.fix(DAG, "r1").plan == fused
+        history = AirflowHistory(store, {"gen": 1, "report": 1}).history(DAG)
+        rendered = AirflowHistory(store, {"gen": 1, "report": 1}, rendered=fused).history(DAG)
+    assert [r.plan for r in history.runs] == [fused, ExchangePlan()]
+    assert [r.plan for r in rendered.runs] == [fused, fused]

@@ -5,6 +5,7 @@
 * ``rf_e2e_fused``: the plan fuses ``gen->agg``: one task ``gen.agg.0`` runs the region's six subtasks in one Spark
   session, the keyed exchange in memory; ``report.0`` reads the four committed agg partitions.
 * ``rf_e2e_fused_blocking``: the plan commits it: tasks ``gen.0``, ``gen.1``, ``agg.0`` .. ``agg.3``, ``report.0``.
+* ``rf_e2e_fused_per_run``: rendered ``PER_RUN``: always the one task ``gen.agg.0``, each run under its own plan.
 
 DAG param ``fail``: subtask ids that raise on their first try (e.g. ``["agg#1"]``).
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param
 
-from airflow_region_failover import RegionJob
+from airflow_region_failover import PER_RUN, RegionJob
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from tests.support.e2e_steps import fail_first_try, row_slice
 
@@ -51,7 +52,7 @@ def step_report(spark: Any, inputs: Any, context: Any) -> Any:
 
 
 for dag_id, plan in (("rf_e2e_fused", ExchangePlan({"gen->agg": Choice.FUSED})),
-                     ("rf_e2e_fused_blocking", ExchangePlan())):
+                     ("rf_e2e_fused_blocking", ExchangePlan()), ("rf_e2e_fused_per_run", PER_RUN)):
     with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
              tags=["region-failover", "e2e"], params={"fail": Param([], type="array")}):
         job = RegionJob(failover_strategy="region", restart_strategy="fixed-delay",

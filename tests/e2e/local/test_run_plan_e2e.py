@@ -2,7 +2,8 @@
 two runs of the one task ``gen.agg.0``, agg#1 failing on its first try in both::
 
     gen#0,1 --AUTO keyed by k--> agg#0..3 ==BLOCKING==> report#0        one task gen.agg.0 in every run
-    run 1: no decision stored -> gen->agg BLOCKING: the failure recomputes agg#1 only (gen, agg#0,2,3 kept)
+    run 1: no decision stored -> gen->agg BLOCKING: the failure restarts agg#1's region; try 2 keeps gen#0,1 and
+           agg#0 (committed by try 1), recomputes agg#1 and runs agg#2,3 (not reached by try 1)
     run 2: the next run's decision says FUSED -> the failure recomputes the whole region
 
 Between the runs the watcher stores the decision for the next run (after run 1, with one run of history: every
@@ -60,7 +61,7 @@ def test_each_run_restarts_exactly_the_members_of_its_own_plan(e2e: Any, spark_c
     assert [(r["subtasks"], r["reason"]) for r in decision["regions"]] == [(["agg#1"], "failed"),
                                                                            (["report#0"], "consumer")]
     assert _attempts(e2e, first, "gen->agg", 2) == [1, 1]  # committed by try 1, kept by try 2
-    assert _attempts(e2e, first, "agg->report", 4) == [1, 2, 1, 1]  # only agg#1 recomputed
+    assert _attempts(e2e, first, "agg->report", 4) == [1, 2, 2, 2]  # agg#0 kept; agg#2,3 had not run in try 1
 
     after = _next_after(plans, first)
     assert after.plan.fused == () and "fewer than the 3" in after.reason

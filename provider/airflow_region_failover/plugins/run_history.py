@@ -20,7 +20,8 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
 * **Compute** of a task is its clock (``started`` to ``ended``) less its persisting and reading back; a chain
   task's compute is split evenly over its members (one clock measured them together). A step enters a run's
   record only when every one of its subtasks was measured by a try that computed (a try that kept its committed
-  outputs measured no compute).
+  outputs measured no compute, nor did a fused task's try that resumed some members: its clock measured the
+  others alone).
 * **Bytes** of a result: its partitions' committed bytes (the summary's ``outputs[*].bytes``, or the committed
   manifest's total in the store where the summary has none), summed over its producer subtasks; kept outputs
   count their bytes but no write seconds. A result with a partition of unknown bytes (its manifest released or
@@ -113,7 +114,8 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
         share = read * entry.bytes / total_in if total_in else read / len(inputs)
         reads[partition.result] = reads.get(partition.result, 0.0) + share
     compute = max(0.0, clock - persist - (read if inputs else 0.0)) / len(summary.members)
-    return TaskCost(summary.members, compute, writes, reads, line is not None and not kept,
+    resumed = any(o.kept for o in outputs.values())  # a fused try that kept some members measured only the others
+    return TaskCost(summary.members, compute, writes, reads, line is not None and not kept and not resumed,
                     frozenset(p.result for p, size in known.items() if size is None))
 
 

@@ -182,3 +182,15 @@ def test_each_run_is_read_with_the_plan_it_ran(session: Any) -> None:
         rendered = AirflowHistory(store, {"gen": 1, "report": 1}, rendered=fused).history(DAG)
     assert [r.plan for r in history.runs] == [fused, ExchangePlan()]
     assert [r.plan for r in rendered.runs] == [fused, fused]
+
+
+def test_a_resumed_fused_try_measures_no_compute_but_its_writes_count() -> None:
+    """gen.agg.0's try 2 kept gen's committed partition and recomputed agg's: its clock measured agg alone, so it is
+    no measurement of the two members' compute (split evenly it would halve agg's); agg's write seconds count."""
+    line = _line(6.0, (Span("job", 1.0, 4.0),), encode=1.0, hash=0.5, upload=0.5, writers=1.0)
+    resumed = _summary("gen#0", line, {"gen->agg#0": _out(10, kept=True), "agg->sink#0": _out(30)},
+                       chain=("gen#0", "agg#0"))
+    cost = task_cost(resumed, lambda p: None)
+    assert not cost.computed and cost.writes == {"gen->agg": (10, 0.0), "agg->sink": (30, 2.0)}
+    record = run_record("r1", [TaskTries("gen.agg.0", 1, 9.0, resumed)], lambda p: None, {"gen": 1, "agg": 1})
+    assert record.steps == () and {r.result for r in record.results} == {"gen->agg", "agg->sink"}

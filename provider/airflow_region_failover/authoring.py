@@ -91,6 +91,7 @@ from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepI
 from airflow_region_failover.operators.step import RegionStepOperator
 from airflow_region_failover.publication.declaration import Publication, check_publications, declare
 from airflow_region_failover.publication.operator import RegionPublishOperator
+from airflow_region_failover.rendering.deadline import planning_deadline
 from airflow_region_failover.rendering.sharing import chain_breaks, refused_fusions, unfusable
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
@@ -282,7 +283,7 @@ class RegionJob:
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining, unchained()),
                        publications, dict(self._non_recoverable),
                        AutoDeclaration(auto.auto_results(declared), pinned, rendered, auto.declared_columns(declared),
-                                       per_run))
+                                       per_run, planning_deadline(dag)))
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

@@ -142,16 +142,20 @@ class AutoDeclaration:
     still what a fused region keeps of it in memory.
 
     ``per_run``: the job was rendered :data:`PER_RUN` (``plan`` is then its static structure, every fusable AUTO
-    result FUSED, and each run runs its own plan, :func:`run_choices`).
+    result FUSED, and each run runs its own plan, :func:`run_choices`). ``deadline_seconds``: the run budget the
+    DAG's deadline alerts declare (:mod:`~airflow_region_failover.rendering.deadline`), which the planner then
+    meets with the highest probability instead of minimising the mean.
 
     JSON: ``{"results": [...], "pinned": {<result>: <reason>}, "plan": {"choices": {...}}, "columns": {<result>:
-    [...]}, "per_run": true}`` (``columns`` only when some result declares them, ``per_run`` only when set)."""
+    [...]}, "per_run": true, "deadline_seconds": 1800.0}`` (``columns`` only when some result declares them,
+    ``per_run`` and ``deadline_seconds`` only when set)."""
 
     results: tuple[str, ...] = ()
     pinned: Mapping[str, str] = field(default_factory=dict)
     plan: ExchangePlan = field(default_factory=ExchangePlan)
     columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     per_run: bool = False
+    deadline_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
@@ -161,14 +165,17 @@ class AutoDeclaration:
             body["columns"] = {r: list(self.columns[r]) for r in sorted(self.columns)}
         if self.per_run:
             body["per_run"] = True
+        if self.deadline_seconds is not None:
+            body["deadline_seconds"] = self.deadline_seconds
         return body
 
     @classmethod
     def from_json(cls, document: object) -> AutoDeclaration:
         """Parse :meth:`to_json`'s form; :class:`GraphError` naming what is wrong."""
         if (not isinstance(document, dict) or not {"results", "pinned", "plan"} <= set(document)
-                or not set(document) <= {"results", "pinned", "plan", "columns", "per_run"}
+                or not set(document) <= {"results", "pinned", "plan", "columns", "per_run", "deadline_seconds"}
                 or not isinstance(document.get("per_run", False), bool)
+                or not _budget(document.get("deadline_seconds"))
                 or not isinstance(document["results"], list) or not isinstance(document["pinned"], dict)
                 or not isinstance(document.get("columns", {}), dict)):
             raise GraphError(f"AUTO declaration {document!r} must be {{\"results\": [...], \"pinned\": {{...}}, "
@@ -177,7 +184,13 @@ class AutoDeclaration:
                    {str(r): str(why) for r, why in document["pinned"].items()},
                    ExchangePlan.from_json(document["plan"]),
                    {str(r): tuple(str(c) for c in cs) for r, cs in document.get("columns", {}).items()},
-                   bool(document.get("per_run", False)))
+                   bool(document.get("per_run", False)),
+                   None if document.get("deadline_seconds") is None else float(document["deadline_seconds"]))
+
+
+def _budget(value: object) -> bool:
+    """True for an absent deadline or a positive number of seconds."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0)
 
 
 def run_choices(declared: AutoDeclaration, plan: ExchangePlan) -> ExchangePlan:

@@ -16,7 +16,7 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_region_failover.exceptions import RegionFailoverError
@@ -58,6 +58,8 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
 
         source = AirflowHistory(default_store(), parallelism_of(graph.steps), policy.window,
                                 ExchangePlan() if spec.auto.per_run else spec.auto.plan)
+    if policy.deadline_seconds is None and spec.auto.deadline_seconds is not None:
+        policy = replace(policy, deadline_seconds=spec.auto.deadline_seconds)  # the DAG's deadline alert
     try:
         return Advice(dag_id, decide(graph, source.history(dag_id), policy, dict(spec.auto.pinned)))
     except HistoryError as exc:

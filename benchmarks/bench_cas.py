@@ -25,7 +25,8 @@ import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import SeaweedFS
 from airflow_region_failover.store.gc.registry import derive_registry
-from airflow_region_failover.store.keys import AttemptId, cas_name
+from airflow_region_failover.store.key_checks import cas_name
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 

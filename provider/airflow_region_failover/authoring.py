@@ -95,7 +95,7 @@ from airflow_region_failover.rendering.deadline import planning_deadline
 from airflow_region_failover.rendering.sharing import chain_breaks, refused_fusions, unfusable
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
-from airflow_region_failover.store.keys import encode_airflow_id
+from airflow_region_failover.store.key_checks import encode_airflow_id
 
 StepSource = StepFunction | str | Path
 

@@ -3,7 +3,7 @@ plane's libraries, the rest of the provider reaches the store only through its f
 each other.
 
 Layers (ARCHITECTURE.md): ``(graph, provider_info) < (failover, planning) < (exceptions, naming, conf, job, ...)
-< store.keys < store.s3 < store (the protocol) < (store.gc, store.dataplane) < store.result_store <
+< store.key_checks < store.keys < store.s3 < store (the protocol) < (store.gc, store.dataplane) < store.result_store <
 (decisions, checkpoint) < spark < (rendering, ...) < (operators, plugins, cli, authoring, standalone) <
 (__init__, __main__)``
 (``provider_info`` imports nothing: it declares the options that ``conf`` reads). Every import of our own
@@ -31,17 +31,17 @@ LAYER: dict[str, int] = {
     "failover": 1, "planning": 1,
     "exceptions": 2, "naming": 2, "conf": 2, "job": 2, "process_cache": 2, "publication.declaration": 2,
     "timeline": 2, "current_task": 2,
-    "store.keys": 3, "publication.staging": 3,
-    "store.s3": 4,
-    "store": 5,
-    "store.gc": 6, "store.dataplane": 6,
-    "store.result_store": 7,
-    "decisions": 8, "publication.delta": 8, "checkpoint": 8,
-    "spark": 9,
-    "observability": 10, "rendering": 10, "failover_view": 10, "publication.operator": 10, "plugins.preload": 10,
-    "publication": 10,
-    "operators": 11, "plugins": 11, "cli": 11, "authoring": 11, "standalone": 11,
-    "__init__": 12, "__main__": 12,
+    "store.keys": 4, "store.key_checks": 3, "publication.staging": 4,
+    "store.s3": 5,
+    "store": 6,
+    "store.gc": 7, "store.dataplane": 7,
+    "store.result_store": 8,
+    "decisions": 9, "publication.delta": 9, "checkpoint": 9,
+    "spark": 10,
+    "observability": 11, "rendering": 11, "failover_view": 11, "publication.operator": 11, "plugins.preload": 11,
+    "publication": 11,
+    "operators": 12, "plugins": 12, "cli": 12, "authoring": 12, "standalone": 12,
+    "__init__": 13, "__main__": 13,
 }
 """A unit is a subpackage or top-level module, or a module of a subpackage where it has a layer of its own (the
 most specific entry wins): ``publication`` spans the job spec (its declaration, read at parse time) and the
@@ -55,7 +55,7 @@ SIDEWAYS = {
 }
 PURE = {"graph", "failover", "planning"}
 PURE_THIRD_PARTY: set[str] = set()
-PROTOCOL: dict[str, set[str]] = {"store.keys": set(), "store": set(), "store.gc": set(),
+PROTOCOL: dict[str, set[str]] = {"store.keys": set(), "store.key_checks": set(), "store": set(), "store.gc": set(),
                                  "store.s3": {"boto3", "botocore", "airflow"}}
 """The store's protocol (keys, S3 access, commit, content, availability, gc) imports, besides the standard library,
 only what each unit lists here — never pyarrow, pyspark, numpy or pandas, which belong to ``store.dataplane``: the
@@ -67,7 +67,8 @@ FACES: dict[str, set[str] | None] = {
     "store.result_store": EVERYONE, "store.config": EVERYONE, "store.availability": EVERYONE,
     "store.s3.clients": EVERYONE,
     # the format
-    "store.keys": EVERYONE, "store.manifest": EVERYONE, "store.checkpoint_manifest": EVERYONE,
+    "store.keys": EVERYONE, "store.key_checks": EVERYONE, "store.manifest": EVERYONE,
+    "store.checkpoint_manifest": EVERYONE,
     # the guarded S3 objects, for what the store keeps besides results (decision logs, checkpoints) and the
     # failover loop's reading of S3 error codes
     "store.s3.objects": {"decisions", "checkpoint", "plugins"},

@@ -27,7 +27,8 @@ from airflow_region_failover.exceptions import ConditionFailed
 from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.process_cache import per_process
 from airflow_region_failover.store.gc import lifecycle
-from airflow_region_failover.store.keys import Layout, decode_airflow_id
+from airflow_region_failover.store.key_checks import decode_airflow_id
+from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.result_store import default_store
 from airflow_region_failover.store.s3.objects import Objects
 

@@ -28,7 +28,8 @@ from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.store.commit import PartitionState, load_manifest, scan_result
 from airflow_region_failover.store.content import check_stored, suspects
-from airflow_region_failover.store.keys import RunKeys, check_partition
+from airflow_region_failover.store.key_checks import check_partition
+from airflow_region_failover.store.keys import RunKeys
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.s3.objects import Objects
 

@@ -69,7 +69,8 @@ from dataclasses import dataclass, field
 
 from airflow_region_failover import conf
 from airflow_region_failover.exceptions import AlreadyCommitted, IncompleteCommit, StoreError
-from airflow_region_failover.store.keys import Layout, cas_name
+from airflow_region_failover.store.key_checks import cas_name
+from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.s3.objects import Objects, Stat
 from airflow_region_failover.store.s3.upload import UploadStream

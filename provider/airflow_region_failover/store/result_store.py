@@ -30,7 +30,8 @@ from airflow_region_failover.store.dataplane.clustered import Clustering
 from airflow_region_failover.store.dataplane.types import Cut, Target, Written
 from airflow_region_failover.store.deployment import checked, mark_deployment, probe_conditional_writes
 from airflow_region_failover.store.gc import lifecycle
-from airflow_region_failover.store.keys import AttemptId, RunKeys, check_index, check_partition
+from airflow_region_failover.store.key_checks import check_index, check_partition
+from airflow_region_failover.store.keys import AttemptId, RunKeys
 from airflow_region_failover.store.manifest import InputVersion, Manifest, ObjectEntry, Retirement, partitioning
 from airflow_region_failover.store.s3.clients import S3Access, S3Credentials, client_for
 from airflow_region_failover.store.s3.first_contact import set_up_errors

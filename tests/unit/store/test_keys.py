@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.keys import AttemptId, Layout, decode_airflow_id, encode_airflow_id
+from airflow_region_failover.store.key_checks import decode_airflow_id, encode_airflow_id
+from airflow_region_failover.store.keys import AttemptId, Layout
 
 LAYOUT = Layout("results-bucket", "team/region-failover")
 P = PartitionId("clean->join", 3)

@@ -10,7 +10,8 @@ import pytest
 
 from airflow_region_failover.exceptions import ManifestError, UnsafeKeyError
 from airflow_region_failover.graph.ids import PartitionId
-from airflow_region_failover.store.keys import Layout, cas_name
+from airflow_region_failover.store.key_checks import cas_name
+from airflow_region_failover.store.keys import Layout
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry, content_checksum
 
 LAYOUT = Layout("results-bucket", "team/region-failover")

@@ -21,7 +21,8 @@ from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.store.config import MAX_OBJECT_BYTES
 from airflow_region_failover.store.content import Stored, Tally, put_content
 from airflow_region_failover.store.dataplane.encoding import RESULTS, SUBPARTITION_COLUMN, Codec
-from airflow_region_failover.store.keys import Layout, RunKeys, cas_name
+from airflow_region_failover.store.key_checks import cas_name
+from airflow_region_failover.store.keys import Layout, RunKeys
 from airflow_region_failover.store.manifest import ObjectEntry
 from airflow_region_failover.store.s3.clients import S3Access, client_for, portable
 from airflow_region_failover.store.s3.objects import Objects

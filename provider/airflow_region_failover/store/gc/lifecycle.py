@@ -50,14 +50,8 @@ from airflow_region_failover.store.config import Retention
 from airflow_region_failover.store.content import MIN_GRACE_SECONDS as MIN_GRACE_SECONDS
 from airflow_region_failover.store.deployment import nested_prefixes, outside_nested
 from airflow_region_failover.store.gc.registry import SharedSweep, sweep_shared
-from airflow_region_failover.store.keys import (
-    CHECKPOINTS,
-    DEPLOYMENT_MARKER,
-    PARTITION_PART,
-    Layout,
-    RunKeys,
-    decode_airflow_id,
-)
+from airflow_region_failover.store.key_checks import decode_airflow_id
+from airflow_region_failover.store.keys import CHECKPOINTS, DEPLOYMENT_MARKER, PARTITION_PART, Layout, RunKeys
 from airflow_region_failover.store.manifest import Manifest
 from airflow_region_failover.store.s3.objects import Listed, Objects, Upload
 

@@ -11,7 +11,8 @@ import pytest
 
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.store.gc.registry import count_references, derive_registry, scan_root, sweep_shared
-from airflow_region_failover.store.keys import AttemptId, cas_name
+from airflow_region_failover.store.key_checks import cas_name
+from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
 from airflow_region_failover.store.result_store import ResultStore
 from airflow_region_failover.store.s3.objects import Listed

@@ -283,7 +283,9 @@ class RegionJob:
         spec = JobSpec(graph, self.options(), chain_breaks(graph, self._impls, self._chaining, unchained()),
                        publications, dict(self._non_recoverable),
                        AutoDeclaration(auto.auto_results(declared), pinned, rendered, auto.declared_columns(declared),
-                                       per_run, planning_deadline(dag)))
+                                       per_run, planning_deadline(dag)),
+                       auto_epochs={step: impl.checkpoint.max_epochs for step, impl in self._impls.items()
+                                    if impl.checkpoint is not None and impl.checkpoint.auto})
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

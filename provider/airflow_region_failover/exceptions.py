@@ -116,6 +116,11 @@ class StoreUnreachable(StoreError):
     """S3 did not answer after the configured bounded retries; nothing was committed."""
 
 
+class RunPlanUnavailable(StoreError):
+    """A task that runs what its run's plan fixed (a ``Checkpoint(epochs="AUTO")`` step's epochs) could not read or
+    fix that plan: it fails rather than run another number (a retry reads it again)."""
+
+
 class StoreNotConfigured(StoreError):
     """The result store cannot sign a request: no AWS credentials in its connection or this process (the message
     names the connection and how to add it)."""

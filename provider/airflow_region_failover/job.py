@@ -26,6 +26,9 @@ Rules:
 * Its *publications* (:mod:`~.publication`: sink steps whose result is committed to a Delta table after the
   run's sink subtasks) travel in the document too: the scheduler restarts a publishing task with its sink's
   subtasks (:meth:`JobSpec.followers`).
+* Its steps checkpointed with ``Checkpoint(epochs="AUTO")`` travel in the document too (``auto_epochs``: step ->
+  its ``max_epochs``), so the scheduler, which has no step implementation, chooses their epochs for each run
+  (:mod:`~.planning.epochs`, :mod:`~.plugins.next_plan`).
 * :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
   extra operator arguments, whether a restarted try may keep its committed result); :class:`JobRuntime` is the
   spec plus every step's implementation — what the step operators of one rendered job share in the worker.
@@ -84,7 +87,8 @@ class JobSpec:
     the sink steps published to Delta tables; ``non_recoverable``: step id -> its own non-recoverable exception
     class names (module rule); ``auto``: what the DAG file declared AUTO (module rule); ``structure``: the graph
     the tasks were rendered from when ``graph`` is a run's (:meth:`for_run`), else ``None``; ``run_plan``: that
-    run's plan (its every AUTO result named)."""
+    run's plan (its every AUTO result named); ``auto_epochs``: the steps declaring ``Checkpoint(epochs="AUTO")``, each
+    with its ``max_epochs`` (module rule)."""
 
     graph: JobGraph
     options: Mapping[str, str]
@@ -94,6 +98,7 @@ class JobSpec:
     auto: AutoDeclaration = field(default_factory=AutoDeclaration)
     structure: JobGraph | None = None
     run_plan: ExchangePlan | None = None
+    auto_epochs: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         pending = auto_results(self.graph)
@@ -101,10 +106,10 @@ class JobSpec:
             raise GraphError(f"result {pending[0]!r} is still AUTO: a job runs a concrete graph; resolve it with an "
                              "exchange plan first (graph.auto.resolve, as RegionJob.render does)")
         steps = {s.id for s in self.graph.steps}
-        unknown = sorted(set(self.non_recoverable) - steps)
+        unknown = sorted((set(self.non_recoverable) | set(self.auto_epochs)) - steps)
         if unknown:
-            raise GraphError(f"non_recoverable_errors names unknown step {unknown[0]!r}; declare it on a step of "
-                             "the job")
+            raise GraphError(f"non_recoverable_errors or auto_epochs names unknown step {unknown[0]!r}; declare it "
+                             "on a step of the job")
         redeclare(self.graph, self.auto)  # GraphError if it names a result the graph lacks
 
     @property
@@ -191,6 +196,8 @@ class JobSpec:
             document["non_recoverable_errors"] = {s: list(n) for s, n in sorted(self.non_recoverable.items())}
         if self.auto.results:
             document["auto"] = self.auto.to_json()
+        if self.auto_epochs:
+            document["auto_epochs"] = dict(sorted(self.auto_epochs.items()))
         return document
 
     @classmethod
@@ -211,12 +218,18 @@ class JobSpec:
         errors = document.get("non_recoverable_errors", {})
         if not isinstance(errors, dict):
             raise GraphError(f"DAG param {JOB_PARAM!r}: 'non_recoverable_errors' must be an object")
+        epochs = document.get("auto_epochs", {})
+        if not isinstance(epochs, dict) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
+                                               for n in epochs.values()):
+            raise GraphError(f"DAG param {JOB_PARAM!r}: 'auto_epochs' must map step ids to max_epochs (whole "
+                             "numbers >= 1)")
         return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()},
                    {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks},
                    tuple(Publication.from_dict(p) for p in publications),
                    {str(s): parse_error_names(n, f"step {s!r}: non_recoverable_errors", text=False)
                     for s, n in errors.items()},
-                   AutoDeclaration.from_json(document["auto"]) if "auto" in document else AutoDeclaration())
+                   AutoDeclaration.from_json(document["auto"]) if "auto" in document else AutoDeclaration(),
+                   auto_epochs={str(s): int(n) for s, n in epochs.items()})
 
 
 def job_of(dag: Any) -> JobSpec | None:

@@ -10,7 +10,8 @@ Rules (checked when the DAG file renders, each a :class:`~.exceptions.GraphError
 * every member runs once per epoch, as a checkpoint barrier passes through every operator: a member that declares
   ``checkpoint=`` gets its state and returns ``(output, new_state)``; one that does not must be per-row
   (its output over the whole input is the union of its outputs per slice). Members declaring ``checkpoint=``
-  agree on ``epochs``, ``cut``, ``sliced_input`` and ``enabled``: one plan for the chain;
+  agree on ``epochs`` (and ``max_epochs``), ``cut``, ``sliced_input`` and ``enabled``: one plan for the chain
+  (``epochs="AUTO"``: the chain runs the epochs its run's plan fixed, :meth:`ChainCheckpoint.with_epochs`);
 * the tail's results are committed from the epochs' objects as they come, so none may be ``cluster_by`` (a sorted
   result needs the whole partition at once); a script step cannot be checkpointed (it runs in its own Spark
   application).
@@ -41,6 +42,16 @@ class ChainCheckpoint:
     declaration: Checkpoint
     sliced: Edge
     stateful: Mapping[str, Checkpoint]
+
+    @property
+    def auto(self) -> bool:
+        """Whether the chain's epochs are chosen per run (``Checkpoint(epochs="AUTO")``)."""
+        return self.declaration.auto
+
+    def with_epochs(self, epochs: int) -> ChainCheckpoint:
+        """This chain running ``epochs`` epochs: every declaration as its run's plan fixed it."""
+        return ChainCheckpoint(self.declaration.with_epochs(epochs), self.sliced,
+                               {step: c.with_epochs(epochs) for step, c in self.stateful.items()})
 
     def key_columns(self, step: str) -> tuple[str, ...]:
         """The columns whose hash gives ``step``'s state rows their key groups (module rule)."""
@@ -80,15 +91,15 @@ def chain_checkpoint(graph: JobGraph, members: Sequence[str], impls: Mapping[str
         return None
     declared: dict[str, Checkpoint] = {step: c for step, c in stateful.items() if c is not None}
     first_step, first = next(iter(declared.items()))
-    plan = (first.epochs, first.cut, first.sliced_input, first.enabled)
+    plan = (first.epochs, first.max_epochs, first.cut, first.sliced_input, first.enabled)
     for step, decl in declared.items():
         decl.check(step)
         if impls[step].script is not None:
             raise GraphError(f"step {step!r}: a script step cannot be checkpointed (it runs in its own Spark "
                              "application); use a step function fn(spark, inputs, state, context)")
-        if (decl.epochs, decl.cut, decl.sliced_input, decl.enabled) != plan:
+        if (decl.epochs, decl.max_epochs, decl.cut, decl.sliced_input, decl.enabled) != plan:
             raise GraphError(f"step {step!r} is chained with {first_step!r} but declares another epoch plan; give "
-                             "the chained steps equal epochs, cut, sliced_input and enabled")
+                             "the chained steps equal epochs, max_epochs, cut, sliced_input and enabled")
     sliced = _sliced_edge(graph, members[0], first_step, first)
     _check_outputs(graph, members[-1], first_step)
     return ChainCheckpoint(first, sliced, declared)

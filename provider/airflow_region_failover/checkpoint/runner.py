@@ -21,7 +21,8 @@ travel between the loop and the engine as Arrow tables). Rules:
   stored as of the same boundary, incrementally (:mod:`.lsm`: only the changed keys; :mod:`.policy`: compaction
   now and then), and one manifest covering all members and the outputs so far is committed last
   (:mod:`.storage`). Then retention drops the checkpoints beyond ``state.checkpoints.num-retained`` and this
-  writer's announcements go (the manifest holds the references now).
+  writer's announcements go (the manifest holds the references now). The task's timeline times each checkpoint
+  as phase ``checkpoint`` (:data:`CHECKPOINT_PHASE`): what a checkpoint costs, ``C`` of the epochs' choice.
 * **Live writer**: from the start to the last checkpoint the try renews every output writer's heartbeat
   (:class:`~..store.gc.lifecycle.Heartbeat`, every quarter of the grace floor), so the sweeper keeps the objects it
   announced — an epoch's outputs and a checkpoint's state runs, which no manifest lists until the next
@@ -57,11 +58,15 @@ from airflow_region_failover.store.checkpoint_manifest import (
 from airflow_region_failover.store.commit import now_iso
 from airflow_region_failover.store.dataplane.types import Target, Written
 from airflow_region_failover.store.gc.lifecycle import Heartbeat
+from airflow_region_failover.timeline import phase
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
+CHECKPOINT_PHASE = "checkpoint"
+"""The timeline phase of one checkpoint (its state runs, manifest and retention): what a checkpoint costs, which
+the run history records per step (:mod:`~..plugins.run_history`)."""
 Listener = Callable[[CheckpointManifest | TryRecord], None]
 
 
@@ -154,7 +159,8 @@ def _run(settings: Settings, plan: EpochPlan, engine: Engine, listener: Listener
         for step, member in members.items():
             member.state = lsm.normalise(result.states[step], member.key, f"step {step!r}, epoch {epoch.index}")
         if settings.enabled and due(int(time.time() * 1000), int(last_ms), settings.config.interval_ms, epoch.last):
-            manifest = _checkpoint(settings, identity, epoch, members, outputs)
+            with phase(CHECKPOINT_PHASE):
+                manifest = _checkpoint(settings, identity, epoch, members, outputs)
             committed.append(manifest)
             last_ms = time.time() * 1000
             if listener is not None:

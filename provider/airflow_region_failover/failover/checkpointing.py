@@ -16,7 +16,10 @@ Declaration rules (checked when the DAG file renders, one :class:`~.graph.errors
   list of them, refused at once otherwise); ``state_schema``: the state's columns as a Spark DDL string
   (``"user string, start long"``, its type names checked without Spark: :mod:`.schema_ddl`), which must contain
   the key columns — the first epoch gets an empty state of this schema;
-* ``epochs`` (>= 1): how many epochs the input is cut into (fewer when it has fewer pieces); ``cut``:
+* ``epochs`` (>= 1): how many epochs the input is cut into (fewer when it has fewer pieces), or ``"AUTO"``
+  (:data:`AUTO_EPOCHS`): the provider picks each run's epochs from what earlier runs measured (Young/Daly,
+  :mod:`~.planning.epochs`), fixed once per run in the run's plan, at most ``max_epochs`` (1 to 100000, default
+  :data:`DEFAULT_MAX_EPOCHS`; only with ``"AUTO"``); any other string is refused at once; ``cut``:
   ``objects`` (the sliced input's objects — content-defined chunks of a clustered result too — in manifest
   order, grouped into epochs of about equal bytes) or ``key-groups`` (the subtask's key-group range of a keyed
   input, cut into contiguous sub-ranges); ``sliced_input``: which input is cut (required when the step reads
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from airflow_region_failover.failover.schema_ddl import schema_columns
@@ -74,6 +77,12 @@ CHECKPOINT_KEYS: frozenset[str] = frozenset({
 LATEST = "latest"
 """``execution.state-recovery.path: latest``: the newest other run of the DAG with a retained final checkpoint."""
 _RUN_REF = re.compile(r"[^\s/\\]{1,250}\Z")
+AUTO_EPOCHS = "AUTO"
+"""``Checkpoint(epochs="AUTO")``: each run's epochs are chosen for it (module rule)."""
+DEFAULT_MAX_EPOCHS = 1000
+"""The most epochs ``"AUTO"`` chooses unless ``max_epochs`` says otherwise (each is a Spark job and a checkpoint)."""
+MOST_EPOCHS = 100_000
+"""The most epochs any declaration may ask for."""
 
 
 class EpochCut(str, Enum):
@@ -93,10 +102,11 @@ class Checkpoint:
 
     state_key: tuple[str, ...]
     state_schema: str
-    epochs: int = 10
+    epochs: int | str = 10
     cut: EpochCut | str = EpochCut.OBJECTS
     sliced_input: str | None = None
     enabled: bool = True
+    max_epochs: int = DEFAULT_MAX_EPOCHS
 
     def __post_init__(self) -> None:
         if isinstance(self.state_key, str):
@@ -109,6 +119,18 @@ class Checkpoint:
             object.__setattr__(self, "cut", EpochCut(self.cut))
         except ValueError:
             raise GraphError(f"Checkpoint(cut={self.cut!r}) is unknown; use 'objects' or 'key-groups'") from None
+        if isinstance(self.epochs, str) and self.epochs != AUTO_EPOCHS:
+            raise GraphError(f"Checkpoint(epochs={self.epochs!r}) is unknown; use a whole number of epochs (e.g. "
+                             f"epochs=10) or epochs={AUTO_EPOCHS!r} to let the provider choose them per run")
+
+    @property
+    def auto(self) -> bool:
+        """Whether each run's epochs are chosen for it (``epochs="AUTO"``)."""
+        return self.epochs == AUTO_EPOCHS
+
+    def with_epochs(self, epochs: int) -> Checkpoint:
+        """This declaration running ``epochs`` epochs (an ``"AUTO"`` one, as its run's plan fixed them)."""
+        return replace(self, epochs=epochs)
 
     def check(self, step_id: str) -> None:
         """:class:`GraphError` naming ``step_id`` and the fix for a declaration that cannot work (module rule)."""
@@ -120,8 +142,15 @@ class Checkpoint:
         if missing:
             raise GraphError(f"{where}: state_key column {missing[0]!r} is not in state_schema "
                              f"({', '.join(columns)}); add it to the schema")
-        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or not 1 <= self.epochs <= 100_000:
-            raise GraphError(f"{where}(epochs={self.epochs!r}) must be a whole number from 1 to 100000")
+        if not self.auto and not _whole(self.epochs):
+            raise GraphError(f"{where}(epochs={self.epochs!r}) must be a whole number from 1 to {MOST_EPOCHS} or "
+                             f"{AUTO_EPOCHS!r}")
+        if not _whole(self.max_epochs):
+            raise GraphError(f"{where}(max_epochs={self.max_epochs!r}) must be a whole number from 1 to "
+                             f"{MOST_EPOCHS}")
+        if self.max_epochs != DEFAULT_MAX_EPOCHS and not self.auto:
+            raise GraphError(f"{where}(max_epochs={self.max_epochs}) bounds only epochs={AUTO_EPOCHS!r}; declare "
+                             f"epochs={AUTO_EPOCHS!r} or drop max_epochs")
         if not isinstance(self.enabled, bool):
             raise GraphError(f"{where}(enabled={self.enabled!r}) must be True or False")
 
@@ -129,6 +158,10 @@ class Checkpoint:
         """What identifies the declaration in a checkpoint's epoch plan (JSON)."""
         return {"state_key": list(self.state_key), "state_schema": self.state_schema, "epochs": self.epochs,
                 "cut": EpochCut(self.cut).value, "sliced_input": self.sliced_input}
+
+
+def _whole(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= MOST_EPOCHS
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,35 @@ FGCS 22(3), 2006), which this module uses:
 
 A step whose subtask works ``W`` seconds then takes ``⌈W/τ⌉`` epochs, at least 1 (no failures: one epoch, no
 checkpoint paid) and at most ``max_epochs``.
+
+Choosing a step's epochs for its next run (:func:`choose_epochs`, a step declared ``Checkpoint(epochs="AUTO")``):
+
+* ``W``: the mean of the step's measured subtask compute seconds over the runs of the history that measured
+  them (:class:`~.history.StepTimes`; checkpointing is not in it), ``C``: the mean seconds one of its checkpoints
+  took (``StepTimes.checkpoint_seconds``, over the runs that checkpointed), λ: the step's failure rate
+  (:func:`~.rate.step_rates`: its failed tries over its task time, pooled towards the DAG's, with the prior of
+  :mod:`.rate` — never 0, so rare failures give a long interval and few epochs, usually 1);
+* **no history** — no run measured both ``W`` and ``C`` of the step (its first runs, or a step that never
+  checkpointed): :data:`NO_HISTORY_EPOCHS` (10, ``Checkpoint``'s declared default), at most ``max_epochs``; a
+  run that checkpoints nothing measures no ``C``, and 10 epochs both bound the work a failure loses and measure
+  ``C`` for the next run.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.planning.history import History
+from airflow_region_failover.planning.rate import step_rates
 
 DEFAULT_MAX_EPOCHS = 1000
 """The most epochs :func:`epochs_for` chooses (each is a Spark job and a checkpoint upload)."""
+NO_HISTORY_EPOCHS = 10
+"""The epochs of a step without history (module rule)."""
 
 
 def young_interval(checkpoint_seconds: float, mtbf_seconds: float) -> float:
@@ -47,3 +68,51 @@ def epochs_for(work_seconds: float, checkpoint_seconds: float, per_task_second: 
         return max_epochs
     interval = daly_interval(checkpoint_seconds, 1 / per_task_second)
     return max(1, min(max_epochs, math.ceil(work_seconds / interval)))
+
+
+@dataclass(frozen=True)
+class EpochsChoice:
+    """The epochs chosen for one AUTO-epochs step and why; JSON ``{"epochs": <int >= 1>, "reason": ...}``."""
+
+    epochs: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"epochs": self.epochs, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, document: object, where: str) -> EpochsChoice:
+        """Parse :meth:`to_json`'s form; :class:`GraphError` naming ``where`` and the key."""
+        if not isinstance(document, dict) or set(document) != {"epochs", "reason"}:
+            raise GraphError(f"{where}: {document!r} must be an object with exactly the keys epochs, reason")
+        epochs, reason = document["epochs"], document["reason"]
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1 or not isinstance(reason, str):
+            raise GraphError(f"{where}: 'epochs' must be a whole number >= 1 and 'reason' a string, not "
+                             f"{epochs!r}, {reason!r}")
+        return cls(epochs, reason)
+
+
+def choose_epochs(step: str, history: History, max_epochs: int = DEFAULT_MAX_EPOCHS) -> EpochsChoice:
+    """The epochs of ``step``'s next run from ``history`` (module rule: Daly's interval, or the no-history
+    default)."""
+    measured = [(t.subtask_seconds, t.checkpoint_seconds) for r in history.runs
+                if (t := r.step(step)) is not None]
+    work = [s for seconds, _ in measured for s in seconds]
+    costs = [c for _, c in measured if c is not None]
+    if not work or not costs:
+        epochs = min(NO_HISTORY_EPOCHS, max_epochs)
+        return EpochsChoice(epochs, f"no run measured {step!r}'s work and checkpoint cost yet: the default "
+                                    f"{epochs} epochs")
+    w, c = sum(work) / len(work), sum(costs) / len(costs)
+    rate = step_rates([step], history)[step]
+    epochs = epochs_for(w, c, rate.per_task_second, max_epochs)
+    interval = daly_interval(c, 1 / rate.per_task_second) if c > 0 else 0.0
+    return EpochsChoice(epochs, f"W={w:.3g}s of work per subtask, C={c:.3g}s per checkpoint, "
+                                f"{rate.per_task_hour:.3g} failures per task-hour ({rate.failures} in "
+                                f"{len(history.runs)} runs): Daly's interval {interval:.3g}s -> {epochs} epochs")
+
+
+def choose_all(auto_epochs: Mapping[str, int], history: History) -> dict[str, EpochsChoice]:
+    """:func:`choose_epochs` for every AUTO-epochs step (step -> its ``max_epochs``)."""
+    return {step: choose_epochs(step, history, bound) for step, bound in sorted(auto_epochs.items())}

@@ -3,7 +3,7 @@
 Rules:
 
 * a run records, per step, the compute seconds of each subtask's successful try (:class:`StepTimes`; index i is
-  subtask i), per persisted result its committed bytes and the seconds its producers spent writing it and its
+  subtask i) and, for a checkpointed step, the mean seconds of one checkpoint, per persisted result its committed bytes and the seconds its producers spent writing it and its
   consumers reading it back, summed over subtasks (:class:`ResultBytes`; either time may be unknown, then it is
   estimated from the bytes and a measured throughput, :mod:`.estimates`), the failed task tries of the run per
   step and the task seconds of all its tries (the exposure a failure rate divides by), and the exchange plan it
@@ -30,14 +30,20 @@ class HistoryError(RegionFailoverError):
 
 @dataclass(frozen=True)
 class StepTimes:
-    """One run's compute seconds of each subtask of ``step`` (the try that succeeded), by subtask index."""
+    """One run's compute seconds of each subtask of ``step`` (the try that succeeded), by subtask index;
+    ``checkpoint_seconds``: the mean seconds one of its checkpoints took (a checkpointed step; ``None``: none
+    measured), not in the compute seconds."""
 
     step: str
     subtask_seconds: tuple[float, ...]
+    checkpoint_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"step": ..., "subtask_seconds": [...]}``."""
-        return {"step": self.step, "subtask_seconds": list(self.subtask_seconds)}
+        """``{"step": ..., "subtask_seconds": [...]}``, with ``"checkpoint_seconds"`` when measured."""
+        body: dict[str, Any] = {"step": self.step, "subtask_seconds": list(self.subtask_seconds)}
+        if self.checkpoint_seconds is not None:
+            body["checkpoint_seconds"] = self.checkpoint_seconds
+        return body
 
 
 @dataclass(frozen=True)
@@ -171,11 +177,13 @@ def _seconds(raw: object, where: str, key: str) -> float:
 
 
 def _step(raw: object, where: str) -> StepTimes:
-    doc = _object(raw, where, {"step", "subtask_seconds"}, set())
+    doc = _object(raw, where, {"step", "subtask_seconds"}, {"checkpoint_seconds"})
     seconds = _list(doc["subtask_seconds"], where, "subtask_seconds")
     if not isinstance(doc["step"], str) or not seconds:
         raise HistoryError(f"{where}: needs a step id and at least one subtask's seconds")
-    return StepTimes(doc["step"], tuple(_seconds(s, where, "subtask_seconds") for s in seconds))
+    checkpoint = doc.get("checkpoint_seconds")
+    return StepTimes(doc["step"], tuple(_seconds(s, where, "subtask_seconds") for s in seconds),
+                     None if checkpoint is None else _seconds(checkpoint, where, "checkpoint_seconds"))
 
 
 def _result(raw: object, where: str) -> ResultBytes:

@@ -11,34 +11,46 @@ Rules:
   :class:`~airflow_region_failover.planning.history.HistorySource`;
 * a job without an AUTO edge has no advice (``decision`` ``None``, ``note`` says so); a history the planner
   cannot cost (a step no run measured) is a ``note`` too, naming the step — never an error of the page;
+* the job's ``Checkpoint(epochs="AUTO")`` steps get their next run's epochs from the same history
+  (``epochs``: step -> :class:`~airflow_region_failover.planning.epochs.EpochsChoice`,
+  :func:`~airflow_region_failover.planning.epochs.choose_all`), with or without AUTO edges; a history that cannot
+  be read leaves them at the no-history default;
 * :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.planning.choice import Decision, Policy, decide
-from airflow_region_failover.planning.history import HistoryError, HistorySource
+from airflow_region_failover.planning.epochs import EpochsChoice, choose_all
+from airflow_region_failover.planning.history import History, HistoryError, HistorySource
 from airflow_region_failover.plugins.run_history import AirflowHistory, parallelism_of
 
 
 @dataclass(frozen=True)
 class Advice:
-    """The advice for ``dag_id``: the ``decision`` (``None`` when there is none) and a ``note`` saying why not."""
+    """The advice for ``dag_id``: the ``decision`` (``None`` when there is none) and a ``note`` saying why not;
+    ``epochs``: the AUTO-epochs steps' epochs (module rule)."""
 
     dag_id: str
     decision: Decision | None
     note: str = ""
+    epochs: Mapping[str, EpochsChoice] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"dag_id": ..., "note": ..., "decision": <Decision.to_json()> | null}``."""
-        return {"dag_id": self.dag_id, "note": self.note,
+        """``{"dag_id": ..., "note": ..., "decision": <Decision.to_json()> | null}``, and ``"epochs": {<step>:
+        {"epochs": n, "reason": ...}}`` for a job with AUTO-epochs steps."""
+        body = {"dag_id": self.dag_id, "note": self.note,
                 "decision": None if self.decision is None else self.decision.to_json()}
+        if self.epochs:
+            body["epochs"] = {step: c.to_json() for step, c in sorted(self.epochs.items())}
+        return body
 
 
 DEFAULT_POLICY = Policy()
@@ -49,7 +61,7 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
            policy: Policy = DEFAULT_POLICY) -> Advice:
     """The advice for ``spec``'s AUTO edges after ``dag_id``'s history (module rules); ``source`` defaults to the
     store and Airflow's metadata DB."""
-    if not spec.auto.results:
+    if not spec.auto.results and not spec.auto_epochs:
         return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared "
                                     "(declare exchange=\"AUTO\" on an edge to let the provider choose)")
     graph = spec.declared_graph
@@ -61,9 +73,16 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
     if policy.deadline_seconds is None and spec.auto.deadline_seconds is not None:
         policy = replace(policy, deadline_seconds=spec.auto.deadline_seconds)  # the DAG's deadline alert
     try:
-        return Advice(dag_id, decide(graph, source.history(dag_id), policy, dict(spec.auto.pinned)))
+        history = source.history(dag_id)
     except HistoryError as exc:
-        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}")
+        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", choose_all(spec.auto_epochs, History()))
+    epochs = choose_all(spec.auto_epochs, history.last(policy.window))
+    if not spec.auto.results:
+        return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared", epochs)
+    try:
+        return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned)), epochs=epochs)
+    except HistoryError as exc:
+        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs)
 
 
 def dag_job(dag_id: str) -> JobSpec:

@@ -10,7 +10,12 @@ Rules (a job rendered ``PER_RUN``; :mod:`~airflow_region_failover.decisions.plan
   starts and never changes within it;
 * **what**: the planner's choice (:func:`~.advice.advise`: hysteresis and a minimum history) over the DAG's
   history, each run with the plan it ran. A history the planner cannot cost keeps the stored decision; with none
-  stored, every AUTO result BLOCKING, with the reason.
+  stored, every AUTO result BLOCKING, with the reason;
+* **epochs**: a job with ``Checkpoint(epochs="AUTO")`` steps (``JobSpec.auto_epochs``, whatever its render mode)
+  gets a decision too, carrying each such step's epochs for the next run (:func:`~.planning.epochs.choose_all`
+  over the same history: Daly's interval from the step's measured work, checkpoint cost and failure rate, or the
+  no-history default); a task of the run reads them from the run's plan (:meth:`~..decisions.plans.Plans.fix`),
+  so a retry runs the same epochs and resumes its checkpoint.
 """
 
 from __future__ import annotations
@@ -30,17 +35,22 @@ from airflow_region_failover.plugins.advice import advise
 def decide_next(dag_id: str, spec: JobSpec, plans: Plans, after_run: str = "", source: HistorySource | None = None,
                 clock: Callable[[], float] = time.time) -> PlanDecision | None:
     """Decide and store the plan of ``dag_id``'s next run (module rules), after run ``after_run`` (``""``: none
-    ended); returns the decision stored, or ``None`` for a job not rendered ``PER_RUN`` (or without AUTO edges)."""
-    if not spec.auto.per_run or not spec.auto.results:
+    ended); returns the decision stored, or ``None`` for a job with neither ``PER_RUN`` AUTO edges nor AUTO
+    epochs."""
+    exchanges = spec.auto.per_run and bool(spec.auto.results)
+    if not exchanges and not spec.auto_epochs:
         return None
     found = advise(dag_id, spec, source)
-    if found.decision is None:
+    if not exchanges:
+        plan, reason = ExchangePlan(), "the exchanges as rendered (the job is not rendered PER_RUN with AUTO edges)"
+    elif found.decision is None:
         stored = plans.next(dag_id)
-        if stored is not None:
+        if stored is not None and not spec.auto_epochs:
             return stored
-        decision = PlanDecision(secrets.token_hex(6), ExchangePlan(), f"every AUTO result BLOCKING: {found.note}",
-                                clock(), after_run)
+        plan, reason = ((stored.plan, stored.reason) if stored is not None else
+                        (ExchangePlan(), f"every AUTO result BLOCKING: {found.note}"))
     else:
-        decision = PlanDecision(secrets.token_hex(6), found.decision.plan, found.decision.reason, clock(), after_run)
+        plan, reason = found.decision.plan, found.decision.reason
+    decision = PlanDecision(secrets.token_hex(6), plan, reason, clock(), after_run, dict(found.epochs))
     plans.decide_next(dag_id, decision)
     return decision

@@ -17,8 +17,13 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
   (the driver's checks, probe, resolve and restore of each input) plus the bytes it fetched at the default read
   throughput (:data:`~airflow_region_failover.planning.estimates.DEFAULT_READ_BYTES_PER_SECOND`): Spark fetches
   the objects inside the job, where the timeline cannot separate them from computing.
-* **Compute** of a task is its clock (``started`` to ``ended``) less its persisting and reading back; a chain
-  task's compute is split evenly over its members (one clock measured them together). A step enters a run's
+* **Compute** of a task is its clock (``started`` to ``ended``) less its persisting, reading back and
+  checkpointing; a chain task's compute is split evenly over its members (one clock measured them together).
+* **Checkpointing** (a checkpointed try, the summary's ``checkpoint`` entry): its timeline's ``checkpoint`` spans
+  (:data:`~airflow_region_failover.checkpoint.runner.CHECKPOINT_PHASE`); one checkpoint's seconds — those spans
+  over the checkpoints it completed — are every member's ``checkpoint_seconds`` (the mean over its subtasks). A
+  try that resumed a checkpoint ran only the epochs after it: its compute is scaled by ``epochs / (epochs -
+  skipped)`` to the whole step's work. A step enters a run's
   record only when every one of its subtasks was measured by a try that computed (a try that kept its committed
   outputs measured no compute, nor did a fused task's try that resumed some members: its clock measured the
   others alone).
@@ -43,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover.checkpoint.runner import CHECKPOINT_PHASE
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
@@ -69,7 +75,8 @@ Sizes = Callable[[PartitionId], int | None]
 class TaskCost:
     """What one task's successful try measured: ``compute`` seconds per member step, ``writes`` (result ->
     (bytes, seconds)) and ``reads`` (result -> seconds); ``computed``: it computed (did not keep its outputs);
-    ``unsized``: results of which a partition's bytes are unknown (no bytes in the summary, no manifest left)."""
+    ``unsized``: results of which a partition's bytes are unknown (no bytes in the summary, no manifest left);
+    ``checkpoint``: the seconds of one of its checkpoints (``None``: it completed none, or was not measured)."""
 
     members: tuple[SubtaskId, ...]
     compute: float
@@ -77,6 +84,7 @@ class TaskCost:
     reads: Mapping[str, float]
     computed: bool
     unsized: frozenset[str] = frozenset()
+    checkpoint: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,10 +121,15 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
     for partition, entry in inputs.items():
         share = read * entry.bytes / total_in if total_in else read / len(inputs)
         reads[partition.result] = reads.get(partition.result, 0.0) + share
-    compute = max(0.0, clock - persist - (read if inputs else 0.0)) / len(summary.members)
+    entry = summary.checkpoint
+    checkpointing = 0.0 if line is None or entry is None else line.total(CHECKPOINT_PHASE)
+    compute = max(0.0, clock - persist - (read if inputs else 0.0) - checkpointing) / len(summary.members)
+    if entry is not None and 0 < entry.skipped < entry.epochs:
+        compute *= entry.epochs / (entry.epochs - entry.skipped)
+    one = checkpointing / entry.checkpoints if entry is not None and entry.checkpoints and line is not None else None
     resumed = any(o.kept for o in outputs.values())  # a fused try that kept some members measured only the others
     return TaskCost(summary.members, compute, writes, reads, line is not None and not kept and not resumed,
-                    frozenset(p.result for p, size in known.items() if size is None))
+                    frozenset(p.result for p, size in known.items() if size is None), one)
 
 
 def _persisting(work: Mapping[str, float], job: float, written: int, cores: int) -> float:
@@ -133,11 +146,15 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
     """One run's record from its step tasks (module rules); ``parallelism``: step id -> subtasks."""
     costs = [task_cost(t.summary, sizes) for t in tasks if t.summary is not None]
     seconds: dict[str, dict[int, float]] = {}
+    checkpoints: dict[str, list[float]] = {}
     for cost in costs:
         for member in cost.members:
             if cost.computed:
                 seconds.setdefault(member.step, {})[member.index] = cost.compute
-    steps = tuple(StepTimes(step, tuple(by_index[i] for i in range(parallelism[step])))
+                if cost.checkpoint is not None:
+                    checkpoints.setdefault(member.step, []).append(cost.checkpoint)
+    steps = tuple(StepTimes(step, tuple(by_index[i] for i in range(parallelism[step])),
+                            _mean(checkpoints.get(step, [])))
                   for step, by_index in seconds.items()
                   if step in parallelism and all(i in by_index for i in range(parallelism[step])))
     sizes_of: dict[str, int] = {}
@@ -158,6 +175,10 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
         if task.failed and members:
             failures[members[0].step] = failures.get(members[0].step, 0) + task.failed
     return RunRecord(run_id, steps, results, failures, sum(t.seconds for t in tasks))
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 @dataclass(frozen=True)

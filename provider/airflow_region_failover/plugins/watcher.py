@@ -280,8 +280,10 @@ class Watcher:
                 spec = probes.serialized_job(dag_id) if after or plans.next(dag_id) is None else None
                 decided = next_plan.decide_next(dag_id, spec, plans, after) if spec is not None else None
                 if decided is not None:
-                    log.info("region failover: the next run of %s runs plan %s (%s)", dag_id,
-                             decided.plan.to_json()["choices"], decided.reason)
+                    log.info("region failover: the next run of %s runs plan %s (%s)%s", dag_id,
+                             decided.plan.to_json()["choices"], decided.reason,
+                             "".join(f"; {step} in {c.epochs} epochs ({c.reason})"
+                                     for step, c in sorted(decided.epochs.items())))
             except Exception:
                 if tries + 1 < GIVE_UP_TRIES:
                     self._to_plan[dag_id] = (after, tries + 1, now + min(RETRY_MAX_S, 2.0 ** tries))

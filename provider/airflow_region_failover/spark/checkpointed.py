@@ -16,6 +16,11 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
   (:func:`~..store.dataplane.reading.confirm_unchanged`), once per job that read it: the epoch's slice after its
   epoch only, the inputs read whole after every epoch (each epoch's job scans them again) — HEADs linear in the
   epochs;
+* a chain declared ``Checkpoint(epochs="AUTO")`` runs the epochs its run's plan fixed
+  (:func:`run_epochs_of`: :meth:`~..decisions.plans.Plans.fix`, the plan the scheduler decided for the run, or
+  the no-history default when none was decided): every try of the run the same number, so a retry resumes its
+  checkpoint (the epoch plan's fingerprint holds the number). A plan that cannot be read or fixed fails the try
+  with :class:`~..exceptions.RunPlanUnavailable` — never another number;
 * the initial state is empty, or — with ``execution.state-recovery.path`` in the job's options or the run's conf
   — taken from an earlier run's final checkpoints (:func:`~..checkpoint.resume.recover`, rescaled by key-group
   range);
@@ -27,6 +32,7 @@ Rules (:mod:`~..checkpoint.declared` says which chains are checkpointed):
 from __future__ import annotations
 
 import functools
+import logging
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -38,7 +44,8 @@ from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan, Piece, pla
 from airflow_region_failover.checkpoint.resume import Identity, recover
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
-from airflow_region_failover.exceptions import InputUnavailable, StepOutputError
+from airflow_region_failover.decisions.plans import Plans
+from airflow_region_failover.exceptions import InputUnavailable, RunPlanUnavailable, StepOutputError
 from airflow_region_failover.failover.checkpointing import STATE_RECOVERY_KEY, EpochCut, parse_recovery
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.subtasks import read_key_groups
@@ -49,10 +56,13 @@ from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.store.dataplane.reading import JvmRead
 from airflow_region_failover.store.dataplane.types import Target, Written, key_group_column
 from airflow_region_failover.store.keys import AttemptId
+from airflow_region_failover.timeline import phase
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoint,
@@ -60,6 +70,8 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
     """Run the chain subtask ``run`` in epochs with checkpoints and commit its outputs (module rules)."""
     store = run.io.store
     sctx = run.contexts[-1]
+    if chain.auto:
+        chain = run_epochs_of(Plans(store.objects), sctx.dag_id, sctx.run_id, chain)
     writer = secrets.token_hex(8)
     targets = {r.id: store.target(AttemptId(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index),
                                             sctx.try_number), writer) for r in run.outputs}
@@ -87,6 +99,21 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
         run.io.seen[manifest.partition] = manifest
         refs.append(replace(run.output_ref(result), rows=manifest.row_count))
     return tuple(refs)
+
+
+def run_epochs_of(plans: Plans, dag_id: str, run_id: str, chain: ChainCheckpoint) -> ChainCheckpoint:
+    """``chain`` (declared ``epochs="AUTO"``) with the epochs its run's plan fixed (module rule)."""
+    step = next(iter(chain.stateful))
+    try:
+        with phase("plan"):
+            fixed = plans.fix(dag_id, run_id)
+    except (ValueError, OSError) as exc:  # the store's errors (RegionFailoverError is a ValueError), bad JSON
+        raise RunPlanUnavailable(f"step {step!r} declares Checkpoint(epochs='AUTO'): it runs the epochs its run's "
+                                 f"plan fixed, and the plan of run {run_id!r} of {dag_id!r} could not be read or "
+                                 f"fixed ({exc}); not running another number of epochs") from exc
+    chosen = fixed.epochs_of(step, chain.declaration.max_epochs)
+    log.info("%s runs %d epochs, as its run's plan fixed them: %s", step, chosen.epochs, chosen.reason)
+    return chain.with_epochs(chosen.epochs)
 
 
 @dataclass

@@ -81,6 +81,26 @@ def test_a_bad_cut_is_refused_at_once() -> None:
     assert Checkpoint(state_key="a", state_schema="a long", cut="key-groups").cut is EpochCut.KEY_GROUPS
 
 
+def test_epochs_auto_is_accepted_and_any_other_string_refused_at_once() -> None:
+    auto = Checkpoint(state_key="a", state_schema="a long", epochs="AUTO", max_epochs=50)
+    auto.check("s")
+    assert auto.auto and not DECL.auto and auto.with_epochs(7).epochs == 7 and auto.with_epochs(7).max_epochs == 50
+    assert auto.with_epochs(7).to_dict()["epochs"] == 7  # the epoch plan's fingerprint holds the number run
+    for other in ("auto", "10", "Daly"):
+        with pytest.raises(GraphError, match=f"Checkpoint\\(epochs='{other}'\\) is unknown; use a whole number"):
+            Checkpoint(state_key="a", state_schema="a long", epochs=other)
+
+
+@pytest.mark.parametrize(("decl", "message"), [
+    (Checkpoint(state_key="a", state_schema="a long", epochs="AUTO", max_epochs=0), "max_epochs=0\\) must be"),
+    (Checkpoint(state_key="a", state_schema="a long", epochs="AUTO", max_epochs=True), "max_epochs=True\\) must"),
+    (Checkpoint(state_key="a", state_schema="a long", epochs=4, max_epochs=8), "bounds only epochs='AUTO'"),
+])
+def test_a_bad_max_epochs_names_the_step(decl: Checkpoint, message: str) -> None:
+    with pytest.raises(GraphError, match=f"step 's': Checkpoint.*{message}"):
+        decl.check("s")
+
+
 def graph(keyed: bool = False, cluster: bool = False, second_input: bool = False) -> object:
     builder = JobGraphBuilder().step("src").step("sessions").step("report").step("sink")
     builder.edge("src", "sessions", exchange="BLOCKING", partition_by=["user"] if keyed else ())
@@ -100,6 +120,11 @@ def test_a_chain_is_checkpointed_by_any_member_and_cuts_its_heads_input() -> Non
     assert chain is not None and chain.sliced.source == "src" and list(chain.stateful) == ["report"]
     assert chain_checkpoint(graph(), ["sessions", "report"], impls()) is None
     assert chain.key_groups(graph(), "report", 0) == range(0, 128) and not chain.rescalable("report")  # type: ignore[arg-type]
+    auto = Checkpoint(["user"], DECL.state_schema, epochs="AUTO")
+    both = chain_checkpoint(graph(), ["sessions", "report"], impls(sessions=auto, report=auto))
+    assert both is not None and both.auto and not chain.auto
+    run = both.with_epochs(3)  # every member runs the epochs its run's plan fixed
+    assert not run.auto and {c.epochs for c in (run.declaration, *run.stateful.values())} == {3}
     keyed = chain_checkpoint(graph(keyed=True), ["sessions", "report"], impls(sessions=DECL))
     assert keyed is not None and keyed.rescalable("sessions") and keyed.key_columns("sessions") == ("user",)
 
@@ -108,6 +133,8 @@ def test_a_chain_is_checkpointed_by_any_member_and_cuts_its_heads_input() -> Non
     ({}, {"sessions": DECL, "report": Checkpoint(["user"], DECL.state_schema, epochs=5)},
      "step 'report' is chained with 'sessions' but declares another epoch plan"),
     ({"second_input": True}, {"sessions": DECL}, "reads 2 inputs; say which one the epochs cut with sliced_input"),
+    ({}, {"sessions": Checkpoint(["user"], DECL.state_schema, epochs="AUTO"),
+          "report": Checkpoint(["user"], DECL.state_schema, epochs="AUTO", max_epochs=9)}, "another epoch plan"),
     ({}, {"sessions": Checkpoint(["user"], DECL.state_schema, sliced_input="nope")}, "sliced_input='nope'\\) names no"),
     ({}, {"sessions": Checkpoint(["user"], DECL.state_schema, cut="key-groups")}, "needs a keyed input"),
     ({"cluster": True}, {"report": DECL}, "result 'report->sink' of 'report' .* cannot be cluster_by"),

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.planning.epochs import EpochsChoice
 from airflow_region_failover.planning.stored import NO_DECISION, PlanDecision, RunPlan
 
 PLAN = ExchangePlan({"gen->agg": Choice.FUSED, "agg->fin": Choice.BLOCKING})
@@ -44,3 +45,27 @@ def test_without_a_decision_a_run_plans_every_auto_result_blocking() -> None:
 def test_a_bad_record_is_refused_naming_what_is_wrong(document: object, named: str) -> None:
     with pytest.raises(GraphError, match=named):
         RunPlan.from_json(document)
+
+
+def test_the_epochs_of_auto_steps_travel_with_the_decision_into_the_run_plan() -> None:
+    """A step ``agg`` declared Checkpoint(epochs="AUTO"): its epochs are fixed with the run's plan."""
+    decided = PlanDecision("e1", PLAN, "switches", 2.0, "r1", {"agg": EpochsChoice(4, "Daly")})
+    assert decided.to_json()["epochs"] == {"agg": {"epochs": 4, "reason": "Daly"}}
+    assert PlanDecision.from_json(decided.to_json()) == decided
+    fixed = RunPlan.of(decided, 3.0)
+    assert fixed.epochs == {"agg": EpochsChoice(4, "Daly")} and RunPlan.from_json(fixed.to_json()) == fixed
+    assert fixed.epochs_of("agg", 1000) == EpochsChoice(4, "Daly")
+    # a step no decision named (none stored when the run was fixed): the no-history default, bounded
+    assert RunPlan.of(None, 1.0).epochs_of("agg", 1000).epochs == 10
+    assert RunPlan.of(None, 1.0).epochs_of("agg", 3).epochs == 3
+
+
+def test_records_written_before_epochs_were_planned_read_as_none() -> None:
+    old = DECISION.to_json()
+    assert "epochs" not in old and PlanDecision.from_json(old).epochs == {}
+    run = {"format": 1, "plan": {"choices": {}}, "reason": "", "fixed_at": 1.0, "decision": old}
+    assert RunPlan.from_json(run).epochs == {} and RunPlan.from_json(run).decision == DECISION
+    with pytest.raises(GraphError, match="epochs of 'agg'"):
+        RunPlan.from_json({**run, "epochs": {"agg": {"epochs": 0, "reason": ""}}})
+    with pytest.raises(GraphError, match="'epochs' must map"):
+        PlanDecision.from_json({**old, "epochs": [4]})

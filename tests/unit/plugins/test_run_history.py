@@ -5,6 +5,7 @@ tries are where a real run leaves them (moto's in-memory S3, a throw-away SQLite
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -14,7 +15,14 @@ import pytest
 from airflow_region_failover import timeline
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.plugins.run_history import AirflowHistory, TaskTries, run_record, task_cost
-from airflow_region_failover.spark.ledger import InputEntry, OutputEntry, ReadTotals, TaskLedger, TaskSummary
+from airflow_region_failover.spark.ledger import (
+    CheckpointEntry,
+    InputEntry,
+    OutputEntry,
+    ReadTotals,
+    TaskLedger,
+    TaskSummary,
+)
 from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.timeline import Span, Timeline
 from tests.support.metadata import add_run, add_task, delete_dag
@@ -76,6 +84,23 @@ def test_a_kept_try_measures_no_compute_and_its_step_is_left_out_of_the_run() ->
     assert record.steps == ()
     assert [(r.result, r.bytes) for r in record.results] == [("b->c", 30)]
     assert record.failures == {"b": 1} and record.task_seconds == 9.0
+
+
+def test_a_checkpointed_try_records_one_checkpoints_seconds_outside_its_compute() -> None:
+    """10 epochs, 4 checkpoints taking 0.5 + 0.5 + 1 + 2 s of a 20 s clock: C = 1 s per checkpoint, W = 16 s.
+    A try that resumed after 5 of 10 epochs ran half the work: its compute counts double."""
+    spans = tuple(Span("checkpoint", float(i), s) for i, s in enumerate((0.5, 0.5, 1.0, 2.0)))
+    done = replace(_summary("sessions#0", _line(20.0, spans)), checkpoint=CheckpointEntry(10, 0, 0, 4, 100))
+    cost = task_cost(done, lambda p: None)
+    assert cost.checkpoint == pytest.approx(1.0) and cost.compute == pytest.approx(16.0)
+    resumed = task_cost(replace(done, checkpoint=CheckpointEntry(10, 2, 5, 4, 100)), lambda p: None)
+    assert resumed.compute == pytest.approx(32.0)
+    record = run_record("r1", [TaskTries("sessions.0", 0, 20.0, done)], lambda p: None, {"sessions": 1})
+    assert record.steps[0].checkpoint_seconds == pytest.approx(1.0)
+    plain = task_cost(_summary("sessions#0", _line(20.0, spans)), lambda p: None)  # not checkpointed: no C
+    assert plain.checkpoint is None and plain.compute == pytest.approx(20.0)
+    assert run_record("r1", [TaskTries("sessions.0", 0, 20.0, _summary("sessions#0", _line(20.0)))],
+                      lambda p: None, {"sessions": 1}).steps[0].checkpoint_seconds is None
 
 
 def test_a_chain_splits_its_compute_over_its_members_and_a_failure_counts_for_its_head() -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "RegionFailoverError",
     "ReleaseRefused",
     "RestError",
+    "RunPlanUnavailable",
     "SparkUnreachable",
     "StepOutputError",
     "StoreError",

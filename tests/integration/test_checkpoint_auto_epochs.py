@@ -27,7 +27,7 @@ from airflow_region_failover.planning.stored import PlanDecision
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.result_store import ResultStore
 from tests.integration.test_checkpoint_spark import DAG, RUN, FakeTI, run_task
-from tests.integration.test_checkpoint_spark import spark as spark  # noqa: F401  (the module's Spark fixture)
+from tests.integration.test_checkpoint_spark import spark as spark  # the module's Spark fixture
 
 pytestmark = pytest.mark.integration
 EXAMPLE = runpy.run_path(str(Path(__file__).resolve().parents[2] / "dags" / "clickstream_sessions.py"),

@@ -105,6 +105,6 @@ def test_a_run_plan_that_cannot_be_read_fails_the_try_rather_than_run_another_nu
     spec, job = _job()
     chain = chain_checkpoint(spec.graph, ["sessions"], job._impls)
     assert chain is not None
-    with pytest.raises(RunPlanUnavailable, match="step 'sessions' declares Checkpoint\\(epochs='AUTO'\\).*could not "
-                                                 "be read or fixed \\(S3 did not answer"):
+    with pytest.raises(RunPlanUnavailable, match=r"step 'sessions' declares Checkpoint\(epochs='AUTO'\).*could not "
+                                                 r"be read or fixed \(S3 did not answer"):
         run_epochs_of(Plans(Unreachable()), DAG_ID, "run_1", chain)  # type: ignore[arg-type]

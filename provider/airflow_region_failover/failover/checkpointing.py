@@ -128,6 +128,14 @@ class Checkpoint:
         """Whether each run's epochs are chosen for it (``epochs="AUTO"``)."""
         return self.epochs == AUTO_EPOCHS
 
+    @property
+    def count(self) -> int:
+        """The number of epochs to cut; :class:`GraphError` for ``"AUTO"`` not yet fixed by its run's plan."""
+        if isinstance(self.epochs, str):
+            raise GraphError(f"Checkpoint(epochs={self.epochs!r}) has no number until its run's plan fixes one "
+                             "(with_epochs)")
+        return self.epochs
+
     def with_epochs(self, epochs: int) -> Checkpoint:
         """This declaration running ``epochs`` epochs (an ``"AUTO"`` one, as its run's plan fixed them)."""
         return replace(self, epochs=epochs)

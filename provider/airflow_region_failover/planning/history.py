@@ -3,11 +3,11 @@
 Rules:
 
 * a run records, per step, the compute seconds of each subtask's successful try (:class:`StepTimes`; index i is
-  subtask i) and, for a checkpointed step, the mean seconds of one checkpoint, per persisted result its committed bytes and the seconds its producers spent writing it and its
-  consumers reading it back, summed over subtasks (:class:`ResultBytes`; either time may be unknown, then it is
-  estimated from the bytes and a measured throughput, :mod:`.estimates`), the failed task tries of the run per
-  step and the task seconds of all its tries (the exposure a failure rate divides by), and the exchange plan it
-  ran;
+  subtask i) and, for a checkpointed step, the mean seconds of one checkpoint; per persisted result its
+  committed bytes and the seconds its producers spent writing it and its consumers reading it back, summed over
+  subtasks (:class:`ResultBytes`; either time may be unknown, then it is estimated from the bytes and a measured
+  throughput, :mod:`.estimates`); the failed task tries of the run per step and the task seconds of all its tries
+  (the exposure a failure rate divides by); and the exchange plan it ran;
 * the records are JSON (``{"runs": [<RunRecord.to_json()>, ...]}``, :meth:`History.to_json`): bad input is a
   :class:`HistoryError` naming the run and the key;
 * where the records come from is a :class:`HistorySource`: earlier runs' task summaries and manifests in the

@@ -121,12 +121,12 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
     for partition, entry in inputs.items():
         share = read * entry.bytes / total_in if total_in else read / len(inputs)
         reads[partition.result] = reads.get(partition.result, 0.0) + share
-    entry = summary.checkpoint
-    checkpointing = 0.0 if line is None or entry is None else line.total(CHECKPOINT_PHASE)
+    epochs = summary.checkpoint
+    checkpointing = 0.0 if line is None or epochs is None else line.total(CHECKPOINT_PHASE)
     compute = max(0.0, clock - persist - (read if inputs else 0.0) - checkpointing) / len(summary.members)
-    if entry is not None and 0 < entry.skipped < entry.epochs:
-        compute *= entry.epochs / (entry.epochs - entry.skipped)
-    one = checkpointing / entry.checkpoints if entry is not None and entry.checkpoints and line is not None else None
+    if epochs is not None and 0 < epochs.skipped < epochs.epochs:
+        compute *= epochs.epochs / (epochs.epochs - epochs.skipped)
+    one = checkpointing / epochs.checkpoints if epochs is not None and epochs.checkpoints and line is not None else None
     resumed = any(o.kept for o in outputs.values())  # a fused try that kept some members measured only the others
     return TaskCost(summary.members, compute, writes, reads, line is not None and not kept and not resumed,
                     frozenset(p.result for p, size in known.items() if size is None), one)

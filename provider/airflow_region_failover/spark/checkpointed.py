@@ -134,14 +134,14 @@ class SparkEngine:
         decl, edge = self.chain.declaration, self.chain.sliced
         groups = read_key_groups(self.run.graph, edge, self.run.head.index)
         if EpochCut(decl.cut) is EpochCut.KEY_GROUPS:
-            return plan_key_groups(groups or range(0, edge.max_parallelism), decl.epochs, self.chain.declarations())
+            return plan_key_groups(groups or range(0, edge.max_parallelism), decl.count, self.chain.declarations())
         pieces = []
         for ref in self.run.refs[edge]:
             manifest = self._manifest(ref)
             selection = manifest.select(groups, edge.partition_by, edge.max_parallelism)
             pieces.append(Piece(ref.partition, selection.objects, selection.filtered))
             self.run.io.reads.add(0, 0, manifest.total_bytes)  # the pieces' bytes are counted as they are read
-        return plan_objects(pieces, decl.epochs, self.chain.declarations())
+        return plan_objects(pieces, decl.count, self.chain.declarations())
 
     @property
     def _whole(self) -> dict[str, DataFrame]:

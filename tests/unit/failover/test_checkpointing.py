@@ -86,6 +86,9 @@ def test_epochs_auto_is_accepted_and_any_other_string_refused_at_once() -> None:
     auto.check("s")
     assert auto.auto and not DECL.auto and auto.with_epochs(7).epochs == 7 and auto.with_epochs(7).max_epochs == 50
     assert auto.with_epochs(7).to_dict()["epochs"] == 7  # the epoch plan's fingerprint holds the number run
+    assert auto.with_epochs(7).count == 7 == Checkpoint("a", "a long", epochs=7).count
+    with pytest.raises(GraphError, match="has no number until its run's plan fixes one"):
+        _ = auto.count
     for other in ("auto", "10", "Daly"):
         with pytest.raises(GraphError, match=f"Checkpoint\\(epochs='{other}'\\) is unknown; use a whole number"):
             Checkpoint(state_key="a", state_schema="a long", epochs=other)

@@ -106,10 +106,10 @@ class JobSpec:
             raise GraphError(f"result {pending[0]!r} is still AUTO: a job runs a concrete graph; resolve it with an "
                              "exchange plan first (graph.auto.resolve, as RegionJob.render does)")
         steps = {s.id for s in self.graph.steps}
-        unknown = sorted((set(self.non_recoverable) | set(self.auto_epochs)) - steps)
-        if unknown:
-            raise GraphError(f"non_recoverable_errors or auto_epochs names unknown step {unknown[0]!r}; declare it "
-                             "on a step of the job")
+        for what, named in (("non_recoverable_errors", self.non_recoverable), ("auto_epochs", self.auto_epochs)):
+            unknown = sorted(set(named) - steps)
+            if unknown:
+                raise GraphError(f"{what} names unknown step {unknown[0]!r}; declare it on a step of the job")
         redeclare(self.graph, self.auto)  # GraphError if it names a result the graph lacks
 
     @property

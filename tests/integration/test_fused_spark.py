@@ -159,6 +159,48 @@ def test_a_consumer_outside_pulls_each_partition_from_the_fused_task(
                                                                   PartitionId("agg->sink", 1)]
 
 
+ONE_JOB = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2, deterministic=True)
+           .step("agg", parallelism=2).step("sink", parallelism=1)
+           .edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
+           .edge("gen", "agg", exchange="AUTO", partition_by=["k"])
+           .edge("agg", "sink", exchange="AUTO", distribution="BROADCAST").build())
+ALL_FUSED = ExchangePlan({"gen->agg": Choice.FUSED, "agg->sink": Choice.FUSED})
+
+
+def test_a_region_committing_one_result_reads_its_keyed_edge_through_one_shuffle_and_commits_what_unfused_does(
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    #   src#0,1 ==B==> gen#0,1 --FUSED keyed by k--> agg#0,1 --FUSED--> sink#0     (one task, one commit: sink's)
+    # gen is deterministic and its reads are one job: not persisted, shuffled once for both agg subtasks
+    from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
+
+    patch(monkeypatch, store, spark)
+    steps = Steps()
+    impls = {**steps.impls(), "sink": StepImpl("sink", fn=_total)}
+    results = {}
+    for run_id, plan in (("onejob", ALL_FUSED), ("onejob-plain", ExchangePlan())):
+        declaration = AutoDeclaration(("gen->agg", "agg->sink"), {}, plan, declared_columns(ONE_JOB))
+        runtime = JobRuntime(JobSpec(resolve(ONE_JOB, plan), {}, auto=declaration), impls)
+        xcoms = commit_src(store, run_id)
+        tasks = ["gen.agg.sink.0"] if plan is ALL_FUSED else ["gen.0", "gen.1", "agg.0", "agg.1", "sink.0"]
+        for task in tasks:
+            ti = FakeTI(xcoms, run_id, task)
+            members = runtime.spec.names.subtasks(task) or ()
+            if runtime.spec.names.is_fused(task):
+                run_fused(runtime, members, {"ti": ti, "params": {}})
+            else:
+                run_chain(runtime, members, {"ti": ti, "params": {}})
+            xcoms.update({(task, key): value for key, value in ti.pushed.items()})
+        frame = store.read(spark, DAG, run_id, PartitionId("sink", 0))
+        results[run_id] = sorted((r.k, r.total) for r in frame.collect())
+    assert store.partitions(DAG, "onejob", "gen->agg") == () and store.partitions(DAG, "onejob", "agg->sink") == ()
+    assert results["onejob"] == results["onejob-plain"] != []
+    assert [c[0] for c in steps.calls[:4]] == ["gen#0", "gen#1", "agg#0", "agg#1"]
+
+
+def _total(spark: Any, inputs: Any, context: Any) -> Any:
+    return inputs["agg"].groupBy("k").sum("total").withColumnRenamed("sum(total)", "total")
+
+
 def _declaration(plan: ExchangePlan) -> Any:
     from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
 

@@ -13,8 +13,10 @@ Rules:
   DataFrames it reads (over a keyed edge only its key groups, Spark's ``pmod(hash(key), max_parallelism)``, exactly
   the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared,
   :attr:`~airflow_region_failover.graph.auto.AutoDeclaration.columns`, as its commit would have kept). A DataFrame
-  read more than once — by several consumer subtasks — is persisted in Spark's block manager (memory, then local
-  disk) so that it is computed once, and unpersisted when the task ends;
+  read by several consumer subtasks is persisted in Spark's block manager (memory, then local disk), and unpersisted
+  when the task ends, when :func:`~.fused_reads.persisted` says so: its reads span several Spark jobs or its step is
+  not deterministic; a keyed edge whose reads are one job is shuffled once for all its consumers
+  (:func:`~.fused_reads.shared`);
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
   versions of every BLOCKING partition that member read (from outside or from a member's commit) and the code
   fingerprint of all the task's steps; a BLOCKING exchange between two members (a region merged by a BLOCKING
@@ -59,6 +61,7 @@ from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.spark.compute import named_input, read_partition
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
+from airflow_region_failover.spark.fused_reads import jobs_of, persisted, readers_of, shared, shared_partitions
 from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
 from airflow_region_failover.spark.reuse import unchanged_commits
 from airflow_region_failover.spark.run import (
@@ -80,6 +83,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+BARRIER = "__region_failover_spark_partition"
+"""The column :meth:`Fused._shuffled` adds between a shared exchange and its consumers' filters (then dropped)."""
 
 
 def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
@@ -179,13 +184,17 @@ class Fused:
         self.frames: dict[PartitionId, DataFrame] = {}
         self.written: dict[PartitionId, PartitionRef] = {}
         self.persisted: list[DataFrame] = []
-        self.reads = _read_counts(graph, members, self.inside)
+        self.shuffled: dict[tuple[Edge, tuple[PartitionId, ...]], DataFrame] = {}
+        self.readers = readers_of(graph, members, self.inside)
+        self.jobs = jobs_of(graph, members, self.readers)
+        self.reuse = True
 
     def compute(self, spark: SparkSession, runtime: JobRuntime) -> tuple[tuple[SubtaskId, PartitionRef], ...]:
         """Run every member in order (module rules); each committed ref with the member that wrote it."""
         ti = self.context.get("ti")
         try_number = int(getattr(ti, "try_number", 1) or 1)
         published: list[tuple[SubtaskId, PartitionRef]] = []
+        self.reuse = str(spark.conf.get("spark.sql.exchange.reuse") or "true").strip().lower() == "true"
         for member in self.members:
             with _naming(member):
                 published.extend(self._run(spark, runtime, member, ti, try_number))
@@ -264,15 +273,15 @@ class Fused:
         self.persisted.clear()
 
     def _keep(self, partition: PartitionId, frame: DataFrame) -> DataFrame:
-        """Keep ``frame`` for the members that read it in memory, persisted when more than one does (module
-        rule)."""
-        reads = self.reads.get(partition, 0)
+        """Keep ``frame`` for the members that read it in memory, persisted when :func:`~.fused_reads.persisted`
+        says so (module rule)."""
+        reads = len(self.readers.get(partition, ()))
         columns = self.kept.get(partition.result)
         if reads and columns:  # a fused AUTO result keeps what its edges declared: only that is held in memory
             from pyspark.sql import functions as F
 
             frame = frame.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns])
-        if reads > 1:
+        if persisted(self.graph, partition, self.readers, self.jobs, self.reuse):
             from pyspark import StorageLevel
 
             frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
@@ -291,6 +300,8 @@ class Fused:
             groups = read_key_groups(self.graph, edge, member.index)
             if edge in outside:
                 frames = [self._read(spark, ref, edge, groups) for ref in outside[edge]]
+            elif groups is not None and shared(self.graph, edge, self.jobs, self.reuse):
+                frames = [self._shuffled(spark, edge, parts, groups)]
             else:
                 frames = [self._interior(spark, p, edge, groups) for p in parts]
             inputs[input_name(edge)] = functools.reduce(lambda a, b: a.unionByName(b), frames)
@@ -309,6 +320,22 @@ class Fused:
             return frame
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         return frame.where(group.between(groups.start, groups.stop - 1))
+
+    def _shuffled(self, spark: SparkSession, edge: Edge, parts: tuple[PartitionId, ...], groups: range) -> DataFrame:
+        """``groups`` of the union of ``parts`` repartitioned by ``edge``'s key, one exchange for every consumer
+        (:func:`~.fused_reads.shared`). A nondeterministic column (the Spark partition id) sits between the exchange
+        and the consumer's filter: Spark pushes no filter through it, so every consumer's plan holds the same
+        exchange of the same plan (the filter pushed below would make one exchange per consumer)."""
+        from pyspark.sql import functions as F
+
+        if (edge, parts) not in self.shuffled:
+            union = functools.reduce(lambda a, b: a.unionByName(b), [self.frames[p] for p in parts])
+            count = shared_partitions(int(spark.conf.get("spark.sql.shuffle.partitions") or 200))
+            keys = [F.col("`" + c.replace("`", "``") + "`") for c in edge.partition_by]
+            self.shuffled[(edge, parts)] = union.repartition(count, *keys).withColumn(BARRIER, F.spark_partition_id())
+        group = key_group_column(edge.partition_by, edge.max_parallelism)
+        kept = group.between(groups.start, groups.stop - 1) & (F.col(BARRIER) >= 0)
+        return self.shuffled[(edge, parts)].where(kept).drop(BARRIER)
 
     def _read(self, spark: SparkSession, ref: PartitionRef, edge: Edge, groups: range | None) -> DataFrame:
         return read_partition(spark, self.io, ref, self.current.get(ref), edge, groups)
@@ -337,19 +364,6 @@ def _naming(member: SubtaskId) -> Iterator[None]:
         with contextlib.suppress(AttributeError, TypeError):  # an exception that takes no attribute stays unnamed
             setattr(exc, FAILED_SUBTASK, str(member))
         raise
-
-
-def _read_counts(graph: Any, members: Sequence[SubtaskId], inside: frozenset[SubtaskId]) -> dict[PartitionId, int]:
-    """How many members read each member partition over a PIPELINED exchange."""
-    counts: dict[PartitionId, int] = {}
-    for member in members:
-        for edge, parts in consumed_partitions(graph, member).items():
-            if edge.exchange is not Exchange.PIPELINED:
-                continue
-            for p in parts:
-                if SubtaskId(edge.source, p.index) in inside:
-                    counts[p] = counts.get(p, 0) + 1
-    return counts
 
 
 def _as_run(fused: Fused) -> SubtaskRun:

@@ -105,7 +105,8 @@ def breakdown(rest: Rest, mark: tuple[int, int]) -> dict[str, Any]:
             stages.append({k: s.get(k) for k in (
                 "stageId", "name", "numTasks", "executorRunTime", "executorCpuTime", "jvmGcTime", "inputBytes",
                 "shuffleReadBytes", "shuffleWriteBytes", "shuffleWriteRecords", "memoryBytesSpilled",
-                "diskBytesSpilled", "submissionTime", "completionTime")})
+                "diskBytesSpilled", "submissionTime", "completionTime", "shuffleFetchWaitTime", "shuffleWriteTime",
+                "executorDeserializeTime", "peakExecutionMemory", "shuffleLocalBytesRead", "shuffleRemoteBytesRead")})
     operators: dict[str, float] = defaultdict(float)
     for e in rest.get("/sql?details=true&planDescription=false&length=100000"):
         if e["id"] <= mark[1]:

@@ -89,6 +89,19 @@ def test_a_run_is_cut_into_its_three_phases_and_the_time_between_them() -> None:
     assert table.splitlines()[2] == "| generation | 170.0 |", "(a) has no phases: it is one application"
 
 
+def test_a_configuration_whose_steps_share_a_task_has_no_phases() -> None:
+    """fused: the whole ETL one task (``gen_customer.[...].report.0``), so no join, aggregate or report task of its
+    own; the table leaves it out (it raised KeyError: 'join' after every run of the 1 GB benchmark had ended)."""
+    whole = "gen_customer.gen_orders.gen_lineitem.clean_orders.clean_lineitem.join.aggregate.report.0"
+    fused = {"config": "fused", "wall_s": 51.0, "timeline": [
+        {"task_id": whole, "try": 1, "state": "success", "queued": 0.4, "started": 0.5, "ended": 50.0}]}
+    plain = {"config": "plain", "wall_s": 10.0, "timeline": [
+        {"task_id": t, "try": 1, "state": "success", "queued": a, "started": a, "ended": a + 1.0}
+        for t, a in (("gen_orders", 1.0), ("join", 3.0), ("aggregate", 5.0), ("report", 7.0))]}
+    table = phases_table([fused, plain], ("fused", "plain", "app"))
+    assert table.splitlines()[0] == "| phase | plain, each run s |"
+
+
 def test_the_record_of_a_run_holds_each_rounds_wall_times_and_ratios_and_loads_back() -> None:
     runs = [{"size": "5gb", "config": c, "fail": True, "wall_s": w}
             for c, w in (("ours", 187.3), ("app", 312.3), ("plain", 326.3), ("app", 321.8), ("plain", 312.4),

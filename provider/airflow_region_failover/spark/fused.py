@@ -14,9 +14,9 @@ Rules:
   the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared,
   :attr:`~airflow_region_failover.graph.auto.AutoDeclaration.columns`, as its commit would have kept). A DataFrame
   read by several consumer subtasks is persisted in Spark's block manager (memory, then local disk), and unpersisted
-  when the task ends, when :func:`~.fused_reads.persisted` says so: its reads span several Spark jobs or its step is
-  not deterministic; a keyed edge whose reads are one job is shuffled once for all its consumers
-  (:func:`~.fused_reads.shared`);
+  when the task ends, when :func:`~.fused_reads.persisted` says so: its reads span several Spark jobs, or its step
+  is not deterministic and not read through one shared exchange; a keyed edge whose reads are one job is shuffled
+  once for all its consumers (:func:`~.fused_reads.shared`);
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
   versions of every BLOCKING partition that member read (from outside or from a member's commit) and the code
   fingerprint of all the task's steps; a BLOCKING exchange between two members (a region merged by a BLOCKING

@@ -231,7 +231,7 @@ def phases(run: dict[str, Any]) -> dict[str, float]:
 def phases_table(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> str:
     """Markdown table: per phase (:func:`phases`), each Airflow configuration's seconds in each of its runs; a
     configuration whose join, aggregate or report shares a task with another step (a fused plan) has no phases."""
-    timed = [run for run in runs if run.get("timeline")]
+    timed = [run for run in runs if run["config"] != "app" and run.get("timeline")]
     alone = {run["config"] for run in timed if {"join", "aggregate", "report"} <= set(step_spans(run["timeline"]))}
     airflow = [c for c in configs if c != "app" and c in alone]
     cut = {c: [phases(run) for run in timed if run["config"] == c] for c in airflow}

@@ -98,7 +98,8 @@ def test_a_configuration_whose_steps_share_a_task_has_no_phases() -> None:
     plain = {"config": "plain", "wall_s": 10.0, "timeline": [
         {"task_id": t, "try": 1, "state": "success", "queued": a, "started": a, "ended": a + 1.0}
         for t, a in (("gen_orders", 1.0), ("join", 3.0), ("aggregate", 5.0), ("report", 7.0))]}
-    table = phases_table([fused, plain], ("fused", "plain", "app"))
+    app = {"config": "app", "wall_s": 36.0, "timeline": {"spans": []}}  # (a)'s own phases: not an Airflow run
+    table = phases_table([fused, plain, app], ("fused", "plain", "app"))
     assert table.splitlines()[0] == "| phase | plain, each run s |"
 
 

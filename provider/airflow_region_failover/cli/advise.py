@@ -14,6 +14,8 @@ Rules:
   what cannot be fused) and the chosen plan (``-o table``, the default); ``-o json`` (or ``--json``) prints the
   whole decision instead (:meth:`~.planning.choice.Decision.to_json`; by DAG id,
   :meth:`~.plugins.advice.Advice.to_json`);
+* ``--deadline SECONDS`` plans against that run budget (:mod:`~.planning.deadline`; by DAG id it replaces the one
+  the DAG's deadline alert declares), and the plans' lines add their probability of missing it;
 * a DAG without AUTO edges, or a history the planner cannot cost, prints why (exit 0); an unknown DAG exits 2;
 * with ``--history`` it is pure: it imports no Airflow, boto3 or pyspark.
 """
@@ -30,6 +32,7 @@ from airflow_region_failover.cli import preflight
 from airflow_region_failover.cli.output import FORMATS, results_only
 from airflow_region_failover.graph import jsonformat
 from airflow_region_failover.planning.choice import Decision, Policy, decide
+from airflow_region_failover.planning.deadline import miss_probability
 from airflow_region_failover.planning.estimates import Figure
 from airflow_region_failover.planning.history import History, HistoryError
 from airflow_region_failover.planning.model import PlanCost
@@ -64,9 +67,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "graph JSON file (with AUTO edges)")
     p.add_argument("--history", metavar="FILE",
                    help='plan offline from these runs: JSON {"runs": [...]} (docs/user/auto-plans.md)')
+    p.add_argument("--deadline", metavar="SECONDS", type=_budget,
+                   help="plan for the least probability of a run missing this budget, not the least mean (by DAG "
+                        "id: instead of its deadline alert's)")
     p.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
     p.set_defaults(run=advise_command)
+
+
+def _budget(text: str) -> float:
+    """A positive number of seconds; argparse's one-line error naming the value otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds (e.g. --deadline 1800)")
+    return value
 
 
 def advise_command(args: argparse.Namespace) -> int:
@@ -78,16 +95,21 @@ def advise_command(args: argparse.Namespace) -> int:
         with results_only() as out:  # Airflow's log lines go to stderr, the advice alone to stdout
             from airflow_region_failover.plugins import advice  # deferred: Airflow and the store, only by DAG id
 
-            found = advice.advise(args.target, advice.dag_job(args.target))
+            found = advice.advise(args.target, advice.dag_job(args.target), policy=_policy(args))
             if as_json:
                 out.write(json.dumps(found.to_json(), indent=2) + "\n")
             else:
                 out.write(f"{found.note}\n" if found.decision is None else format_decision(found.decision))
         return 0
     graph = jsonformat.load(args.target)
-    decision = decide(graph, FileHistory(args.history).history(args.target), Policy())
+    decision = decide(graph, FileHistory(args.history).history(args.target), _policy(args))
     sys.stdout.write(json.dumps(decision.to_json(), indent=2) + "\n" if as_json else format_decision(decision))
     return 0
+
+
+def _policy(args: argparse.Namespace) -> Policy:
+    """The planner's policy: the defaults, with ``--deadline``'s budget when given."""
+    return Policy(deadline_seconds=args.deadline)
 
 
 def format_decision(decision: Decision) -> str:
@@ -126,15 +148,16 @@ def format_decision(decision: Decision) -> str:
     lines.append(f"{'plan':<28} {'expected':>10} {'spread':>8}")
     for name, cost in (("all BLOCKING", decision.all_blocking), ("all fused", decision.all_fused),
                        ("chosen", decision.chosen)):
-        lines.append(_plan_line(name, cost))
+        lines.append(_plan_line(name, cost, decision.deadline_seconds))
     return "\n".join(lines) + "\n"
 
 
-def _plan_line(name: str, cost: PlanCost | None) -> str:
+def _plan_line(name: str, cost: PlanCost | None, deadline: float | None = None) -> str:
     if cost is None:
         return f"{name:<28} {'-':>10} {'-':>8}  (not costed: too little history)"
     fused = ", ".join(cost.plan.fused) or "none"
-    return f"{name:<28} {cost.expected:>8.1f} s {cost.spread:>6.1f} s  fused: {fused}"
+    late = "" if deadline is None else f"  misses {deadline:.0f} s: {miss_probability(cost, deadline):.0%}"
+    return f"{name:<28} {cost.expected:>8.1f} s {cost.spread:>6.1f} s  fused: {fused}{late}"
 
 
 def _seconds(figure: Figure) -> str:

@@ -66,6 +66,26 @@ def test_a_bad_history_file_is_one_line_naming_it(tmp_path: Path, capsys: pytest
     assert "cannot read history file" in capsys.readouterr().err
 
 
+def test_a_deadline_prints_each_plans_probability_of_missing_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advise", GRAPH, "--history", HISTORY, "--deadline", "240"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("all BLOCKING", "all fused", "chosen"))]
+    assert len(lines) == 3 and all("misses 240 s: " in line for line in lines)
+    assert main(["advise", GRAPH, "--history", HISTORY, "--deadline", "240", "--json"]) == 0
+    deadline = json.loads(capsys.readouterr().out)["deadline"]
+    assert deadline["seconds"] == 240.0
+    assert deadline["miss_probability"]["chosen"] <= deadline["miss_probability"]["all_fused"]
+
+
+@pytest.mark.parametrize("bad", ["-5", "0", "soon", "inf"])
+def test_a_deadline_that_is_no_positive_number_is_refused_naming_it(bad: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["advise", GRAPH, "--history", HISTORY, f"--deadline={bad}"])
+    assert exited.value.code == 2
+    assert f"{bad!r} is not a positive number of seconds" in capsys.readouterr().err
+
+
 def test_advise_needs_no_airflow_boto3_or_pyspark() -> None:
     done = _run("advise", GRAPH, "--history", HISTORY)
     assert done.returncode == 0, done.stderr

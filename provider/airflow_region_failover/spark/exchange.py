@@ -29,7 +29,7 @@ from airflow_region_failover.exceptions import GraphError, InputUnavailable, Ste
 from airflow_region_failover.graph.ids import PartitionId, default_result_id
 from airflow_region_failover.graph.model import Edge, Exchange, JobGraph, Result
 from airflow_region_failover.store.dataplane.clustered import Clustering
-from airflow_region_failover.store.dataplane.types import Cut
+from airflow_region_failover.store.dataplane.types import Cut, column
 from airflow_region_failover.store.keys import AttemptId
 
 if TYPE_CHECKING:
@@ -116,7 +116,6 @@ def kept_columns(graph: JobGraph, result_id: str) -> tuple[str, ...]:
 
 def kept_frame(graph: JobGraph, step_id: str, result_id: str, frame: DataFrame) -> DataFrame:
     """``frame`` projected to the columns ``result_id`` keeps (module rule)."""
-    from pyspark.sql import functions as F
 
     columns = kept_columns(graph, result_id)
     if not columns:
@@ -127,7 +126,7 @@ def kept_frame(graph: JobGraph, step_id: str, result_id: str, frame: DataFrame) 
         raise StepOutputError(f"step {step_id!r}: result {result_id!r} keeps columns {list(columns)}, but the step "
                               f"returned no column {missing[0]!r} (columns: {', '.join(returned)}); fix columns=[...] "
                               "on the result's edges or the step's output")
-    return frame.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns])
+    return frame.select(*[column(c) for c in columns])
 
 
 def sink_result(graph: JobGraph, step_id: str) -> Result | None:

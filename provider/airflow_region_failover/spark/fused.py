@@ -75,7 +75,7 @@ from airflow_region_failover.spark.run import (
 )
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO, open_store_io
-from airflow_region_failover.store.dataplane.types import key_group_column
+from airflow_region_failover.store.dataplane.types import column, key_group_column
 from airflow_region_failover.store.manifest import InputVersion, Manifest
 from airflow_region_failover.timeline import current, phase
 
@@ -278,9 +278,8 @@ class Fused:
         reads = len(self.readers.get(partition, ()))
         columns = self.kept.get(partition.result)
         if reads and columns:  # a fused AUTO result keeps what its edges declared: only that is held in memory
-            from pyspark.sql import functions as F
 
-            frame = frame.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns])
+            frame = frame.select(*[column(c) for c in columns])
         if persisted(self.graph, partition, self.readers, self.jobs, self.reuse):
             from pyspark import StorageLevel
 
@@ -331,7 +330,7 @@ class Fused:
         if (edge, parts) not in self.shuffled:
             union = functools.reduce(lambda a, b: a.unionByName(b), [self.frames[p] for p in parts])
             count = shared_partitions(int(spark.conf.get("spark.sql.shuffle.partitions") or 200))
-            keys = [F.col("`" + c.replace("`", "``") + "`") for c in edge.partition_by]
+            keys = [column(c) for c in edge.partition_by]
             self.shuffled[(edge, parts)] = union.repartition(count, *keys).withColumn(BARRIER, F.spark_partition_id())
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         kept = group.between(groups.start, groups.stop - 1) & (F.col(BARRIER) >= 0)

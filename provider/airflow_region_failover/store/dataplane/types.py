@@ -74,12 +74,18 @@ def check_key_columns(partition_by: tuple[str, ...], columns: list[str], where: 
                               f"{', '.join(columns)}); {fix}")
 
 
+def column(name: str) -> Any:
+    """The Spark column named ``name`` exactly (back-quoted: a dot or a back-quote in it is part of the name)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def key_group_column(partition_by: tuple[str, ...], max_parallelism: int) -> Any:
     """Spark's key group of a row: ``pmod(hash(key columns), max_parallelism)`` (what ``repartition`` uses)."""
     from pyspark.sql import functions as F
 
-    keys = [F.col("`" + c.replace("`", "``") + "`") for c in partition_by]
-    return F.pmod(F.hash(*keys), F.lit(max_parallelism))
+    return F.pmod(F.hash(*[column(c) for c in partition_by]), F.lit(max_parallelism))
 
 
 @dataclass(frozen=True)

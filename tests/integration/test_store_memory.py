@@ -1,14 +1,14 @@
 """Reading a committed object holds it in memory about once (SeaweedFS on loopback: a real HTTP body stream).
 
 The body is streamed into one buffer while it is hashed and decoded from that buffer without a copy; Arrow's own
-allocations (the decoded table) are outside Python's allocator and not counted by ``tracemalloc``.
+allocations (the decoded table) are outside Python's allocator and not counted by ``tracemalloc``. The peak is
+measured in a child process (:mod:`tests.support.peak_memory` says why: ``tracemalloc.stop()`` is not safe here).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import tracemalloc
 
 import pyarrow as pa
 import pytest
@@ -17,6 +17,7 @@ from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.store.result_store import ResultStore
+from tests.support.peak_memory import PeakRead, peak_in_child
 
 pytestmark = pytest.mark.integration
 
@@ -24,17 +25,13 @@ P = PartitionId("orders->join", 0)
 MiB = 1024 * 1024
 
 
-def peak_read(store: ResultStore, run_id: str) -> tuple[pa.Table, int]:
-    """Read partition :data:`P` of run ``run_id`` of DAG ``etl`` twice — a warm-up (client connections, imports),
-    then measured — and return the table and the peak of Python's allocations during the measured read."""
-    store.read_arrow(store.manifest("etl", run_id, P))
-    tracemalloc.start()
-    try:
-        read = store.read_arrow(store.manifest("etl", run_id, P))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return read, peak
+def peak_read(server: S3Endpoint, store: ResultStore, run_id: str) -> tuple[pa.Table, int]:
+    """Partition :data:`P` of run ``run_id`` of DAG ``etl`` read here (the table), and the peak of Python's
+    allocations while a child process reads it once more after a warm-up."""
+    config = store.config
+    peak = peak_in_child(PeakRead(server.endpoint_url, server.access_key, server.secret_key, server.bucket,
+                                  config.prefix, config.part_size, config.upload_threads, run_id))
+    return store.read_arrow(store.manifest("etl", run_id, P)), peak
 
 
 def test_read_arrow_holds_an_object_in_memory_about_once(s3_server: S3Endpoint) -> None:
@@ -45,7 +42,7 @@ def test_read_arrow_holds_an_object_in_memory_about_once(s3_server: S3Endpoint) 
     manifest, _ = store.write_arrow(table, AttemptId("etl", "mem", P, 1))
     (entry,) = manifest.objects
     assert entry.size > 20 * MiB  # one incompressible object of ~20 MB
-    read, peak = peak_read(store, "mem")
+    read, peak = peak_read(s3_server, store, "mem")
 
     print(f"peak {peak / MiB:.1f} MiB, object {entry.size / MiB:.1f} MiB")
     assert read.equals(table)
@@ -71,7 +68,7 @@ def test_read_arrow_of_many_objects_holds_only_the_objects_in_flight(s3_server: 
     protocol.commit(store.objects, keys, Manifest("etl", "many", P, 1, target.writer, "{}", 4 * 1024 * count,
                                                   entries, protocol.now_iso()))
     total = sum(e.size for e in entries)
-    read, peak = peak_read(store, "many")
+    read, peak = peak_read(s3_server, store, "many")
 
     print(f"peak {peak / MiB:.1f} MiB, {count} objects of {total / count / MiB:.1f} MiB, {threads} threads")
     assert read.equals(pa.concat_tables(tables))

@@ -20,6 +20,8 @@ Rules:
 * **Checkpoints** of checkpointed steps (:mod:`~..checkpoint`): where each try of a checkpointed subtask started —
   *resumed* from a checkpoint (and how many epochs it skipped) or *started over* (and why) — and every checkpoint
   completed (epoch, bytes uploaded, duration), in time order, from the store's records of the run.
+* **The run's plan** (:mod:`.run_plan`), for a job whose runs fix one: what the run runs of its AUTO results and
+  how many epochs its AUTO-epochs steps run, and why; the dry run shows the plan the next run will fix.
 * Everything from the run, the DAG or a failure (ids, error texts) is escaped; the page has no script and loads
   nothing: it works in the UI's same-origin iframe and behind a reverse proxy (links are relative to the
   app's mount path given by the caller).
@@ -38,6 +40,7 @@ from urllib.parse import quote
 
 from airflow_region_failover.failover.restart_plan import RestartPlan
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+from airflow_region_failover.failover_view.run_plan import ShownPlan, plan_section
 from airflow_region_failover.failover_view.svg import (
     KEPT,
     REASON_COLOURS,
@@ -153,8 +156,10 @@ def _ts(iso: str) -> float | None:
         return None
 
 
-def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], checkpoints: Checkpoints = ()) -> dict[str, Any]:
-    """The JSON of a run's failover view (module rules; keys documented in docs/reference/view-api.md)."""
+def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], checkpoints: Checkpoints = (),
+              plan: ShownPlan | None = None) -> dict[str, Any]:
+    """The JSON of a run's failover view (module rules; keys documented in docs/reference/view-api.md); ``plan``:
+    the run's plan, for a job whose runs fix one (:mod:`.run_plan`)."""
     states = cell_states(spec, rows)
     decisions = []
     for i, d in enumerate(doc.decisions):
@@ -172,6 +177,7 @@ def run_model(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], checkpoints: 
         "dag_id": doc.dag_id, "run_id": doc.run_id, "graph": graph_model(spec, states),
         "decisions": decisions, "budget": dict(doc.decisions[-1].budget) if doc.decisions else {},
         "checkpoints": checkpoint_events(spec, checkpoints),
+        "plan": None if plan is None else plan.model(spec),
     }
 
 
@@ -196,10 +202,10 @@ def graph_model(spec: JobSpec, states: Mapping[SubtaskId, CellState]) -> dict[st
 
 
 def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int | None, base: str,
-             checkpoints: Checkpoints = ()) -> str:
-    """The failover view of a run: the graph of the selected decision (default: the latest), the timeline and the
-    checkpoints. ``base``: the app's mount path (links)."""
-    model = run_model(spec, doc, rows, checkpoints)
+             checkpoints: Checkpoints = (), plan: ShownPlan | None = None) -> str:
+    """The failover view of a run: the graph of the selected decision (default: the latest), the timeline, the
+    checkpoints and the run's plan. ``base``: the app's mount path (links)."""
+    model = run_model(spec, doc, rows, checkpoints, plan)
     chosen = _chosen(doc, selected)
     failed = [s for f in (chosen.failures if chosen else ()) for s in (spec.names.subtasks(f.task_id) or ())[:1]]
     title = f"Region failover — {doc.dag_id} / {doc.run_id}"
@@ -220,13 +226,15 @@ def run_page(spec: JobSpec, doc: RunLog, rows: Sequence[TaskRow], selected: int 
     body += ["<h3>Timeline</h3>", _timeline_table(model["decisions"])]
     if model["checkpoints"]:
         body += ["<h3>Checkpoints</h3>", _checkpoint_table(model["checkpoints"])]
+    body.append(plan_section(model["plan"], "The run's plan"))
     return _document(title, body)
 
 
 def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mapping[str, str], base: str,
-              failed: str = "", unavailable: str = "", auto: str = "") -> str:
+              failed: str = "", unavailable: str = "", auto: str = "", next_plan: ShownPlan | None = None) -> str:
     """The dry-run view: the form (failed subtask, partitions gone) and, once asked, the graph of the plan;
-    ``auto``: the section on the AUTO edges (HTML, :mod:`.advice`), last."""
+    ``next_plan``: the plan the next run will fix (:mod:`.run_plan`); ``auto``: the section on the AUTO edges
+    (HTML, :mod:`.advice`), last."""
     title = f"Region failover dry run — {dag_id}"
     options = "".join(f'<option value="{escape(str(s))}"{" selected" if str(s) == failed else ""}>'
                       f"{escape(str(s))}</option>" for r in spec.topology.regions.regions for s in r.subtasks)
@@ -250,6 +258,7 @@ def plan_page(spec: JobSpec, dag_id: str, plan: RestartPlan | None, reuse: Mappi
                                     for r in plan.regions]))
     if hints:
         body.append(f"<h3>Could keep their committed results</h3><ul>{hints}</ul>")
+    body.append(plan_section(None if next_plan is None else next_plan.model(spec), "The next run's plan"))
     if auto:
         body.append(auto)
     return _document(title, body)

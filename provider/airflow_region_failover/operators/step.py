@@ -31,7 +31,7 @@ from airflow_region_failover.decisions.try_log import LogState, TryLog, read_try
 from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.failover.options import FailoverConfig
 from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.job import JobRuntime
+from airflow_region_failover.job import JobRuntime, JobSpec
 from airflow_region_failover.observability import metrics
 from airflow_region_failover.observability.lineage import TryFacts
 from airflow_region_failover.spark.chain import run_chain
@@ -162,9 +162,21 @@ class RegionStepOperator(BaseOperator):  # type: ignore[misc]
             return cached
         head = SubtaskId.parse(self.chain[0])
         decision = restart_of(ti, known=self._try_log(ti)) if ti is not None else None
-        self._facts = TryFacts(self.runtime.spec.topology.regions.region_of(head).id, attempt,
+        self._facts = TryFacts(self._run_spec(ti).topology.regions.region_of(head).id, attempt,
                                RestartEntry.of(decision, ti.task_id) if decision is not None else None)
         return self._facts
+
+    def _run_spec(self, ti: Any) -> JobSpec:
+        """The job as this try's run runs it, whose failover regions its decisions and Failover tab name: for a job
+        rendered ``PER_RUN``, under the run's plan (fixed here when this is the run's first task: the same
+        conditional create the task makes, :meth:`~..decisions.plans.Plans.fix`); any other job as rendered."""
+        spec = self.runtime.spec
+        if not spec.auto.per_run or ti is None:
+            return spec
+        from airflow_region_failover.decisions.plans import Plans  # deferred: the store, when lineage asks
+        from airflow_region_failover.store.result_store import default_store  # deferred: as above
+
+        return spec.for_run(Plans(default_store().objects).fix(str(ti.dag_id), str(ti.run_id)).plan)
 
     def _lineage(self, ti: Any, ledger: TaskLedger | None) -> Any:
         """The task's ``OperatorLineage``, or ``None`` when OpenLineage is not installed or lineage cannot be

@@ -3,7 +3,9 @@
 Rules: read-only; it shows a run's decision log (:mod:`.history`) and its job graph with the state of every
 subtask in the run (:mod:`~airflow_region_failover.failover_view.page`), and the planner's dry run for a
 DAG — as HTML and as JSON, nothing else (no credentials, no object keys). It is reached from the DAG-run page
-("Failover" tab) and the DAG page ("Failover dry run") through the plugin's ``external_views`` entries.
+("Failover" tab) and the DAG page ("Failover dry run") through the plugin's ``external_views`` entries. For a
+job whose runs fix a plan both show it (:mod:`~airflow_region_failover.failover_view.run_plan`): the run's, and the
+one the next run will fix.
 A store that cannot be reached gives a clear 503 page, never an exception in the API server; a DAG without a
 region-failover job gives 404.
 
@@ -45,9 +47,10 @@ from airflow_region_failover.failover.reuse_hint import reuse_hints
 from airflow_region_failover.failover.run_log import RunLog
 from airflow_region_failover.failover_view.advice import advice_section
 from airflow_region_failover.failover_view.page import Checkpoints, TaskRow, plan_page, run_model, run_page
-from airflow_region_failover.graph.auto import ExchangePlan
+from airflow_region_failover.failover_view.run_plan import ShownPlan, planned
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.job import JobSpec
+from airflow_region_failover.planning.stored import RunPlan
 from airflow_region_failover.plugins.history import format_history, load_history
 
 URL_PREFIX = "/region-failover"
@@ -76,24 +79,24 @@ def _job(dag_id: str) -> JobSpec:
     return spec
 
 
-def _run_job(dag_id: str, run_id: str | None) -> JobSpec:
-    """The job as run ``run_id`` runs it: a job rendered ``PER_RUN`` under the run's stored plan (not fixed yet, or
-    ``run_id`` ``None`` — the dry run —: the decision stored for the next run, which a run fixes; the view never
-    fixes it), else as rendered."""
+def _run_job(dag_id: str, run_id: str | None) -> tuple[JobSpec, ShownPlan | None]:
+    """The job as run ``run_id`` runs it, and the plan shown (:mod:`~..failover_view.run_plan`): for a job whose
+    runs fix a plan, the run's stored plan — not fixed yet, or ``run_id`` ``None`` (the dry run): the plan the next
+    run will fix from the decision stored for it; the view never fixes one —, a job rendered ``PER_RUN`` run as that
+    plan says; any other job as rendered, no plan."""
     spec = _job(dag_id)
-    if not spec.auto.per_run:
-        return spec
+    if not planned(spec):
+        return spec, None
     from airflow_region_failover.decisions.plans import Plans  # deferred: the store, on request
     from airflow_region_failover.store.result_store import default_store  # deferred: the store, on request
 
     try:
         plans = Plans(default_store().objects)
         fixed = plans.of_run(dag_id, run_id) if run_id is not None else None
-        decision = plans.next(dag_id) if fixed is None else None
+        shown = ShownPlan(fixed, True) if fixed is not None else ShownPlan(RunPlan.of(plans.next(dag_id), 0.0), False)
     except Exception as exc:
         raise HTTPException(status_code=503, detail=f"the run's plan is unavailable: {type(exc).__name__}") from exc
-    return spec.for_run(fixed.plan if fixed is not None else decision.plan if decision is not None else
-                        ExchangePlan())
+    return spec.for_run(shown.plan.plan), shown
 
 
 def _checkpoints(dag_id: str, run_id: str) -> Checkpoints:
@@ -183,24 +186,26 @@ def create_app() -> FastAPI:
 
     @app.get("/run/{dag_id}/{run_id:path}", response_class=HTMLResponse)
     def run_view(request: Request, dag_id: str, run_id: str, decision: int | None = None) -> str:
-        spec, doc = _run_job(dag_id, run_id), _load(dag_id, run_id)
-        return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request), _checkpoints(dag_id, run_id))
+        (spec, shown), doc = _run_job(dag_id, run_id), _load(dag_id, run_id)
+        return run_page(spec, doc, _rows(dag_id, run_id), decision, _base(request), _checkpoints(dag_id, run_id),
+                        shown)
 
     @app.get("/api/run/{dag_id}/{run_id:path}")
     def run_json(dag_id: str, run_id: str) -> dict[str, Any]:
-        spec, doc = _run_job(dag_id, run_id), _load(dag_id, run_id)
-        return run_model(spec, doc, _rows(dag_id, run_id), _checkpoints(dag_id, run_id))
+        (spec, shown), doc = _run_job(dag_id, run_id), _load(dag_id, run_id)
+        return run_model(spec, doc, _rows(dag_id, run_id), _checkpoints(dag_id, run_id), shown)
 
     @app.get("/plan/{dag_id}", response_class=HTMLResponse)
     def plan_view(request: Request, dag_id: str, failed: str = "", unavailable: str = "") -> str:
-        spec = _run_job(dag_id, None)
+        spec, shown = _run_job(dag_id, None)
         plan = _plan(spec, failed, unavailable) if failed else None
         hints = reuse_hints(spec.graph, plan) if plan else {}
-        return plan_page(spec, dag_id, plan, hints, _base(request), failed, unavailable, _advice_html(dag_id, spec))
+        return plan_page(spec, dag_id, plan, hints, _base(request), failed, unavailable, _advice_html(dag_id, spec),
+                         shown)
 
     @app.get("/api/plan/{dag_id}")
     def plan_json(dag_id: str, failed: str, unavailable: str = "") -> dict[str, Any]:
-        spec = _run_job(dag_id, None)
+        spec, _ = _run_job(dag_id, None)
         plan = _plan(spec, failed, unavailable)
         return {**plan.to_dict(), "reuse": reuse_hints(spec.graph, plan)}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 from airflow_region_failover.decisions.plans import Plans
@@ -83,6 +84,15 @@ def test_each_run_restarts_exactly_the_members_of_its_own_plan(e2e: Any, spark_c
         [f"gen#{i}" for i in range(2)] + [f"agg#{i}" for i in range(4)])
     assert e2e.store.partitions(DAG, second, "gen->agg") == ()  # fused: the exchange never left Spark
     assert _attempts(e2e, second, "agg->report", 4) == [2, 2, 2, 2]  # the whole region recomputed
+
+    with httpx.Client(base_url=e2e.stack.url, timeout=30,
+                      headers={"Authorization": f"Bearer {e2e.api.token()}"}) as client:  # the Failover tab's answer
+        shown = [client.get(f"/region-failover/api/run/{DAG}/{run}").json()["plan"] for run in (first, second)]
+        tab = client.get(f"/region-failover/run/{DAG}/{second}").text
+    assert [(p["state"], p["results"], p["decision"]) for p in shown] == [
+        ("fixed", {"gen->agg": "BLOCKING"}, None),
+        ("fixed", {"gen->agg": "FUSED"}, {"id": "e2e", "decided_at": injected.decided_at, "after_run": first})]
+    assert 'id="rf-run-plan"' in tab and "the test&#x27;s history" in tab
 
     expected = expected_rows("rf_fused.py", spark_connect)
     assert _report(e2e, first) == expected and _report(e2e, second) == expected

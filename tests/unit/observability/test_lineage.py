@@ -139,3 +139,32 @@ def test_dropped_partitions_are_sent_through_the_configured_transport(tmp_path: 
     assert [(d["namespace"], d["name"], d["facets"]["lifecycleStateChange"]["lifecycleStateChange"])
             for d in event["outputs"]] == [("s3://results", name, "DROP")]
     assert lineage.emit_dropped(LAYOUT, []) is False, "nothing to report"
+
+
+def test_a_per_run_jobs_try_names_the_failover_region_of_its_runs_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """src#0 ==B==> gen#0 --AUTO--> agg#0 --AUTO--> fin#0 ==B==> sink#0, rendered PER_RUN (gen.agg.fin.0 in r1, sink
+    in r2): with no decision stored the run persists every AUTO result, gen#0, agg#0 and fin#0 are regions of their
+    own and sink#0's is r4 — the id its decisions and Failover tab name, not the rendered r2; the plan the facets read
+    is the one the run fixes."""
+    from types import SimpleNamespace
+
+    from airflow_region_failover.decisions.plans import Plans
+    from airflow_region_failover.graph.auto import ExchangePlan
+    from tests.support.fakes import MemoryObjects
+    from tests.unit.test_authoring_per_run import _spec
+
+    objects = MemoryObjects()
+    monkeypatch.setattr("airflow_region_failover.store.result_store.default_store",
+                        lambda: SimpleNamespace(objects=objects))
+    monkeypatch.setattr(step, "read_try_log", lambda ti: TryLog("sink.0", 1, LogState.READ, RunLog("rf", "r")))
+    monkeypatch.setenv("AIRFLOW__REGION_FAILOVER__STORE_BUCKET", LAYOUT.bucket)
+    spec = _spec()
+    impls = {s.id: StepImpl(s.id, fn=lambda spark, inputs, ctx: None) for s in spec.graph.steps}
+    op = step.RegionStepOperator(task_id="sink.0", subtask="sink#0", runtime=JobRuntime(spec, impls))
+    ti = SimpleNamespace(dag_id="per_run", run_id="r1", try_number=1, task_id="sink.0")
+    facet = _event_json(op._lineage(ti, None).run_facets[lineage.RUN_FACET])
+    sink = SubtaskId("sink", 0)
+    assert (spec.topology.regions.region_of(sink).id, facet["region"]) == ("r2", "r4")
+    assert spec.for_run(ExchangePlan()).topology.regions.region_of(sink).id == "r4"
+    fixed = Plans(objects).of_run("per_run", "r1")  # type: ignore[arg-type]
+    assert fixed is not None and fixed.plan.fused == ()

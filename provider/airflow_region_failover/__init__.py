@@ -26,6 +26,7 @@ from airflow_region_failover.graph import (
     SubtaskId,
 )
 from airflow_region_failover.graph.auto import PER_RUN
+from airflow_region_failover.planning.policy import PlannerPolicy
 
 # name -> module that defines it; imported on first access (these modules import Airflow / pyspark / boto3).
 _LAZY: dict[str, str] = {
@@ -50,6 +51,7 @@ __all__ = [
     "OptionError",
     "PER_RUN",
     "PartitionId",
+    "PlannerPolicy",
     "Step",
     "SubtaskId",
     "__version__",

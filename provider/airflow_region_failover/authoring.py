@@ -77,7 +77,7 @@ from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_region_failover import conf
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
-from airflow_region_failover.exceptions import GraphError, UnsafeKeyError
+from airflow_region_failover.exceptions import GraphError, OptionError, UnsafeKeyError
 from airflow_region_failover.failover.backoff import RESTART_STRATEGY_TYPE_KEY
 from airflow_region_failover.failover.checkpointing import Checkpoint
 from airflow_region_failover.failover.error_class import parse_error_names
@@ -89,6 +89,7 @@ from airflow_region_failover.graph.ids import SubtaskId, check_step_id
 from airflow_region_failover.graph.model import Distribution, Exchange, JobGraph
 from airflow_region_failover.job import JobRuntime, JobSpec, StepFunction, StepImpl
 from airflow_region_failover.operators.step import RegionStepOperator
+from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.publication.declaration import Publication, check_publications, declare
 from airflow_region_failover.publication.operator import RegionPublishOperator
 from airflow_region_failover.rendering.deadline import planning_deadline
@@ -252,16 +253,23 @@ class RegionJob:
         """The effective, validated options: ``[region_failover]`` defaults overridden by this job's."""
         return resolve(conf.restart_defaults(), self._options)
 
-    def render(self, dag: DAG | None = None, plan: ExchangePlan | PerRun | None = None) -> RenderedJob:
+    def render(self, dag: DAG | None = None, plan: ExchangePlan | PerRun | None = None,
+               planner: PlannerPolicy | None = None) -> RenderedJob:
         """Validate everything and build the TaskGroups and tasks in ``dag`` (default: the current DAG).
 
         ``plan`` resolves the AUTO edges (default: every AUTO result BLOCKING; an unfusable result stays BLOCKING
         whatever the plan says). ``plan=PER_RUN`` renders every fusable AUTO result FUSED — the tasks never change
         between runs — and each run runs the plan decided for it before it started (module rules). Call it last in
-        the DAG file: tasks created afterwards would copy the (large) job document param.
+        the DAG file: tasks created afterwards would copy the (large) job document param. ``planner``: the knobs
+        the provider's planner uses for this job's AUTO edges and epochs (default :class:`PlannerPolicy`'s); its
+        run budget is the DAG's deadline alert, not a policy field.
         """
         dag = dag or _current_dag()
         _check_dag_id(dag.dag_id)
+        if planner is not None and planner.deadline_seconds is not None:
+            raise OptionError(f"render(planner=PlannerPolicy(deadline_seconds={planner.deadline_seconds!r})): a job's "
+                              "run budget is its DAG's deadline alert (DeadlineAlert from DAGRUN_QUEUED_AT); "
+                              "declare it there and drop deadline_seconds")
         declared = self.graph()
         pinned = unfusable(declared, self._impls)
         per_run = isinstance(plan, PerRun)
@@ -285,7 +293,8 @@ class RegionJob:
                        AutoDeclaration(auto.auto_results(declared), pinned, rendered, auto.declared_columns(declared),
                                        per_run, planning_deadline(dag)),
                        auto_epochs={step: impl.checkpoint.max_epochs for step, impl in self._impls.items()
-                                    if impl.checkpoint is not None and impl.checkpoint.auto})
+                                    if impl.checkpoint is not None and impl.checkpoint.auto},
+                       planner=planner or PlannerPolicy())
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

@@ -28,7 +28,8 @@ Rules:
   subtasks (:meth:`JobSpec.followers`).
 * Its steps checkpointed with ``Checkpoint(epochs="AUTO")`` travel in the document too (``auto_epochs``: step ->
   its ``max_epochs``), so the scheduler, which has no step implementation, chooses their epochs for each run
-  (:mod:`~.planning.epochs`, :mod:`~.plugins.next_plan`).
+  (:mod:`~.planning.epochs`, :mod:`~.plugins.next_plan`). So do the planner's knobs the DAG file declared
+  (``planner``, only those that differ from the defaults), which every advice and next plan of the job uses.
 * :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
   extra operator arguments, whether a restarted try may keep its committed result); :class:`JobRuntime` is the
   spec plus every step's implementation — what the step operators of one rendered job share in the worker.
@@ -71,6 +72,7 @@ from airflow_region_failover.graph.fusion import FusedRegion, fused_regions
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.naming import JOB_PARAM, TaskNames
+from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.publication.declaration import Publication
 
 JOB_DOCUMENT_FORMAT = 1
@@ -88,7 +90,8 @@ class JobSpec:
     class names (module rule); ``auto``: what the DAG file declared AUTO (module rule); ``structure``: the graph
     the tasks were rendered from when ``graph`` is a run's (:meth:`for_run`), else ``None``; ``run_plan``: that
     run's plan (its every AUTO result named); ``auto_epochs``: the steps declaring ``Checkpoint(epochs="AUTO")``, each
-    with its ``max_epochs`` (module rule)."""
+    with its ``max_epochs`` (module rule); ``planner``: the planner's knobs the DAG file declared
+    (:class:`~.planning.policy.PlannerPolicy`, the defaults otherwise)."""
 
     graph: JobGraph
     options: Mapping[str, str]
@@ -99,6 +102,7 @@ class JobSpec:
     structure: JobGraph | None = None
     run_plan: ExchangePlan | None = None
     auto_epochs: Mapping[str, int] = field(default_factory=dict)
+    planner: PlannerPolicy = field(default_factory=PlannerPolicy)
 
     def __post_init__(self) -> None:
         pending = auto_results(self.graph)
@@ -198,6 +202,8 @@ class JobSpec:
             document["auto"] = self.auto.to_json()
         if self.auto_epochs:
             document["auto_epochs"] = dict(sorted(self.auto_epochs.items()))
+        if self.planner.to_json():
+            document["planner"] = self.planner.to_json()
         return document
 
     @classmethod
@@ -229,7 +235,8 @@ class JobSpec:
                    {str(s): parse_error_names(n, f"step {s!r}: non_recoverable_errors", text=False)
                     for s, n in errors.items()},
                    AutoDeclaration.from_json(document["auto"]) if "auto" in document else AutoDeclaration(),
-                   auto_epochs={str(s): int(n) for s, n in epochs.items()})
+                   auto_epochs={str(s): int(n) for s, n in epochs.items()},
+                   planner=PlannerPolicy.from_json(document.get("planner", {})))
 
 
 def job_of(dag: Any) -> JobSpec | None:

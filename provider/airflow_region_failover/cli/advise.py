@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from airflow_region_failover.cli import preflight
 from airflow_region_failover.cli.output import FORMATS, results_only
 from airflow_region_failover.graph import jsonformat
-from airflow_region_failover.planning.choice import Decision, Policy, decide
+from airflow_region_failover.planning.choice import Decision, decide
 from airflow_region_failover.planning.deadline import miss_probability
 from airflow_region_failover.planning.estimates import Figure
 from airflow_region_failover.planning.history import History, HistoryError
 from airflow_region_failover.planning.model import PlanCost
+from airflow_region_failover.planning.policy import PlannerPolicy
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def advise_command(args: argparse.Namespace) -> int:
         with results_only() as out:  # Airflow's log lines go to stderr, the advice alone to stdout
             from airflow_region_failover.plugins import advice  # deferred: Airflow and the store, only by DAG id
 
-            found = advice.advise(args.target, advice.dag_job(args.target), policy=_policy(args))
+            found = advice.advise(args.target, advice.dag_job(args.target), deadline_seconds=args.deadline)
             if as_json:
                 out.write(json.dumps(found.to_json(), indent=2) + "\n")
             else:
@@ -107,9 +108,10 @@ def advise_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _policy(args: argparse.Namespace) -> Policy:
-    """The planner's policy: the defaults, with ``--deadline``'s budget when given."""
-    return Policy(deadline_seconds=args.deadline)
+def _policy(args: argparse.Namespace) -> PlannerPolicy:
+    """The planner's policy for a graph file: the defaults, with ``--deadline``'s budget when given (by DAG id the
+    job's own policy, :func:`~.plugins.advice.advise`)."""
+    return PlannerPolicy(deadline_seconds=args.deadline)
 
 
 def format_decision(decision: Decision) -> str:

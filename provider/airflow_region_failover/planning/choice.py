@@ -7,20 +7,20 @@ Rules:
   restarts the least, a run finishes even under failures more frequent than the whole job runs, and only a
   BLOCKING run measures what choosing needs (each AUTO result's bytes and write and read seconds — a fused run
   does not materialise them);
-* with fewer than :attr:`Policy.min_runs` runs (3) in the window the previous plan is kept: one run is not a
+* with fewer than :attr:`PlannerPolicy.min_runs` runs (3) in the window the previous plan is kept: one run is not a
   failure rate;
-* otherwise every plan is costed (:func:`~.model.plan_cost`; all 2^k when k ≤ :attr:`Policy.exhaustive` AUTO
+* otherwise every plan is costed (:func:`~.model.plan_cost`; all 2^k when k ≤ :attr:`PlannerPolicy.exhaustive` AUTO
   results, else from the previous plan flipping one result at a time while that gains), over the newest
-  :attr:`Policy.window` runs (20) and the failure rates they measured, each step's own (:mod:`.rate`). An AUTO
+  :attr:`PlannerPolicy.window` runs (20) and the failure rates they measured, each step's own (:mod:`.rate`). An AUTO
   result that is *pinned* (fusing impossible, with the caller's reason) or that no run has persisted (it cannot
   be costed persisted) stays BLOCKING;
-* hysteresis: the run switches to the cheapest plan only when it saves more than :attr:`Policy.margin` (10 %) of
+* hysteresis: the run switches to the cheapest plan only when it saves more than :attr:`PlannerPolicy.margin` (10 %) of
   the previous plan's expected time; a smaller gain keeps the previous plan, so a history near the break-even
   rate — or alternating between failing and clean runs — does not flap. A plan never changes within a run: the
   choice is made once, before it starts;
-* a **deadline** (:attr:`Policy.deadline_seconds`) ranks plans by their probability of missing it instead
+* a **deadline** (:attr:`PlannerPolicy.deadline_seconds`) ranks plans by their probability of missing it instead
   (:mod:`.deadline`; the mean among plans equally likely to miss it), and the run switches only when the cheapest
-  lowers that probability by more than :attr:`Policy.deadline_margin` (5 points); plans equally likely to miss it
+  lowers that probability by more than :attr:`PlannerPolicy.deadline_margin` (5 points); plans equally likely to miss it
   switch by the mean's rule above.
 """
 
@@ -36,23 +36,11 @@ from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.planning.deadline import TIE, miss_probability, rank
 from airflow_region_failover.planning.estimates import Estimates, estimate
 from airflow_region_failover.planning.history import History
-from airflow_region_failover.planning.model import DEFAULT_RESTART_SECONDS, PlanCost, plan_cost
+from airflow_region_failover.planning.model import PlanCost, plan_cost
+from airflow_region_failover.planning.policy import DEFAULT_POLICY, PlannerPolicy
 from airflow_region_failover.planning.rate import FailureRate, failure_rate, step_rates
 
 Costing = Callable[[ExchangePlan], PlanCost]
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The planner's knobs (module rules); the defaults are documented in docs/user/auto-plans.md."""
-
-    min_runs: int = 3
-    margin: float = 0.10
-    window: int = 20
-    exhaustive: int = 10
-    restart_seconds: float = DEFAULT_RESTART_SECONDS
-    deadline_seconds: float | None = None
-    deadline_margin: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -116,7 +104,7 @@ class Decision:
                                      for name, cost in plans.items()}}
 
 
-def decide(graph: JobGraph, history: History, policy: Policy = Policy(),
+def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_POLICY,
            pinned: Mapping[str, str] | None = None) -> Decision:
     """The plan for the next run of ``graph`` (with its AUTO edges) after ``history`` (module rules)."""
     auto = auto_results(graph)
@@ -148,7 +136,7 @@ def decide(graph: JobGraph, history: History, policy: Policy = Policy(),
                     estimates, policy.deadline_seconds)
 
 
-def _switch(previous: PlanCost, best: PlanCost, policy: Policy) -> tuple[PlanCost, str]:
+def _switch(previous: PlanCost, best: PlanCost, policy: PlannerPolicy) -> tuple[PlanCost, str]:
     """The hysteresis (module rules): the plan the run gets, and why."""
     deadline = policy.deadline_seconds
     if best.plan == previous.plan:

@@ -27,9 +27,10 @@ from typing import Any
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.job import JobSpec
-from airflow_region_failover.planning.choice import Decision, Policy, decide
+from airflow_region_failover.planning.choice import Decision, decide
 from airflow_region_failover.planning.epochs import EpochsChoice, choose_all
 from airflow_region_failover.planning.history import History, HistoryError, HistorySource
+from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.plugins.run_history import AirflowHistory, parallelism_of
 
 
@@ -53,14 +54,12 @@ class Advice:
         return body
 
 
-DEFAULT_POLICY = Policy()
-"""The planner's documented defaults (docs/user/auto-plans.md)."""
-
-
 def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
-           policy: Policy = DEFAULT_POLICY) -> Advice:
-    """The advice for ``spec``'s AUTO edges after ``dag_id``'s history (module rules); ``source`` defaults to the
-    store and Airflow's metadata DB."""
+           deadline_seconds: float | None = None) -> Advice:
+    """The advice for ``spec``'s AUTO edges after ``dag_id``'s history (module rules), under the job's planner
+    policy (``spec.planner``); ``source`` defaults to the store and Airflow's metadata DB; ``deadline_seconds``
+    (``advise --deadline``) replaces the DAG's deadline alert."""
+    policy = _policy(spec, deadline_seconds)
     if not spec.auto.results and not spec.auto_epochs:
         return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared "
                                     "(declare exchange=\"AUTO\" on an edge to let the provider choose)")
@@ -70,8 +69,6 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
 
         source = AirflowHistory(default_store(), parallelism_of(graph.steps), policy.window,
                                 ExchangePlan() if spec.auto.per_run else spec.auto.plan)
-    if policy.deadline_seconds is None and spec.auto.deadline_seconds is not None:
-        policy = replace(policy, deadline_seconds=spec.auto.deadline_seconds)  # the DAG's deadline alert
     try:
         history = source.history(dag_id)
     except HistoryError as exc:
@@ -83,6 +80,12 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
         return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned)), epochs=epochs)
     except HistoryError as exc:
         return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs)
+
+
+def _policy(spec: JobSpec, deadline_seconds: float | None) -> PlannerPolicy:
+    """The job's policy with the run budget: ``deadline_seconds`` if given, else the DAG's deadline alert's."""
+    budget = deadline_seconds if deadline_seconds is not None else spec.auto.deadline_seconds
+    return spec.planner if budget is None else replace(spec.planner, deadline_seconds=budget)
 
 
 def dag_job(dag_id: str) -> JobSpec:

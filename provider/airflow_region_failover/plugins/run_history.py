@@ -53,17 +53,18 @@ from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.naming import OPERATOR_NAME, subtasks_of
-from airflow_region_failover.planning.choice import Policy
 from airflow_region_failover.planning.estimates import DEFAULT_READ_BYTES_PER_SECOND, DEFAULT_WRITE_BYTES_PER_SECOND
 from airflow_region_failover.planning.history import History, ResultBytes, RunRecord, StepTimes
+from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.spark.ledger import TaskSummary
 
 if TYPE_CHECKING:
     from airflow_region_failover.store.result_store import ResultStore
 
 log = logging.getLogger(__name__)
-WINDOW = Policy().window
-"""How many of a DAG's newest ended runs are read: the planner's window (:class:`~.planning.choice.Policy`, 20)."""
+WINDOW = PlannerPolicy().window
+"""How many of a DAG's newest ended runs are read by default: the planner's default window
+(:class:`~.planning.policy.PlannerPolicy`, 20; a job's own policy may say otherwise)."""
 EXECUTOR_CORES = 2
 """At most this many store writers run at once in one task (a 2-core executor, ``local[2]``: the figures'
 machine); their summed executor seconds over this are wall seconds."""

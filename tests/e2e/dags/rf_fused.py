@@ -5,7 +5,10 @@
 * ``rf_e2e_fused``: the plan fuses ``gen->agg``: one task ``gen.agg.0`` runs the region's six subtasks in one Spark
   session, the keyed exchange in memory; ``report.0`` reads the four committed agg partitions.
 * ``rf_e2e_fused_blocking``: the plan commits it: tasks ``gen.0``, ``gen.1``, ``agg.0`` .. ``agg.3``, ``report.0``.
-* ``rf_e2e_fused_per_run``: rendered ``PER_RUN``: always the one task ``gen.agg.0``, each run under its own plan.
+* ``rf_e2e_fused_per_run``: rendered ``PER_RUN``: always the one task ``gen.agg.0``, each run under its own plan,
+  chosen by a planner that looks at the newest 3 runs, switches on any gain (margin 0: the tiny job's persisting
+  costs well under the default 10 % of a run) and counts 120 s per restart (so one failure in the window outweighs
+  what fusing saves).
 
 DAG param ``fail``: subtask ids that raise on their first try (e.g. ``["agg#1"]``).
 """
@@ -17,11 +20,12 @@ from typing import Any
 
 from airflow.sdk import DAG, Param
 
-from airflow_region_failover import PER_RUN, RegionJob
+from airflow_region_failover import PER_RUN, PlannerPolicy, RegionJob
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from tests.support.e2e_steps import fail_first_try, row_slice
 
 ROWS, KEYS = 40_000, 1_009
+PLANNER = PlannerPolicy(window=3, margin=0.0, restart_seconds=120.0)
 
 
 def generate(spark: Any, lo: int, hi: int) -> Any:
@@ -63,4 +67,4 @@ for dag_id, plan in (("rf_e2e_fused", ExchangePlan({"gen->agg": Choice.FUSED})),
         job.step("report", step_report)
         job.edge("gen", "agg", exchange="AUTO", partition_by=["k"])
         job.edge("agg", "report", exchange="BLOCKING", distribution="BROADCAST")
-        job.render(plan=plan)
+        job.render(plan=plan, planner=PLANNER if plan is PER_RUN else None)

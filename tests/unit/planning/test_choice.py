@@ -16,8 +16,9 @@ import pytest
 
 from airflow_region_failover.graph import JobGraph, JobGraphBuilder
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
-from airflow_region_failover.planning.choice import Policy, decide
+from airflow_region_failover.planning.choice import decide
 from airflow_region_failover.planning.history import History, HistoryError, ResultBytes, RunRecord, StepTimes
+from airflow_region_failover.planning.policy import PlannerPolicy
 
 ORDERS, LINEITEM, JOINED = "gen_orders->join", "gen_lineitem->join", "join->report"
 FUSE_GENERATORS = ExchangePlan({ORDERS: Choice.FUSED, LINEITEM: Choice.FUSED, JOINED: Choice.BLOCKING})
@@ -108,12 +109,12 @@ def test_a_result_no_run_persisted_stays_blocking_until_measured() -> None:
 
 
 def test_a_small_gain_keeps_the_previous_plan() -> None:
-    generous = Policy(margin=0.5)
+    generous = PlannerPolicy(margin=0.5)
     decision = decide(_etl(), _history(5), generous)
     assert decision.plan == ExchangePlan() and "within the 50% margin" in decision.reason
 
 
-def _switches(policy: Policy) -> int:
+def _switches(policy: PlannerPolicy) -> int:
     """Run by run, each run getting the plan chosen before it, clean and late-failing runs alternating: how
     often the plan changes."""
     runs: list[RunRecord] = []
@@ -126,12 +127,12 @@ def _switches(policy: Policy) -> int:
 
 
 def test_alternating_histories_do_not_flap() -> None:
-    assert _switches(Policy()) <= 1
+    assert _switches(PlannerPolicy()) <= 1
 
 
 def test_without_margin_and_with_a_short_window_the_plan_flaps() -> None:
     """What the margin and the window guard against (so the test above can fail)."""
-    assert _switches(Policy(margin=0.0, window=3)) > 3
+    assert _switches(PlannerPolicy(margin=0.0, window=3)) > 3
 
 
 def test_a_plan_of_a_result_no_longer_auto_is_dropped() -> None:

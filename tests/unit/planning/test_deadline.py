@@ -15,10 +15,11 @@ import random
 import pytest
 
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
-from airflow_region_failover.planning.choice import Policy, decide
+from airflow_region_failover.planning.choice import decide
 from airflow_region_failover.planning.deadline import miss_probability, upper_gamma_q
 from airflow_region_failover.planning.history import History
 from airflow_region_failover.planning.model import PlanCost, RegionCost, expected_time, time_variance
+from airflow_region_failover.planning.policy import PlannerPolicy
 from tests.unit.planning.test_choice import _etl, _run
 
 GENERATORS_FUSED = ("gen_lineitem->join", "gen_orders->join")
@@ -82,9 +83,9 @@ def test_a_deadline_keeps_the_plan_least_likely_to_miss_it_where_the_mean_would_
     """Fusing the generators saves 16.7 s on average, but a join failure then reruns them too: past a 400 s
     deadline that plan is likelier to be late, so with the deadline the persisted plan stays."""
     history = _join_fails_every_other_run()
-    by_mean = decide(_etl(), history, Policy(margin=0.0))
+    by_mean = decide(_etl(), history, PlannerPolicy(margin=0.0))
     assert by_mean.plan.fused == GENERATORS_FUSED and by_mean.reason.startswith("switches")
-    by_deadline = decide(_etl(), history, Policy(margin=0.0, deadline_seconds=400.0))
+    by_deadline = decide(_etl(), history, PlannerPolicy(margin=0.0, deadline_seconds=400.0))
     assert by_deadline.plan == ExchangePlan() and "least likely to miss the 400 s deadline" in by_deadline.reason
     assert by_deadline.best is not None and by_mean.best is not None
     assert miss_probability(by_deadline.best, 400.0) < miss_probability(by_mean.best, 400.0)
@@ -95,9 +96,9 @@ def test_a_deadline_keeps_the_plan_least_likely_to_miss_it_where_the_mean_would_
 def test_a_loose_or_an_impossible_deadline_leaves_the_choice_to_the_mean() -> None:
     """Every plan surely meets 2000 s, and surely misses 150 s (less than any plan's failure-free time)."""
     history = _join_fails_every_other_run()
-    by_mean = decide(_etl(), history, Policy(margin=0.0)).plan
+    by_mean = decide(_etl(), history, PlannerPolicy(margin=0.0)).plan
     for deadline in (2000.0, 150.0):
-        assert decide(_etl(), history, Policy(margin=0.0, deadline_seconds=deadline)).plan == by_mean
+        assert decide(_etl(), history, PlannerPolicy(margin=0.0, deadline_seconds=deadline)).plan == by_mean
 
 
 def test_a_small_gain_in_the_miss_probability_keeps_the_previous_plan() -> None:
@@ -106,7 +107,7 @@ def test_a_small_gain_in_the_miss_probability_keeps_the_previous_plan() -> None:
     fused = ExchangePlan({r: Choice.FUSED for r in GENERATORS_FUSED})
     history = History(tuple(_run(f"run{i}", {"join": 1} if i % 2 else {}, fused if i == 5 else ExchangePlan())
                             for i in range(6)))
-    kept = decide(_etl(), history, Policy(deadline_seconds=250.0, deadline_margin=0.5))
+    kept = decide(_etl(), history, PlannerPolicy(deadline_seconds=250.0, deadline_margin=0.5))
     assert kept.plan.fused == GENERATORS_FUSED and "within the 0.50 margin" in kept.reason
-    switched = decide(_etl(), history, Policy(deadline_seconds=250.0, deadline_margin=0.0))
+    switched = decide(_etl(), history, PlannerPolicy(deadline_seconds=250.0, deadline_margin=0.0))
     assert switched.plan != kept.plan and "misses the 250 s deadline with probability" in switched.reason

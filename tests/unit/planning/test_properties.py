@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
-from airflow_region_failover.planning.choice import Policy, decide
+from airflow_region_failover.planning.choice import decide
 from airflow_region_failover.planning.estimates import estimate
 from airflow_region_failover.planning.history import History, ResultBytes, RunRecord, StepTimes
 from airflow_region_failover.planning.model import plan_cost
+from airflow_region_failover.planning.policy import PlannerPolicy
 from tests.unit.planning.test_choice import JOINED, LINEITEM, ORDERS, _etl
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,7 +44,7 @@ def histories(draw: st.DrawFn) -> History:
 @SETTINGS
 @given(histories())
 def test_the_choice_is_bounded_by_the_cheapest_plan(history: History) -> None:
-    policy = Policy()
+    policy = PlannerPolicy()
     decision = decide(_etl(), history, policy)
     assert decision.best is not None and decision.chosen is not None and decision.previous_cost is not None
     assert decision.all_blocking is not None and decision.all_fused is not None

@@ -4,8 +4,10 @@
 One round per (size, round number), in the order the rounds ran; its label says the size, the round and the order
 of the configurations in it. Its values, per configuration ``c``: ``c_s`` (wall time without a failure) and
 ``c_fail_s`` (with the late failure), and ours ÷ each other configuration, ``ours_over_c`` and
-``ours_over_c_fail``. With more than one size every name ends in ``@<size>`` (``ours_fail_s@5gb``), so that a
-figure never mixes sizes. The figures: each ratio, and ours' and (a)'s wall times, over the rounds.
+``ours_over_c_fail``; for ``auto`` also ``auto_over_app``, the model's prediction of the run (``auto_predicted_s``)
+and its ratio to the measured wall (``auto_predicted_over_measured``). With more than one size every name ends in
+``@<size>`` (``ours_fail_s@5gb``), so that a figure never mixes sizes. The figures: each ratio, and ours' and (a)'s
+wall times, over the rounds.
 """
 
 from __future__ import annotations
@@ -22,16 +24,27 @@ def _rounds(runs: list[dict[str, Any]], several: bool) -> list[Round]:
     """The runs (as ``--json`` writes them: size, config, fail, wall_s) grouped into rounds, in run order."""
     seen: dict[tuple[str, bool, str], int] = {}
     walls: dict[tuple[str, int], dict[tuple[str, bool], float]] = {}
+    predicted: dict[tuple[str, int], dict[bool, float]] = {}
     for run in runs:
         key = (run["size"], run["fail"], run["config"])
         number = seen[key] = seen.get(key, 0) + 1
         walls.setdefault((run["size"], number), {})[(run["config"], run["fail"])] = float(run["wall_s"])
+        chosen = (run.get("predicted") or {}).get("chosen")
+        if chosen:
+            predicted.setdefault((run["size"], number), {})[run["fail"]] = float(chosen["expected_s"])
     rounds = []
     for (size, number), wall in walls.items():
         suffix = f"@{size}" if several else ""
         values = [Value(f"{config}{'_fail' if fail else ''}_s{suffix}", w) for (config, fail), w in wall.items()]
         values += [Value(f"ours_over_{config}{'_fail' if fail else ''}{suffix}", round(wall[("ours", fail)] / w, 3))
                    for (config, fail), w in wall.items() if config != "ours" and ("ours", fail) in wall]
+        values += [Value(f"auto_over_app{'_fail' if fail else ''}{suffix}", round(w / wall[("app", fail)], 3))
+                   for (config, fail), w in wall.items() if config == "auto" and ("app", fail) in wall]
+        for fail, expected in predicted.get((size, number), {}).items():  # the model against the auto run
+            failed = "_fail" if fail else ""
+            values += [Value(f"auto_predicted{failed}_s{suffix}", round(expected, 1)),
+                       Value(f"auto_predicted_over_measured{failed}{suffix}", round(expected / wall[("auto", fail)],
+                                                                                    3))]
         order = list(dict.fromkeys(config for config, _ in wall))
         rounds.append(Round(f"{size}, round {number} ({', '.join(order)})", tuple(values)))
     return rounds
@@ -45,7 +58,12 @@ def _figures(rounds: list[Round], only: str) -> list[Figure]:
         base, _, size = name.partition("@")
         fail = "one late failure" if "_fail" in base else "no failure"
         where = f"ETL {size or only}, {fail}"
-        if base.startswith("ours_over_"):
+        if base.startswith("auto_over_app"):
+            figures.append(Figure(f"{where}: auto ÷ {NAMES['app']}", "×", 2, name, None, None, False, None))
+        elif base.startswith("auto_predicted_over_measured"):
+            figures.append(Figure(f"{where}: the model's prediction ÷ auto's wall", "×", 2, name, None, None, False,
+                                  None))
+        elif base.startswith("ours_over_"):
             other = base.removeprefix("ours_over_").removesuffix("_fail")
             figures.append(Figure(f"{where}: ours ÷ {NAMES.get(other, other)}", "×", 2, name, None, None, False,
                                   None))

@@ -55,9 +55,9 @@ from _etl_stack import (
     stack_from,
     write_json,
 )
+from _etl_store import committed_bytes
 from _record import git_commit, load_average, this_machine, write
 from airflow_region_failover.timeline import Timeline
-from bench_etl_compare import committed_bytes
 
 MiB = 1024 * 1024
 

@@ -38,8 +38,8 @@ from typing import Any
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
 from _etl_runs import S3_ENV, _app_command, ours_variant, run_airflow, run_app, warm_up
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
+from _etl_store import report_rows
 from airflow_region_failover.naming import OPERATOR_NAME
-from bench_etl_compare import report_rows
 
 PLOT = Path("chaos.png")  # in the current directory; the docs' plot is drawn from the run's record
 ATTEMPTS = 1000

@@ -1,8 +1,8 @@
 """The example ETL at several sizes: region failover vs one Spark application vs plain Airflow, on one stack.
 
 ``python benchmarks/bench_etl_compare.py [--sizes tiny,1,5] [--repeat N]
-[--configs ours,fused,mixed,app,plain,plain_store]
-[--warm-up SIZE] [--json FILE] [--record PATH]``
+[--configs ours,fused,mixed,auto,app,plain,plain_store]
+[--history N] [--warm-up SIZE] [--json FILE] [--record PATH]``
 
 One SeaweedFS, one Spark Connect server (``local[2]``) and one Airflow 3 (SQLite, LocalExecutor) are started once
 and serve every run. Per size, three configurations of ``dags/tpch_etl.py`` (generators -> clean -> join ->
@@ -14,6 +14,9 @@ aggregate -> report), each run without failure and with one late failure (``aggr
   fixed plan (:data:`_etl_runs.FUSED_PLANS`): ``fused`` fuses every one (one failover region, one task running
   the whole ETL in one Spark session), ``mixed`` fuses the generators into the join and commits the join's and
   the aggregate's outputs.
+* **auto**: the same AUTO edges rendered ``PER_RUN``: each run runs the plan the provider chose from the DAG's runs
+  before it, after ``--history`` unmeasured runs (``_etl_auto.py``: a quiet history for the run without failure, a
+  history of late failures for the run with one; each run records its plan and the model's prediction).
 * **app** = (a): the same functions as one Spark job in one Spark Connect session, run as one application
   process (``python _etl_runs.py _app ...``, what a spark-submit'd script would be); only the final report
   is persisted, through ``ResultStore.write`` to the same bucket (intermediates live in Spark's shuffle files).
@@ -42,10 +45,10 @@ first, as it charged ours before.
 
 Figures per (size, config): wall time of a run without failure and its task-seconds (Airflow: the summed
 duration of all task tries; app: the application process's lifetime), wall time with the failure. Sizes: ``tiny``
-is the DAG's defaults (2,000 customers, 20,000 orders); a number is a target in GB of Parquet committed by ours'
-no-failure run (every current manifest of the run), reached by scaling ``ORDERS`` (``CUSTOMERS`` = ORDERS / 10)
-from the bytes per order measured at ``tiny`` (or ``--bytes-per-order``). The committed bytes of every run are
-printed. Ratios ours / app and ours / plain, and the size at which ours' failure wall time overtakes each
+is the DAG's defaults (2,000 customers, 20,000 orders); a number ``N`` is a scale: ``ORDERS`` = N GB over the bytes
+ours commits per order at ``tiny`` (or ``--bytes-per-order``), ``CUSTOMERS`` = ORDERS / 10 (``_etl_stack.size_of``:
+at scale Parquet compresses better, and ours commits ~0.11 GB per unit of scale). The committed bytes of every run
+are printed. Ratios ours / app and ours / plain, and the size at which ours' failure wall time overtakes each
 baseline (linear interpolation between measured sizes, or a linear fit beyond them) follow, then each round side
 by side (:func:`rounds_table`: the spread a median hides), per Airflow configuration each step's span in each run
 (:func:`step_spans`), and each run cut into its three phases in a row (:func:`phases`). Each run's CPU seconds by
@@ -69,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
+from _etl_auto import HISTORY_RUNS, AutoRuns, variants
 from _etl_record import etl_record
 from _etl_runs import (
     FUSED_PLANS,
@@ -84,44 +88,11 @@ from _etl_runs import (
     warm_up_size,
 )
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
+from _etl_store import committed_bytes, report_rows
 from _record import git_commit, load_average, this_machine, write
 
-CONFIGS = ("ours", *FUSED_PLANS, "app", *PLAIN)
+CONFIGS = ("ours", *FUSED_PLANS, "auto", "app", *PLAIN)
 DEFAULT_CONFIGS = ("ours", "app", "plain")
-
-
-# -- the store ----------------------------------------------------------------------------------------------------
-def committed_bytes(store: Any, dag_id: str, run_id: str) -> tuple[int, dict[str, int]]:
-    """Bytes of every current manifest of the run (total and per result), plus the Parquet files the ``"s3a"``
-    variant of (b) wrote through ``s3a://`` (per step, under ``s3a:<step>``)."""
-    from etl_plain_airflow import s3a_url  # the (b) template's own layout (importing it builds its DAG object)
-
-    keys = store.run_keys(dag_id, run_id)
-    per_result: dict[str, int] = {}
-    s3a_dir = s3a_url(store.config.bucket, dag_id, run_id, "").split("/", 3)[3]
-    for page in store.objects.client.get_paginator("list_objects_v2").paginate(Bucket=store.config.bucket,
-                                                                                 Prefix=s3a_dir):
-        for item in page.get("Contents", []):  # beside the store's layout: its own client, no layout check
-            step = item["Key"][len(s3a_dir):].split("/", 1)[0]
-            if item["Key"].endswith(".parquet"):
-                per_result[f"s3a:{step}"] = per_result.get(f"s3a:{step}", 0) + int(item["Size"])
-    for prefix in store.objects.list_dirs(keys.run_prefix):
-        part = prefix[len(keys.run_prefix):].rstrip("/")
-        if part.startswith("_"):
-            continue
-        result = part.replace(".to.", "->")  # inverse of graph.ids.key_part
-        for partition in store.partitions(dag_id, run_id, result):
-            per_result[result] = per_result.get(result, 0) + store.manifest(dag_id, run_id, partition).total_bytes
-    return sum(per_result.values()), per_result
-
-
-def report_rows(store: Any, dag_id: str, run_id: str) -> list[tuple[Any, ...]]:
-    """The committed report (partition ``report#0``) as sorted rows, for the cross-check."""
-    from airflow_region_failover.graph.ids import PartitionId
-
-    table = store.read_arrow(store.manifest(dag_id, run_id, PartitionId("report", 0)))
-    cols = ["c_mktsegment", "year", "revenue", "orders", "customers"]
-    return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
 
 
 # -- output -------------------------------------------------------------------------------------------------------
@@ -278,13 +249,16 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
     with stack.airflow.client() as api:
         if warm is not None:
             warm_up_each(api, stack, procs, warm, configs, salts)
+        auto = AutoRuns(api, stack, args.timeout)
         for size in sizes:
             label, orders, customers = size["label"], size["orders"], size["customers"]
             dag_ids = size["dag_ids"]
-            for config in ("ours", *FUSED_PLANS, *PLAIN):
-                if config in configs:
+            for config in ("ours", *FUSED_PLANS, *PLAIN, "auto", "auto_failing"):
+                if config.removesuffix("_failing") in configs:
                     api.wait_for_dag(dag_ids[config], timeout=300)
             print(f"== size {label}: {orders:,} orders, {customers:,} customers", flush=True)
+            if "auto" in configs:
+                auto.history(dag_ids, args.history, salts)
             for round_number in range(args.repeat):
                 for fail in failures:
                     for config in rotated(configs, round_number):
@@ -292,6 +266,8 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[subprocess.Popen[b
                         if config == "app":
                             run = run_app(stack.spark_url, stack.s3_env, label, orders, customers, fail, procs,
                                           salt, watch=lambda pid: stack.cpu.watch(pid, "app"))
+                        elif config == "auto":
+                            run = auto.run(dag_ids["auto_failing" if fail else "auto"], fail, salt)
                         else:
                             run = run_airflow(api, dag_ids[config], fail, args.timeout, salt)
                         run["cpu"], run["airflow_roles"] = stack.cpu.since(mark)
@@ -347,11 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     """Start the stack once, run every (size, config, failure) combination, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_sizes, default=["tiny", "1", "5"],
-                        help="comma-separated: 'tiny' (the DAG's defaults) or a target in GB committed (default "
-                             "tiny,1,5)")
+                        help="comma-separated: 'tiny' (the DAG's defaults) or a scale N (N GB over the bytes ours "
+                             "commits per order at tiny; ours commits ~0.11 GB per unit at scale; default tiny,1,5)")
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
                         help=f"subset of {','.join(CONFIGS)} (default {','.join(DEFAULT_CONFIGS)})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per (size, config, failure) (default 1)")
+    parser.add_argument("--history", type=int, default=HISTORY_RUNS,
+                        help=f"auto: unmeasured runs of each auto DAG before the measured ones (default "
+                             f"{HISTORY_RUNS})")
     parser.add_argument("--failures", default="no,yes", choices=["no,yes", "no", "yes"],
                         help="runs without a failure, with one late failure, or both (default)")
     parser.add_argument("--fail-at", default="start", choices=["start", "end"],
@@ -380,14 +359,16 @@ def main(argv: list[str] | None = None) -> int:
                            **{c: plain_variant(stack.dags, size["label"], size["orders"], size["customers"], c,
                                                args.fail_at) for c in PLAIN},
                            **{c: auto_variant(stack.dags, size["label"], size["orders"], size["customers"], c,
-                                              args.fail_at) for c in FUSED_PLANS}}
+                                              args.fail_at) for c in FUSED_PLANS},
+                           **variants(stack.dags, size, args.fail_at)}
     warm = warm_up_size(args.warm_up, sizes[0], args.bytes_per_order)
     if warm is not None:
         warm["dag_ids"] = {"ours": ours_variant(stack.dags, "warm", warm["orders"], warm["customers"]),
                            **{c: plain_variant(stack.dags, "warm", warm["orders"], warm["customers"], c)
                               for c in PLAIN},
                            **{c: auto_variant(stack.dags, "warm", warm["orders"], warm["customers"], c)
-                              for c in FUSED_PLANS}}
+                              for c in FUSED_PLANS},
+                           "auto": variants(stack.dags, warm, "start")["auto"]}
     return run_on(stack, lambda: measure(args, stack, procs, sizes, configs, warm), procs)
 
 

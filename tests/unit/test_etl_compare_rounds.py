@@ -129,3 +129,20 @@ def test_the_breakdowns_record_keeps_each_pairs_order_and_loads(tmp_path: Path) 
     record = load(tmp_path / "2026-11-29-breakdown-5gb.json")
     assert [r.label for r in record.rounds] == ["5gb, round 1 (ours, app)", "5gb, round 2 (app, ours)"]
     assert record.values("ours_over_app") == [1.239, 1.16] and record.script == "benchmarks/bench_breakdown.py"
+
+
+def test_the_auto_configurations_record_sets_it_against_the_application_and_the_models_prediction() -> None:
+    def run(config: str, fail: bool, wall: float, expected: float | None = None) -> dict[str, object]:
+        predicted = None if expected is None else {"chosen": {"expected_s": expected, "spread_s": 1.0}}
+        return {"size": "1gb", "config": config, "fail": fail, "wall_s": wall, "predicted": predicted}
+
+    runs = [run("auto", False, 50.0, 45.0), run("app", False, 40.0), run("auto", True, 60.0, 66.0),
+            run("app", True, 80.0)]
+    meta = {"question": "q", "command": "c", "date": "2026-12-03", "time_utc": "08:00–08:30", "commit": "x",
+            "machine": "2 CPUs", "load": "quiet"}
+    record = etl_record("2026-12-03-auto-1gb", runs, [{"label": "1gb", "orders": 1, "customers": 1}], meta)
+    assert record.values("auto_over_app") == [1.25] and record.values("auto_over_app_fail") == [0.75]
+    assert record.values("auto_predicted_s") == [45.0] and record.values("auto_predicted_fail_s") == [66.0]
+    assert record.values("auto_predicted_over_measured") == [0.9]
+    assert record.values("auto_predicted_over_measured_fail") == [1.1]
+    assert {"auto_over_app", "auto_predicted_over_measured_fail"} <= {f.of for f in record.figures}

@@ -34,7 +34,9 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
 * Reading back counts only what the summary lists as BLOCKING inputs; a try reading only PIPELINED scratch
   partitions keeps its ``read`` spans in its compute (fusing does not remove them).
 * **Failures**: a step task's failed tries (``task_instance`` and ``task_instance_history`` rows in state
-  ``failed``), counted for the task's first step (a chain's head, in the same region as its members);
+  ``failed``), each counted for the member whose function raised where the run's decision log names it (a fused
+  task's members may sit in different regions of the run's plan, and a failure restarts the region it hits), else
+  for the task's first step (a chain's head, in the same region as its members);
   **task seconds**: the durations of all its step tasks' tries.
 * **Plan**: the plan the run ran, as the store keeps it (:meth:`~airflow_region_failover.decisions.plans.Plans
   .of_run`: a job rendered ``PER_RUN`` fixes one per run); a run without one (rendered with a fixed plan, or
@@ -143,7 +145,8 @@ def _persisting(work: Mapping[str, float], job: float, written: int, cores: int)
     return min(job, seconds) if job else seconds
 
 
-def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelism: Mapping[str, int]) -> RunRecord:
+def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelism: Mapping[str, int],
+               raised: Mapping[str, Sequence[str]] | None = None) -> RunRecord:
     """One run's record from its step tasks (module rules); ``parallelism``: step id -> subtasks."""
     costs = [task_cost(t.summary, sizes) for t in tasks if t.summary is not None]
     seconds: dict[str, dict[int, float]] = {}
@@ -174,7 +177,11 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
     for task in tasks:
         members = subtasks_of(task.task_id)
         if task.failed and members:
-            failures[members[0].step] = failures.get(members[0].step, 0) + task.failed
+            own = {m.step for m in members}
+            named = [SubtaskId.parse(s).step for s in (raised or {}).get(task.task_id, ())]
+            counted = [step for step in named if step in own][:task.failed]
+            for step in (*counted, *[members[0].step] * (task.failed - len(counted))):
+                failures[step] = failures.get(step, 0) + 1
     return RunRecord(run_id, steps, results, failures, sum(t.seconds for t in tasks))
 
 
@@ -207,9 +214,26 @@ class AirflowHistory:
                 except RegionFailoverError:  # released or swept since: its bytes are unknown
                     return None
 
-            records.append(replace(run_record(run_id, tasks, sizes, self.parallelism),
+            records.append(replace(run_record(run_id, tasks, sizes, self.parallelism, self.raised(dag_id, run_id)),
                                    plan=self.plan_of(dag_id, run_id)))
         return History(tuple(records))
+
+    def raised(self, dag_id: str, run_id: str) -> dict[str, list[str]]:
+        """Task id -> the members whose functions raised, one per failed try the run's decision log names (module
+        rule); none when the log cannot be read."""
+        from airflow_region_failover.decisions.storage import RunLogs  # deferred: the store's decision log
+
+        try:
+            decisions = RunLogs(self.store.objects).read(dag_id, run_id).decisions
+        except (RegionFailoverError, ValueError):
+            log.warning("region failover: the decision log of %s/%s cannot be read; its failures count for their "
+                        "tasks' first steps", dag_id, run_id, exc_info=True)
+            return {}
+        tries = {(f.task_id, f.try_number): f.subtask for d in decisions for f in d.failures if f.subtask}
+        found: dict[str, list[str]] = {}
+        for (task_id, _), subtask in sorted(tries.items()):
+            found.setdefault(task_id, []).append(subtask)
+        return found
 
     def plan_of(self, dag_id: str, run_id: str) -> ExchangePlan:
         """The plan run ``run_id`` ran (module rule)."""

@@ -219,3 +219,26 @@ def test_a_resumed_fused_try_measures_no_compute_but_its_writes_count() -> None:
     assert not cost.computed and cost.writes == {"gen->agg": (10, 0.0), "agg->sink": (30, 2.0)}
     record = run_record("r1", [TaskTries("gen.agg.0", 1, 9.0, resumed)], lambda p: None, {"gen": 1, "agg": 1})
     assert record.steps == () and {r.result for r in record.results} == {"gen->agg", "agg->sink"}
+
+
+def test_a_fused_tasks_failure_counts_for_the_member_that_raised(session: Any) -> None:
+    """gen.agg.0 runs ``gen#0 -> agg#0`` in one task; its try 1 failed in agg#0 (the decision's failure names it):
+    the failure counts for agg, not for the task's first step — the planner protects what such a failure would
+    make recompute. A failed try the decision log does not name counts for the head, as a chain's."""
+    from airflow_region_failover.decisions.storage import RunLogs
+    from airflow_region_failover.failover.run_log import Decision, DecisionStatus, FailureRecord, RunLog
+
+    now = datetime.now(timezone.utc)
+    line = _line(4.0)
+    with moto_store() as store:
+        for n, run_id in enumerate(("r1", "r2")):
+            add_run(session, DAG, run_id, "success", now - timedelta(minutes=10 - n))
+            add_task(session, DAG, run_id, "gen.agg.0", "success", 2)
+            _history_row(session, run_id, "gen.agg.0", 1, "failed", 1.0)
+            session.commit()
+            _returned(session, run_id, "gen.agg.0", _summary("gen#0", line, chain=("gen#0", "agg#0")).to_json(), 4.0)
+        failure = FailureRecord("gen.agg.0", -1, 1, "KeyError: 'k'", "", 1.0, subtask="agg#0")
+        decided = RunLog(DAG, "r1", decisions=(Decision(1, DecisionStatus.APPLIED, 1.0, (failure,)),))
+        RunLogs(store.objects).update(DAG, "r1", lambda log: (decided, None))
+        history = AirflowHistory(store, {"gen": 1, "agg": 1}).history(DAG)
+    assert [r.failures for r in history.runs] == [{"agg": 1}, {"gen": 1}]

@@ -118,7 +118,7 @@ def format_decision(decision: Decision) -> str:
     """The decision as text (module rules)."""
     rate = decision.rate
     span = f"{rate.runs[0]} .. {rate.runs[-1]}" if rate.runs else "none"
-    lines = [f"history: {len(rate.runs)} run(s), {span}",
+    lines = [f"history: {len(rate.runs)} run(s), {span}", f"planner: {decision.policy.describe()}",
              f"failure rate: {rate.per_task_hour:.3g} per task-hour (± {rate.spread_per_task_hour:.2g}; "
              f"{rate.failures} failed tries in {rate.task_hours:.3g} task-hours over {len(rate.runs)} run(s), "
              f"prior {rate.prior_per_task_hour:g} per task-hour weighing {rate.prior_task_hours:g} task-hours)"]

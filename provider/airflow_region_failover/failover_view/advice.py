@@ -25,7 +25,8 @@ def advice_section(decision: Decision | None, note: str = "") -> str:
         return f'{head}<p id="rf-auto-note">{escape(note)}</p>'
     rate = decision.rate
     intro = (f"{len(rate.runs)} run(s) of history; failure rate {rate.per_task_hour:.3g} per task-hour "
-             f"({rate.failures} failed tries in {rate.task_hours:.3g} task-hours). {decision.reason}.")
+             f"({rate.failures} failed tries in {rate.task_hours:.3g} task-hours). {decision.reason}. Planner: "
+             f"{decision.policy.describe()}.")
     rows = []
     figures = decision.estimates
     for edge in decision.edges:

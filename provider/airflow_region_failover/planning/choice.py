@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_region_failover.graph.auto import Choice, ExchangePlan, all_of, auto_results
@@ -78,6 +78,7 @@ class Decision:
     edges: tuple[EdgeAdvice, ...] = ()
     estimates: Estimates | None = field(default=None, repr=False)
     deadline_seconds: float | None = None
+    policy: PlannerPolicy = DEFAULT_POLICY
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (what ``region-failover advise --json`` prints)."""
@@ -90,7 +91,7 @@ class Decision:
                 "all_blocking": cost(self.all_blocking), "all_fused": cost(self.all_fused),
                 "edges": [e.to_json() for e in self.edges],
                 "figures": None if self.estimates is None else self.estimates.to_json(),
-                "deadline": self._deadline_json()}
+                "deadline": self._deadline_json(), "planner": {**asdict(self.policy), "deadline_seconds": None}}
 
     def _deadline_json(self) -> dict[str, Any] | None:
         """The deadline and each costed plan's probability of missing it (None without a deadline)."""
@@ -114,7 +115,7 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
     if len(window.runs) < policy.min_runs:
         return Decision(previous, f"{len(window.runs)} run(s) of history, fewer than the {policy.min_runs} a choice "
                         "needs: the previous plan (every AUTO result BLOCKING when there is none) is kept", rate,
-                        previous)
+                        previous, policy=policy)
     estimates = estimate(graph, window)
     rates = step_rates((s.id for s in graph.steps), window)
     per_second = {step: r.per_task_second for step, r in rates.items()}
@@ -133,7 +134,7 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
     edges = tuple(_advice(r, chosen.plan, fixed.get(r), cost) for r in auto)
     return Decision(chosen.plan, reason, rate, previous, rates, chosen, best, cost(previous),
                     cost(all_of(graph, Choice.BLOCKING)), cost(all_of(graph, Choice.FUSED, frozenset(fixed))), edges,
-                    estimates, policy.deadline_seconds)
+                    estimates, policy.deadline_seconds, policy)
 
 
 def _switch(previous: PlanCost, best: PlanCost, policy: PlannerPolicy) -> tuple[PlanCost, str]:

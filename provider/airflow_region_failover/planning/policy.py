@@ -61,6 +61,11 @@ class PlannerPolicy:
             raise OptionError(f"{_WHERE}(deadline_seconds={self.deadline_seconds!r}): must be a positive number of "
                               "seconds")
 
+    def describe(self) -> str:
+        """One line for people: the knobs a choice depends on."""
+        return (f"at least {self.min_runs} runs, the newest {self.window}, a switch saving more than "
+                f"{self.margin:.0%}, {self.restart_seconds:g} s a restart")
+
     def to_json(self) -> dict[str, Any]:
         """The fields that differ from the defaults (``{}`` for the defaults)."""
         default = PlannerPolicy()

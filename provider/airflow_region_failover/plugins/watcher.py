@@ -33,6 +33,10 @@ the decision logs' compare-and-swap):
   of its DAG's next run is decided and stored; at start, a DAG with a run that ended within the look-back window
   and no decision stored gets one (its run's end may have passed while no watcher ran). A decision that could not
   be made (S3 or the metadata DB away) is tried again after 1, 2, 4, 8 s, and given up after ``GIVE_UP_TRIES``.
+  A run that stopped for a restart has not ended: it leaves the runs at work while its restart is decided and comes
+  back when the clear is applied, and a plan decided then would not see its last try (a failed try leaves no task
+  summary). So the plan waits :data:`PLAN_SETTLE_S` after the run left, is dropped if the run is at work again (it
+  is planned when it ends), and waits while the run's decision log has an open decision.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ USER_ACTION_SLACK_S = 60.0
 RETRY_MAX_S = 10.0
 """The longest wait before a failure that could not be recorded is tried again."""
 GIVE_UP_TRIES = 5
+PLAN_SETTLE_S = 3.0
+"""A next plan is decided no sooner than this after its run left the runs at work (module rule: a failure's
+restart decision may still be on its way)."""
 """Tries of a failure whose handling fails with an error trying again cannot cure, before it is given up on."""
 Found = tuple[str, str, FailureRecord]
 SETTLE_POLL_S = 0.2
@@ -260,7 +267,7 @@ class Watcher:
         now, floor = time.time(), self._floor
         active = probes.active_runs()
         for dag_id, run_id in self._active - active:
-            self._to_plan[dag_id] = (run_id, 0, 0.0)
+            self._to_plan[dag_id] = (run_id, 0, self.clock() + PLAN_SETTLE_S)
         self._active = set(active)
         self._runs.update(dict.fromkeys(active, now))
         for run in [r for r, seen in self._runs.items() if seen < floor]:
@@ -275,7 +282,13 @@ class Watcher:
         for dag_id, (after, tries, due) in list(self._to_plan.items()):
             if due > now:
                 continue
+            if after and (dag_id, after) in self._active:  # restarted: planned when it ends
+                del self._to_plan[dag_id]
+                continue
             try:
+                if after and self.services.logs().read(dag_id, after).open_decision is not None:
+                    self._to_plan[dag_id] = (after, tries, now + PLAN_SETTLE_S)  # its restart is on its way
+                    continue
                 plans = Plans(self.services.logs().objects)
                 spec = probes.serialized_job(dag_id) if after or plans.next(dag_id) is None else None
                 decided = next_plan.decide_next(dag_id, spec, plans, after) if spec is not None else None

@@ -20,6 +20,7 @@ from tests.unit.test_authoring_per_run import DAG_ID, Measured, _spec
 
 def test_a_run_that_ends_gets_its_dag_a_next_plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_region_failover.planning.history import History
+    from airflow_region_failover.plugins import watcher as watcher_module
 
     objects = MemoryObjects()
     w = watcher(RunLogs(objects), FakeApi(), monkeypatch, [])  # type: ignore[arg-type]
@@ -37,6 +38,8 @@ def test_a_run_that_ends_gets_its_dag_a_next_plan_once(monkeypatch: pytest.Monke
     w.tick()
     assert decided == [] and Plans(objects).next(DAG_ID) is None  # r1 at work: nothing to decide yet
     active.clear()
+    w.tick()
+    w.clock.now += watcher_module.PLAN_SETTLE_S  # type: ignore[attr-defined]
     w.tick()
     w.tick()
     stored = Plans(objects).next(DAG_ID)  # type: ignore[arg-type]
@@ -62,3 +65,45 @@ def test_a_decision_that_fails_is_tried_again_later_then_given_up(monkeypatch: p
         w.tick()
         w.clock.now += 0.1  # type: ignore[attr-defined]
     assert len(tries) == watcher_module.GIVE_UP_TRIES and tries[1] - tries[0] >= 1.0, tries
+
+
+def test_a_run_that_stops_for_a_restart_is_planned_after_only_when_it_has_really_ended(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """r1 fails: it leaves the runs at work while its restart is decided (an open decision) and comes back once the
+    clear is applied. A plan decided then would miss r1's last try (a failed try leaves no task summary, so its
+    run is not in the history yet); the next plan comes when r1 has ended for good."""
+    from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
+    from airflow_region_failover.planning.history import History
+
+    objects = MemoryObjects()
+    logs = RunLogs(objects)
+    w = watcher(logs, FakeApi(), monkeypatch, [])  # type: ignore[arg-type]
+    active = {(DAG_ID, "r1")}
+    monkeypatch.setattr(probes, "active_runs", lambda: set(active))
+    monkeypatch.setattr(probes, "serialized_job", lambda dag_id: _spec())
+    decided: list[str] = []
+    real = next_plan.decide_next
+
+    def decide(dag_id: str, spec: Any, plans: Plans, after: str = "") -> Any:
+        decided.append(after)
+        return real(dag_id, spec, plans, after, Measured(History(())))
+
+    monkeypatch.setattr(next_plan, "decide_next", decide)
+    monkeypatch.setattr(type(w), "_apply", lambda self, dag_id, run_id: None)  # the restart stays open
+    w.tick()
+    pending = Decision(1, DecisionStatus.PENDING, w.clock(), ())
+    logs.update(DAG_ID, "r1", lambda log: (RunLog(DAG_ID, "r1", decisions=(pending,)), None))
+    active.clear()  # r1 failed; its restart is decided, not applied
+    for _ in range(50):
+        w.tick()
+        w.clock.now += 0.2  # type: ignore[attr-defined]
+    assert decided == [], "planned after a run that is about to restart"
+    active.add((DAG_ID, "r1"))  # the clear applied: r1 at work again
+    w.tick()
+    applied = Decision(1, DecisionStatus.APPLIED, w.clock(), ())
+    logs.update(DAG_ID, "r1", lambda log: (RunLog(DAG_ID, "r1", decisions=(applied,)), None))
+    active.clear()  # r1 ended
+    for _ in range(50):
+        w.tick()
+        w.clock.now += 0.2  # type: ignore[attr-defined]
+    assert decided == ["r1"]

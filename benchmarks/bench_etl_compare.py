@@ -112,7 +112,8 @@ def table(sizes: list[dict[str, Any]], results: dict[tuple[str, str, bool], list
           configs: tuple[str, ...]) -> str:
     """Markdown table: per size and config, medians and the ours / config ratios."""
     names = {"ours": "ours (region failover)", "fused": "ours, AUTO plan: all fused",
-             "mixed": "ours, AUTO plan: generators fused into the join", "app": "(a) one Spark application",
+             "mixed": "ours, AUTO plan: generators fused into the join",
+             "auto": "ours, AUTO: the plan chosen from its history", "app": "(a) one Spark application",
              "plain": "(b) plain Airflow, Spark's s3a writer", "plain_store": "(b) plain Airflow on our store"}
     rows = ["| size | GB committed | orders | config | no-failure wall s | task-s | failure wall s | "
             "failure task-s | ours / config, no failure | ours / config, failure |",

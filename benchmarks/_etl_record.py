@@ -84,4 +84,19 @@ def etl_record(record_id: str, runs: list[dict[str, Any]], sizes: list[dict[str,
                   meta["date"], meta["time_utc"], meta["commit"], data, meta["machine"], meta["load"],
                   tuple(rounds), tuple(_figures(rounds, sizes[0]["label"])), None, None,
                   f"Written by {script.split('/')[-1]} --record; the configurations' order rotates from round to "
-                  "round.")
+                  "round." + _auto_plans(runs))
+
+
+def _auto_plans(runs: list[dict[str, Any]]) -> str:
+    """What the ``auto`` runs ran: each distinct plan (its fused results) per history, with the runs that ran it."""
+    seen: dict[tuple[bool, tuple[str, ...]], int] = {}
+    for run in runs:
+        if run["config"] == "auto" and run.get("plan") is not None:
+            key = (bool(run["fail"]), tuple(run["plan"]))
+            seen[key] = seen.get(key, 0) + 1
+    if not seen:
+        return ""
+    told = [f"{'with the late failure, after late failures' if fail else 'without a failure, after a quiet history'}"
+            f": fused {', '.join(plan) if plan else 'nothing (every AUTO result BLOCKING)'} ({count} run(s))"
+            for (fail, plan), count in sorted(seen.items())]
+    return " The auto runs' plans — " + "; ".join(told) + "."

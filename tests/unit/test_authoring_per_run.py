@@ -101,3 +101,18 @@ def test_the_next_plan_is_the_planners_choice_or_blocking_with_the_reason() -> N
     assert decided.plan.fused == () and decided.after_run == "r1" and "fewer than the 3" in decided.reason
     assert decide_next(DAG_ID, _spec(FUSED), plans, "r2", Measured(History(()))) is None  # not PER_RUN
     assert plans.next(DAG_ID) == decided
+
+
+def test_a_history_that_cannot_be_costed_keeps_the_stored_plan_in_a_decision_after_the_run_saying_why() -> None:
+    from airflow_region_failover.exceptions import HistoryError
+
+    class Unmeasured:
+        def history(self, dag_id: str) -> History:
+            raise HistoryError("step 'gen': no run of the history measured it")
+
+    plans = Plans(MemoryObjects(), clock=lambda: 3.0)  # type: ignore[arg-type]
+    plans.decide_next(DAG_ID, PlanDecision("d1", FUSED, "switches", 1.0, "r1"))
+    decided = decide_next(DAG_ID, _spec(), plans, "r2", Unmeasured())
+    assert decided is not None and decided == plans.next(DAG_ID) and decided.after_run == "r2"
+    assert decided.plan == FUSED and "keeps the stored plan" in decided.reason
+    assert "no run of the history measured it" in decided.reason

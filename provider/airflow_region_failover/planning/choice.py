@@ -27,7 +27,7 @@ Rules:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -106,8 +106,9 @@ class Decision:
 
 
 def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_POLICY,
-           pinned: Mapping[str, str] | None = None) -> Decision:
-    """The plan for the next run of ``graph`` (with its AUTO edges) after ``history`` (module rules)."""
+           pinned: Mapping[str, str] | None = None, serial: Sequence[frozenset[str]] = ()) -> Decision:
+    """The plan for the next run of ``graph`` (with its AUTO edges) after ``history`` (module rules); ``serial``:
+    the subtasks each multi-subtask task runs, whatever the plan (:func:`~.model.plan_cost`)."""
     auto = auto_results(graph)
     previous = _previous(history, auto)
     window = history.last(policy.window)
@@ -126,7 +127,7 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
     previous = ExchangePlan({r: Choice.BLOCKING if r in fixed else c for r, c in previous.choices.items()})
 
     def cost(plan: ExchangePlan) -> PlanCost:
-        return plan_cost(graph, plan, estimates, per_second, policy.restart_seconds)
+        return plan_cost(graph, plan, estimates, per_second, policy.restart_seconds, serial)
 
     free = [r for r in auto if r not in fixed]
     best = _cheapest(free, previous, cost, policy.exhaustive, policy.deadline_seconds)

@@ -22,13 +22,18 @@ The model (the standard one for work that restarts from its start; Young 1974, D
   ``Var = E[N]·Var(X) + Var(N)·(E[X] + R)²``;
 * the plan's completion time is the longest path through the region graph (regions joined by BLOCKING results)
   weighted by each region's ``E`` — independent regions run side by side, as Airflow runs them given slots — and
-  its spread the square root of the variances summed along that path (PERT's approximation).
+  its spread the square root of the variances summed along that path (PERT's approximation);
+* except inside one task: the subtasks a task runs (``serial``, a job rendered ``PER_RUN`` runs its static fused
+  regions as one task each, whatever the run's plan) run one after another in its one Spark session, and the
+  history measured them so (the task's clock split over its members). A region all of whose subtasks one task runs
+  has ``W = S``, and the regions one task runs follow each other on the path, in the region graph's order.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,22 +109,29 @@ class PlanCost:
 
 
 def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_task_second: Mapping[str, float],
-              restart_seconds: float = DEFAULT_RESTART_SECONDS) -> PlanCost:
+              restart_seconds: float = DEFAULT_RESTART_SECONDS,
+              serial: Sequence[frozenset[str]] = ()) -> PlanCost:
     """The expected completion time of ``graph`` (with its AUTO edges) under ``plan``, each step failing at its
-    rate ``per_task_second[step]`` (module rules)."""
+    rate ``per_task_second[step]``; ``serial``: the subtask ids (``step#i``) each task that runs several runs
+    (module rules)."""
     concrete = resolve(graph, plan)
     regions = compute_regions(concrete)
     costs = _subtask_seconds(concrete, estimates)
     region_costs = []
-    for region in regions.regions:
-        work = _longest_path(concrete, region.steps, {s: max(costs[(s, t.index)] for t in region.subtasks
-                                                             if t.step == s) for s in region.steps})
+    tasks: list[list[int]] = [[] for _ in serial]
+    for number, region in enumerate(regions.regions):
         exposure = sum(costs[(t.step, t.index)] for t in region.subtasks)
+        task = next((i for i, members in enumerate(serial) if {str(t) for t in region.subtasks} <= members), None)
+        if task is not None:
+            tasks[task].append(number)
+        work = exposure if task is not None else _longest_path(
+            concrete, region.steps, {s: max(costs[(s, t.index)] for t in region.subtasks if t.step == s)
+                                     for s in region.steps})
         failures = sum(per_task_second[t.step] * costs[(t.step, t.index)] for t in region.subtasks)
         region_costs.append(RegionCost(region.id, region.steps, work, exposure,
                                        expected_time(work, failures, restart_seconds),
                                        time_variance(work, failures, restart_seconds), failures))
-    expected, variance, path = _critical_path(regions, region_costs)
+    expected, variance, path = _critical_path(regions, region_costs, tasks)
     return PlanCost(plan, expected, math.sqrt(variance), tuple(region_costs), path)
 
 
@@ -142,6 +154,24 @@ def _subtask_seconds(graph: JobGraph, estimates: Estimates) -> dict[tuple[str, i
     return seconds
 
 
+def _topological(successors: Sequence[set[int]]) -> list[int]:
+    """The nodes in an order where every node comes after its predecessors (Kahn's, lowest index first)."""
+    indegree = [0] * len(successors)
+    for targets in successors:
+        for t in targets:
+            indegree[t] += 1
+    ready = sorted(i for i, d in enumerate(indegree) if d == 0)
+    order: list[int] = []
+    while ready:
+        node = ready.pop(0)
+        order.append(node)
+        for t in sorted(successors[node]):
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    return order
+
+
 def _longest_path(graph: JobGraph, steps: tuple[str, ...], cost: dict[str, float]) -> float:
     """The longest path through ``steps`` (in topological order) along the graph's edges among them."""
     inside = set(steps)
@@ -152,8 +182,10 @@ def _longest_path(graph: JobGraph, steps: tuple[str, ...], cost: dict[str, float
     return max(finish.values(), default=0.0)
 
 
-def _critical_path(regions: Regions, costs: list[RegionCost]) -> tuple[float, float, tuple[str, ...]]:
-    """The longest path through the region graph by expected time: (expected, variance, region ids)."""
+def _critical_path(regions: Regions, costs: list[RegionCost],
+                   tasks: Sequence[Sequence[int]] = ()) -> tuple[float, float, tuple[str, ...]]:
+    """The longest path through the region graph by expected time: (expected, variance, region ids); the regions
+    of each of ``tasks`` one after another (module rule)."""
     successors: list[set[int]] = [set() for _ in costs]
     for group in regions.groups():
         if group.group.edge.exchange is not Exchange.BLOCKING:
@@ -162,6 +194,11 @@ def _critical_path(regions: Regions, costs: list[RegionCost]) -> tuple[float, fl
         targets = {regions.region_index[c] for c in group.consumers}
         for s in sources:
             successors[s].update(t for t in targets if t != s)
+    position = {node: i for i, node in enumerate(_topological(successors))}
+    for members in tasks:
+        ordered = sorted(members, key=position.__getitem__)
+        for before, after in itertools.pairwise(ordered):
+            successors[before].add(after)
     indegree = [0] * len(costs)
     for targets in successors:
         for t in targets:

@@ -77,9 +77,19 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
     if not spec.auto.results:
         return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared", epochs)
     try:
-        return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned)), epochs=epochs)
+        return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned), serial_tasks(spec)),
+                      epochs=epochs)
     except HistoryError as exc:
         return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs)
+
+
+def serial_tasks(spec: JobSpec) -> tuple[frozenset[str], ...]:
+    """The subtasks each fused task of a ``PER_RUN`` job runs (its tasks never change between plans, so every plan
+    runs them one after another: :func:`~.planning.model.plan_cost`); none for another job, whose plans would be
+    rendered as other tasks."""
+    if not spec.auto.per_run:
+        return ()
+    return tuple(frozenset(str(m) for m in region.members) for region in spec.fused if len(region.members) > 1)
 
 
 def _policy(spec: JobSpec, deadline_seconds: float | None) -> PlannerPolicy:

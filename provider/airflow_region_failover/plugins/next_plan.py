@@ -9,8 +9,9 @@ Rules (a job rendered ``PER_RUN``; :mod:`~airflow_region_failover.decisions.plan
   into the run (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`), so the plan is fixed when the run
   starts and never changes within it;
 * **what**: the planner's choice (:func:`~.advice.advise`: hysteresis and a minimum history) over the DAG's
-  history, each run with the plan it ran. A history the planner cannot cost keeps the stored decision; with none
-  stored, every AUTO result BLOCKING, with the reason;
+  history, each run with the plan it ran. A history the planner cannot cost keeps the stored decision's plan, in
+  a decision after the run that says why (so every ended run has one); with none stored, every AUTO result
+  BLOCKING, with the reason;
 * **epochs**: a job with ``Checkpoint(epochs="AUTO")`` steps (``JobSpec.auto_epochs``, whatever its render mode)
   gets a decision too, carrying each such step's epochs for the next run (:func:`~.planning.epochs.choose_all`
   over the same history: Daly's interval from the step's measured work, checkpoint cost and failure rate, or the
@@ -45,10 +46,9 @@ def decide_next(dag_id: str, spec: JobSpec, plans: Plans, after_run: str = "", s
         plan, reason = ExchangePlan(), "the exchanges as rendered (the job is not rendered PER_RUN with AUTO edges)"
     elif found.decision is None:
         stored = plans.next(dag_id)
-        if stored is not None and not spec.auto_epochs:
-            return stored
-        plan, reason = ((stored.plan, stored.reason) if stored is not None else
-                        (ExchangePlan(), f"every AUTO result BLOCKING: {found.note}"))
+        plan, reason = ((stored.plan, f"keeps the stored plan (fused: {', '.join(stored.plan.fused) or 'none'}): "
+                                      f"{found.note}")
+                        if stored is not None else (ExchangePlan(), f"every AUTO result BLOCKING: {found.note}"))
     else:
         plan, reason = found.decision.plan, found.decision.reason
     decision = PlanDecision(secrets.token_hex(6), plan, reason, clock(), after_run, dict(found.epochs))

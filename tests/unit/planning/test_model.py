@@ -100,3 +100,19 @@ def test_side_by_side_regions_count_once_on_the_longest_path() -> None:
     fused = plan_cost(graph, ExchangePlan({"a->c": Choice.FUSED, "b->c": Choice.FUSED}),
                       estimate(graph, History((run,))), {"a": 0.0, "b": 0.0, "c": 0.0})
     assert [r.work for r in fused.regions] == [80.0]
+
+
+def test_one_task_runs_its_regions_one_after_another() -> None:
+    """The same (a#0) -AUTO-> (c#0) <-AUTO- (b#0), every subtask run by one task (a PER_RUN job's static fused
+    task): side by side no more — every plan takes a + b + c, the BLOCKING one its writes and reads on top."""
+    graph = (JobGraphBuilder().step("a").step("b").step("c").edge("a", "c", exchange="AUTO")
+             .edge("b", "c", exchange="AUTO").build())
+    run = RunRecord("r1", (StepTimes("a", (30.0,)), StepTimes("b", (70.0,)), StepTimes("c", (10.0,))),
+                    (ResultBytes("a->c", 0, 2.0, 1.0), ResultBytes("b->c", 0, 4.0, 2.0)), {}, 110.0)
+    figures, never = estimate(graph, History((run,))), {"a": 0.0, "b": 0.0, "c": 0.0}
+    task = (frozenset({"a#0", "b#0", "c#0"}),)
+    blocking = plan_cost(graph, ExchangePlan(), figures, never, serial=task)
+    fused = plan_cost(graph, ExchangePlan({"a->c": Choice.FUSED, "b->c": Choice.FUSED}), figures, never, serial=task)
+    assert fused.expected == 110.0 and [r.work for r in fused.regions] == [110.0]
+    assert blocking.expected == 119.0 and blocking.critical_path == ("r0", "r1", "r2")
+    assert plan_cost(graph, ExchangePlan(), figures, never).expected == 87.0  # in tasks of their own: b + c

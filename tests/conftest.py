@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -12,7 +14,9 @@ import pytest
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Unit tests that import Airflow get a throw-away AIRFLOW_HOME, never the developer's ~/airflow. Tests that need a
 # metadata DB or a running Airflow build their own home (see tests/integration and tests/e2e).
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="region-failover-airflow-home-"))
+if "AIRFLOW_HOME" not in os.environ:  # made only when needed, and removed when the run ends
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="region-failover-airflow-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 

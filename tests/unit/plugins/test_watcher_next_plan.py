@@ -18,12 +18,12 @@ from tests.unit.plugins.test_watcher import watcher
 from tests.unit.test_authoring_per_run import DAG_ID, Measured, _spec
 
 
-def test_a_run_that_ends_gets_its_dag_a_next_plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def _watching(monkeypatch: pytest.MonkeyPatch, logs: RunLogs) -> tuple[Any, set[tuple[str, str]], list[str]]:
+    """A watcher over ``logs`` that sees r1 at work, the job of ``_spec()`` and an empty history: the watcher, the
+    runs at work (change it to end runs) and the runs each next plan was decided after."""
     from airflow_region_failover.planning.history import History
-    from airflow_region_failover.plugins import watcher as watcher_module
 
-    objects = MemoryObjects()
-    w = watcher(RunLogs(objects), FakeApi(), monkeypatch, [])  # type: ignore[arg-type]
+    w = watcher(logs, FakeApi(), monkeypatch, [])  # type: ignore[arg-type]
     active = {(DAG_ID, "r1")}
     monkeypatch.setattr(probes, "active_runs", lambda: set(active))
     monkeypatch.setattr(probes, "serialized_job", lambda dag_id: _spec())
@@ -35,6 +35,14 @@ def test_a_run_that_ends_gets_its_dag_a_next_plan_once(monkeypatch: pytest.Monke
         return real(dag_id, spec, plans, after, Measured(History(())))
 
     monkeypatch.setattr(next_plan, "decide_next", decide)
+    return w, active, decided
+
+
+def test_a_run_that_ends_gets_its_dag_a_next_plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_region_failover.plugins import watcher as watcher_module
+
+    objects = MemoryObjects()
+    w, active, decided = _watching(monkeypatch, RunLogs(objects))
     w.tick()
     assert decided == [] and Plans(objects).next(DAG_ID) is None  # r1 at work: nothing to decide yet
     active.clear()
@@ -73,22 +81,9 @@ def test_a_run_that_stops_for_a_restart_is_planned_after_only_when_it_has_really
     clear is applied. A plan decided then would miss r1's last try (a failed try leaves no task summary, so its
     run is not in the history yet); the next plan comes when r1 has ended for good."""
     from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
-    from airflow_region_failover.planning.history import History
 
-    objects = MemoryObjects()
-    logs = RunLogs(objects)
-    w = watcher(logs, FakeApi(), monkeypatch, [])  # type: ignore[arg-type]
-    active = {(DAG_ID, "r1")}
-    monkeypatch.setattr(probes, "active_runs", lambda: set(active))
-    monkeypatch.setattr(probes, "serialized_job", lambda dag_id: _spec())
-    decided: list[str] = []
-    real = next_plan.decide_next
-
-    def decide(dag_id: str, spec: Any, plans: Plans, after: str = "") -> Any:
-        decided.append(after)
-        return real(dag_id, spec, plans, after, Measured(History(())))
-
-    monkeypatch.setattr(next_plan, "decide_next", decide)
+    logs = RunLogs(MemoryObjects())
+    w, active, decided = _watching(monkeypatch, logs)
     monkeypatch.setattr(type(w), "_apply", lambda self, dag_id, run_id: None)  # the restart stays open
     w.tick()
     pending = Decision(1, DecisionStatus.PENDING, w.clock(), ())

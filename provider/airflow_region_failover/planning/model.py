@@ -121,7 +121,8 @@ def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_tas
     tasks: list[list[int]] = [[] for _ in serial]
     for number, region in enumerate(regions.regions):
         exposure = sum(costs[(t.step, t.index)] for t in region.subtasks)
-        task = next((i for i, members in enumerate(serial) if {str(t) for t in region.subtasks} <= members), None)
+        ids = {str(t) for t in region.subtasks}
+        task = next((i for i, members in enumerate(serial) if ids <= members), None)
         if task is not None:
             tasks[task].append(number)
         work = exposure if task is not None else _longest_path(

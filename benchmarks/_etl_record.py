@@ -90,13 +90,16 @@ def etl_record(record_id: str, runs: list[dict[str, Any]], sizes: list[dict[str,
 def _auto_plans(runs: list[dict[str, Any]]) -> str:
     """What the ``auto`` runs ran: each distinct plan (its fused results) per history, with the runs that ran it."""
     seen: dict[tuple[bool, tuple[str, ...]], int] = {}
+    why: dict[tuple[bool, tuple[str, ...]], str] = {}
     for run in runs:
         if run["config"] == "auto" and run.get("plan") is not None:
             key = (bool(run["fail"]), tuple(run["plan"]))
             seen[key] = seen.get(key, 0) + 1
+            why.setdefault(key, run.get("decision") or "")
     if not seen:
         return ""
     told = [f"{'with the late failure, after late failures' if fail else 'without a failure, after a quiet history'}"
-            f": fused {', '.join(plan) if plan else 'nothing (every AUTO result BLOCKING)'} ({count} run(s))"
+            f": fused {', '.join(plan) if plan else 'nothing (every AUTO result BLOCKING)'} ({count} run(s)"
+            + (f"; the decision: {why[(fail, plan)]}" if why[(fail, plan)] else "") + ")"
             for (fail, plan), count in sorted(seen.items())]
     return " The auto runs' plans — " + "; ".join(told) + "."

@@ -138,7 +138,7 @@ def test_the_auto_configurations_record_sets_it_against_the_application_and_the_
 
     runs = [run("auto", False, 50.0, 45.0), run("app", False, 40.0), run("auto", True, 60.0, 66.0),
             run("app", True, 80.0)]
-    runs[0]["plan"], runs[2]["plan"] = ["a->b", "b->c"], []
+    runs[0]["plan"], runs[2]["plan"], runs[0]["decision"] = ["a->b", "b->c"], [], "switches: saves 9 s"
     meta = {"question": "q", "command": "c", "date": "2026-12-03", "time_utc": "08:00–08:30", "commit": "x",
             "machine": "2 CPUs", "load": "quiet"}
     record = etl_record("2026-12-03-auto-1gb", runs, [{"label": "1gb", "orders": 1, "customers": 1}], meta)
@@ -148,5 +148,5 @@ def test_the_auto_configurations_record_sets_it_against_the_application_and_the_
     assert record.values("auto_predicted_over_measured_fail") == [1.1]
     assert {"auto_over_app", "auto_predicted_over_measured_fail"} <= {f.of for f in record.figures}
     assert record.remarks.endswith("The auto runs' plans — without a failure, after a quiet history: fused a->b, "
-                                   "b->c (1 run(s)); with the late failure, after late failures: fused nothing "
+                                   "b->c (1 run(s); the decision: switches: saves 9 s); with the late failure, after late failures: fused nothing "
                                    "(every AUTO result BLOCKING) (1 run(s)).")

@@ -148,5 +148,5 @@ def test_the_auto_configurations_record_sets_it_against_the_application_and_the_
     assert record.values("auto_predicted_over_measured_fail") == [1.1]
     assert {"auto_over_app", "auto_predicted_over_measured_fail"} <= {f.of for f in record.figures}
     assert record.remarks.endswith("The auto runs' plans — without a failure, after a quiet history: fused a->b, "
-                                   "b->c (1 run(s); the decision: switches: saves 9 s); with the late failure, after late failures: fused nothing "
-                                   "(every AUTO result BLOCKING) (1 run(s)).")
+                                   "b->c (1 run(s); the decision: switches: saves 9 s); with the late failure, after "
+                                   "late failures: fused nothing (every AUTO result BLOCKING) (1 run(s)).")

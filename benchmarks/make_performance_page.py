@@ -161,6 +161,27 @@ def payback_section(records: dict[str, Record]) -> str:
             "(a) does not finish at all (the plot below).\n")
 
 
+AUTO_PLANS = "The auto runs' plans — "
+"""Where a record of ``bench_etl_compare.py --configs ...,auto`` says which plans AUTO ran (its remarks)."""
+
+
+def auto_section(records: dict[str, Record]) -> str:
+    """Where and why AUTO chose what it ran: each record's plans and decisions, in its own words (its figures are in
+    the table above, not repeated here); empty without such a record."""
+    told = [(r, r.remarks.split(AUTO_PLANS, 1)[1]) for r in _ordered(records) if AUTO_PLANS in r.remarks]
+    if not told:
+        return ""
+    items = "".join(f"* `{r.id}` ({r.data_size}): {plans}\n" for r, plans in told)
+    return ("## Where AUTO chooses what, and why\n\n"
+            "`auto` is the example ETL with every BLOCKING edge declared `exchange=\"AUTO\"` and rendered `PER_RUN`: "
+            "each run runs the plan the provider chose from the runs before it (`docs/user/auto-plans.md`). The "
+            "planner fuses a result when persisting and reading it back costs more than protecting it saves at the "
+            "measured failure rate (Mantri's rule, in expectation), and switches only past its margin. Its runs "
+            "ran, per history (the decision is the planner's own reason, with the model's seconds):\n\n"
+            + items + "\nThe measured times of these runs, against (a), and the model's prediction against them are "
+            "the `auto` rows of the table above.\n\n")
+
+
 def page(records: dict[str, Record]) -> str:
     """The text of ``docs/performance.md`` for ``records`` (by id)."""
     superseded = [r for r in records.values() if r.superseded_by is not None]
@@ -168,7 +189,7 @@ def page(records: dict[str, Record]) -> str:
                    for r in sorted(superseded, key=lambda r: r.id))
     return (HEAD + "\n## The current figures\n\n" + figures_table(records) + "\n\n"
             + (f"Runs on record that a later run replaced:\n\n{tail}\n" if tail else "")
-            + payback_section(records) + "\n## Plots\n\n"
+            + payback_section(records) + "\n" + auto_section(records) + "## Plots\n\n"
             f"![Completion time of the example ETL at ~5 GB with one failure every T seconds, ours against "
             f"(a)](img/{CHAOS_PNG})\n\n"
             f"Repeated failures (`{CHAOS}`): a run that has not produced a correct report by 3× its failure-free "

@@ -91,7 +91,8 @@ class Decision:
                 "all_blocking": cost(self.all_blocking), "all_fused": cost(self.all_fused),
                 "edges": [e.to_json() for e in self.edges],
                 "figures": None if self.estimates is None else self.estimates.to_json(),
-                "deadline": self._deadline_json(), "planner": {**asdict(self.policy), "deadline_seconds": None}}
+                "deadline": self._deadline_json(),  # the budget is there, not in "planner"
+                "planner": {k: v for k, v in asdict(self.policy).items() if k != "deadline_seconds"}}
 
     def _deadline_json(self) -> dict[str, Any] | None:
         """The deadline and each costed plan's probability of missing it (None without a deadline)."""

@@ -6,9 +6,8 @@
   session, the keyed exchange in memory; ``report.0`` reads the four committed agg partitions.
 * ``rf_e2e_fused_blocking``: the plan commits it: tasks ``gen.0``, ``gen.1``, ``agg.0`` .. ``agg.3``, ``report.0``.
 * ``rf_e2e_fused_per_run``: rendered ``PER_RUN``: always the one task ``gen.agg.0``, each run under its own plan,
-  chosen by a planner that looks at the newest 3 runs, switches on any gain (margin 0: the tiny job's persisting
-  costs well under the default 10 % of a run) and counts 120 s per restart (so one failure in the window outweighs
-  what fusing saves).
+  chosen by a planner that looks at the newest 3 runs (so an old failure stops counting) and switches on any gain
+  (margin 0: the tiny job's persisting costs well under the default 10 % of a run).
 
 DAG param ``fail``: subtask ids that raise on their first try (e.g. ``["agg#1"]``).
 """
@@ -25,7 +24,7 @@ from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from tests.support.e2e_steps import fail_first_try, row_slice
 
 ROWS, KEYS = 40_000, 1_009
-PLANNER = PlannerPolicy(window=3, margin=0.0, restart_seconds=120.0)
+PLANNER = PlannerPolicy(window=3, margin=0.0)
 
 
 def generate(spark: Any, lo: int, hi: int) -> Any:

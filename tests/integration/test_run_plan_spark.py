@@ -3,7 +3,8 @@ fixed once, and a retried try resumes the members an earlier try committed.
 
     src#0,1 ==B==> gen#0,1 --AUTO, keyed by k--> agg#0,1 --AUTO, pointwise--> fin#0,1 ==B==> sink#0
                    \\______________ one task gen.agg.fin.0 (every run) ______________/
-    plan all BLOCKING: gen->agg and agg->fin committed inside the task; plan all FUSED: both stay in Spark
+    plan all BLOCKING: gen->agg and agg->fin committed inside the task; plan all FUSED: both stay in Spark;
+    plan MIXED (gen->agg BLOCKING, agg->fin FUSED): regions gen#0 | gen#1 | agg#0+fin#0 | agg#1+fin#1
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.integration
 
 TASK = "gen.agg.fin.0"
 FUSED = ExchangePlan({"gen->agg": Choice.FUSED, "agg->fin": Choice.FUSED})
+MIXED = ExchangePlan({"gen->agg": Choice.BLOCKING, "agg->fin": Choice.FUSED})
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +41,24 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def store(s3_server: S3Endpoint) -> ResultStore:
-    return on_server(s3_server, f"runplan-{secrets.token_hex(4)}", spark_io="driver")
+def store(s3_server: S3Endpoint, request: pytest.FixtureRequest) -> ResultStore:
+    return on_server(s3_server, f"runplan-{secrets.token_hex(4)}", spark_io=getattr(request, "param", "driver"))
 
 
 class Steps:
     """The step functions; each call's subtask is recorded, and ``fail`` names a subtask whose first call raises."""
 
-    def __init__(self, fail: str | None = None) -> None:
+    def __init__(self, fail: str | None = None, salted: bool = False) -> None:
         self.calls: list[str] = []
         self.fail = fail
+        self.salted = salted  # gen's rows differ on every call (a nondeterministic producer)
+        self.made = 0
 
     def gen(self, spark: Any, inputs: Any, context: Any) -> Any:
         self.calls.append(str(context.subtask))
-        return inputs["src"].selectExpr("id % 7 AS k", f"id * {context.index + 1} AS v")
+        self.made += 1
+        salt = self.made if self.salted and context.subtask.step == "gen" else 0
+        return inputs["src"].selectExpr("id % 7 AS k", f"id * {context.index + 1} + {salt} AS v")
 
     def agg(self, spark: Any, inputs: Any, context: Any) -> Any:
         self.calls.append(str(context.subtask))
@@ -72,7 +78,7 @@ class Steps:
 def runtime(steps: Steps) -> JobRuntime:
     job = RegionJob(default_exchange="AUTO")
     job.step("src", steps.gen, parallelism=2)
-    job.step("gen", steps.gen, parallelism=2)
+    job.step("gen", steps.gen, parallelism=2, reuse=not steps.salted)
     job.step("agg", steps.agg, parallelism=2)
     job.step("fin", steps.fin, parallelism=2)
     job.step("sink", steps.sink)
@@ -161,4 +167,41 @@ def test_under_the_fused_plan_a_retried_try_recomputes_the_whole_region(
     steps.calls.clear()
     summary, _ = run(store, steps, "whole", try_number=2)
     assert steps.calls == ["gen#0", "gen#1", "agg#0", "agg#1", "fin#0", "fin#1"]  # fin#0's commit reads memory
+    assert not any(o.kept for o in summary.ledger.outputs.values())
+
+
+@pytest.mark.parametrize("store", ["driver", "executors"], indirect=True)  # Arrow in the driver, and the JVM's writer
+def test_under_a_mixed_plan_a_retried_try_keeps_every_region_the_failure_did_not_touch(
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gen#0 | gen#1 ==B==> agg#0 -F-> fin#0 | agg#1 -F-> fin#1 (fails on try 1): try 2 runs only agg#1, fin#1's
+    region; agg#0+fin#0 is kept whole — its commit records the BLOCKING inputs agg#0 read, byte-identical now."""
+    patch(monkeypatch, store, spark)
+    Plans(store.objects).decide_next(DAG, PlanDecision("d1", MIXED, "mixed", 1.0, ""))
+    steps = Steps(fail="fin#1")
+    with pytest.raises(RuntimeError, match="injected failure of fin#1"):
+        run(store, steps, "mixed")
+    recorded = store.manifest(DAG, "mixed", PartitionId("fin->sink", 0)).inputs
+    assert sorted(str(v.partition) for v in recorded) == ["gen->agg#0", "gen->agg#1"]  # what agg#0 read
+    steps.calls.clear()
+    summary, ti = run(store, steps, "mixed", try_number=2)
+    assert steps.calls == ["agg#1", "fin#1"]
+    kept = {p for p, o in summary.ledger.outputs.items() if o.kept}
+    assert kept == {"gen->agg#0", "gen->agg#1", "fin->sink#0"}
+    assert summary.ledger.outputs["fin->sink#1"].attempt == 2
+    assert sorted(ti.pushed) == published(summary)
+    run(store, Steps(), "undisturbed")
+    assert rows(spark, store, "mixed") == rows(spark, store, "undisturbed") != []
+
+
+def test_under_a_mixed_plan_a_region_whose_inputs_came_back_different_recomputes(
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but gen (reuse=False) writes other rows on every call: agg#0+fin#0 read changed bytes and rerun."""
+    patch(monkeypatch, store, spark)
+    Plans(store.objects).decide_next(DAG, PlanDecision("d1", MIXED, "mixed", 1.0, ""))
+    steps = Steps(fail="fin#1", salted=True)
+    with pytest.raises(RuntimeError):
+        run(store, steps, "salted")
+    steps.calls.clear()
+    summary, _ = run(store, steps, "salted", try_number=2)
+    assert steps.calls == ["gen#0", "gen#1", "agg#0", "agg#1", "fin#0", "fin#1"]
     assert not any(o.kept for o in summary.ledger.outputs.values())

@@ -18,20 +18,21 @@ Rules:
   is not deterministic and not read through one shared exchange; a keyed edge whose reads are one job is shuffled
   once for all its consumers (:func:`~.fused_reads.shared`);
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
-  versions of every BLOCKING partition that member read (from outside or from a member's commit) and the code
-  fingerprint of all the task's steps; a BLOCKING exchange between two members (a region merged by a BLOCKING
-  cycle, or an AUTO result the run's plan persists) is read back from its commit;
+  member's lineage (:mod:`.fused_resume`: the versions of every BLOCKING partition it read, from outside or from a
+  member's commit, and those the members it read in Spark were computed from) and the code fingerprint of all the
+  task's steps; a BLOCKING exchange between two members (a region merged by a BLOCKING cycle, or an AUTO result the
+  run's plan persists) is read back from its commit;
 * **the run's plan** (a job rendered ``PER_RUN``, :meth:`~airflow_region_failover.job.JobSpec.for_run`): the task
   fixes the run's plan (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`: the one fixed, else the
   decision stored for the next run, copied once) and runs the graph of that plan: an interior AUTO result the
   plan says BLOCKING is committed like any BLOCKING result and its consumers in the task read its commit, a FUSED
   one stays in memory;
-* **resuming** (a later try, ``region`` failover strategy, reuse not turned off by the run or the step): a member
-  whose inputs and outputs are all BLOCKING and all of whose outputs an earlier try of this run committed from the
-  inputs it would read now, byte-identical, and with this task's code (the reuse rule's test,
-  :func:`~.reuse.unchanged_commits`) is not recomputed: its commits are published again. A member of a region the
-  try's restart decision restarts because its result was found unavailable (``producer-unavailable``) always
-  recomputes;
+* **resuming** (a later try, ``region`` failover strategy, reuse not turned off by the run or the step): a failover
+  region of the run's plan all of whose BLOCKING outputs an earlier try of this run committed from the inputs it
+  would read now, byte-identical, and with this task's code (the reuse rule's test, :func:`~.reuse.unchanged_commits`,
+  applied to each member's lineage) is not recomputed: none of its members runs, its commits are published again
+  (:func:`~.fused_resume.kept_region`). A member of a region the try's restart decision restarts because its
+  result was found unavailable (``producer-unavailable``) always recomputes;
 * the task records no failure evidence; it publishes each partition under ``partition:<result>:<i>``
   (:meth:`~airflow_region_failover.naming.TaskNames.xcom_key`) and returns one summary for all its members
   (:func:`~.ledger.fused_summary`, the resumed members' outputs marked kept).
@@ -50,18 +51,16 @@ from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.decisions.try_log import TryLog
 from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.error_class import TryInputs
-from airflow_region_failover.failover.options import FailoverStrategy
-from airflow_region_failover.failover.restart_plan import Reason
-from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
-from airflow_region_failover.job import REUSE_PARAM, JobRuntime
+from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.spark.compute import named_input, read_partition
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
 from airflow_region_failover.spark.fused_reads import jobs_of, persisted, readers_of, shared, shared_partitions
+from airflow_region_failover.spark.fused_resume import kept_region, lineage, resumable, task_regions
 from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
 from airflow_region_failover.spark.reuse import unchanged_commits
 from airflow_region_failover.spark.run import (
@@ -118,7 +117,7 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     with phase("session"):
         spark = get_session(resolve_target(impls[members[0].step].spark_conn_id))
     run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context, spec.auto.columns,
-                _resumable(runtime, members, context, restart))
+                resumable(runtime, members, context, restart), task_regions(spec.topology.regions, members))
     try:
         with phase("compute"):
             published = run.compute(spark, runtime)
@@ -135,19 +134,6 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
                              [ref for _, ref in published], restart, str(ti.task_id), frozenset(run.kept_outputs))
     clock = current()
     return done if clock is None else replace(done, timeline=clock.timeline())
-
-
-def _resumable(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[str, Any],
-               restart: Decision | None) -> frozenset[SubtaskId]:
-    """The members this try may resume (module rule: a later try, ``region`` strategy, reuse not turned off by
-    the run or the member's step, not in a region restarted because its result was unavailable)."""
-    ti = context.get("ti")
-    if int(getattr(ti, "try_number", 1) or 1) <= 1 or runtime.spec.config.failover_strategy is not \
-            FailoverStrategy.REGION or (context.get("params") or {}).get(REUSE_PARAM) is False:
-        return frozenset()
-    lost = {s for r in (restart.regions if restart is not None else ())
-            if r.reason == Reason.PRODUCER_UNAVAILABLE.value for s in r.subtasks}
-    return frozenset(m for m in members if runtime.impl(m.step).reuse and str(m) not in lost)
 
 
 def _outside(graph: Any, edge: Edge, *, member: SubtaskId, inside: frozenset[SubtaskId]) -> bool:
@@ -174,10 +160,13 @@ class Fused:
                  refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]], io: StoreIO,
                  current: dict[PartitionRef, Manifest], versions: tuple[InputVersion, ...], code: str,
                  context: Mapping[str, Any], kept: Mapping[str, tuple[str, ...]] | None = None,
-                 resumable: frozenset[SubtaskId] = frozenset()) -> None:
+                 resumable: frozenset[SubtaskId] = frozenset(),
+                 regions: Mapping[SubtaskId, tuple[SubtaskId, ...]] | None = None) -> None:
         self.graph, self.members, self.refs, self.io = graph, members, refs, io
         self.kept = dict(kept or {})
-        self.resumable = resumable
+        self.resumable, self.regions = resumable, dict(regions or {})
+        self.decided: dict[tuple[SubtaskId, ...], dict[SubtaskId, tuple[PartitionRef, ...]] | None] = {}
+        self.lineage: dict[SubtaskId, tuple[InputVersion, ...]] = {}
         self.kept_outputs: list[PartitionId] = []
         self.current, self.versions, self.code, self.context = current, versions, code, context
         self.inside = frozenset(members)
@@ -206,9 +195,7 @@ class Fused:
         published: list[tuple[SubtaskId, PartitionRef]] = []
         fn = runtime.impl(member.step).fn
         assert fn is not None  # a script step never fuses (graph.fusion rule 4)
-        read = self._blocking_reads(member)
-        versions = input_versions(self.current, self.graph, member, read)
-        kept = self._resumed(member, ti, versions)
+        kept = self._resumed(member, ti)
         if kept is not None:
             for ref in kept:
                 self.written[ref.partition] = ref
@@ -216,6 +203,10 @@ class Fused:
                 log.info("kept BLOCKING partition %s (attempt %d, %d rows): try %d of this run computed it from "
                          "byte-identical inputs with this code", ref.partition, ref.attempt, ref.rows, try_number)
             return [(member, ref) for ref in kept]
+        read = self._blocking_reads(member, self.written)
+        assert read is not None  # members run in topological order: every one read is written
+        own = input_versions(self.current, self.graph, member, read)
+        versions = self.lineage[member] = lineage(self.graph, member, own, self.lineage) or own
         with phase("define"):
             inputs, partitions = self._inputs(spark, member)
             sctx = replace(step_context(self.graph, member, {}, self.context), partitions=partitions)
@@ -235,33 +226,36 @@ class Fused:
                 published.append((member, written))
         return published
 
-    def _blocking_reads(self, member: SubtaskId) -> dict[Edge, tuple[PartitionRef, ...]]:
-        """The BLOCKING partitions ``member`` reads, from outside or from a member's commit (each one's current
-        manifest looked up once)."""
+    def _blocking_reads(self, member: SubtaskId, written: Mapping[PartitionId, PartitionRef]) -> \
+            dict[Edge, tuple[PartitionRef, ...]] | None:
+        """The BLOCKING partitions ``member`` reads, from outside or from a member's commit in ``written`` (each
+        one's current manifest looked up once); ``None`` if one is not written yet."""
         read: dict[Edge, tuple[PartitionRef, ...]] = {}
         outside = self.refs[member]
         for edge, parts in consumed_partitions(self.graph, member).items():
             if edge.exchange is not Exchange.BLOCKING:
                 continue
-            refs = tuple(outside[edge]) if edge in outside else tuple(self.written[p] for p in parts)
+            if edge not in outside and not all(p in written for p in parts):
+                return None
+            refs = tuple(outside[edge]) if edge in outside else tuple(written[p] for p in parts)
             for ref in refs:
                 if ref not in self.current:
                     self.current[ref] = self.io.current(ref)
             read[edge] = refs
         return read
 
-    def _resumed(self, member: SubtaskId, ti: Any, versions: tuple[InputVersion, ...]) -> \
-            tuple[PartitionRef, ...] | None:
-        """The commits ``member`` keeps instead of running (module rule: resuming), else ``None``."""
-        if member not in self.resumable:
-            return None
-        step = member.step
-        outputs = output_results(self.graph, step)
-        if not outputs or any(r.exchange is not Exchange.BLOCKING for r in outputs) \
-                or any(e.exchange is not Exchange.BLOCKING for e in self.graph.inputs(step)):
-            return None
-        return unchanged_commits(self.io, str(getattr(ti, "dag_id", "")), str(getattr(ti, "run_id", "")),
-                                 [PartitionId(r.id, member.index) for r in outputs], self.code, versions)
+    def _resumed(self, member: SubtaskId, ti: Any) -> tuple[PartitionRef, ...] | None:
+        """The commits ``member`` keeps instead of running (module rule: resuming, decided once for its region),
+        else ``None``."""
+        region = self.regions.get(member, (member,))
+        if region not in self.decided:
+            dag_id, run_id = str(getattr(ti, "dag_id", "")), str(getattr(ti, "run_id", ""))
+            self.decided[region] = kept_region(
+                self.graph, region, self.resumable, self.readers, self.written, self._blocking_reads,
+                functools.partial(input_versions, self.current, self.graph),
+                lambda parts, versions: unchanged_commits(self.io, dag_id, run_id, parts, self.code, versions))
+        found = self.decided[region]
+        return None if found is None else found[member]
 
     def release(self) -> None:
         """Unpersist every DataFrame this try persisted."""

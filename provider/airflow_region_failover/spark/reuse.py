@@ -71,7 +71,8 @@ def _only_blocking(run: SubtaskRun) -> bool:
 
 
 def _unchanged(recorded: Iterable[InputVersion], current: Iterable[InputVersion]) -> bool:
-    """Rule 4 for one output: what it read then and what this try would read have equal checksums."""
-    before = {v.partition: (v.content_checksum, v.key_groups) for v in recorded}
-    now = {v.partition: (v.content_checksum, v.key_groups) for v in current}
+    """Rule 4 for one output: what it read then and what this try would read have equal checksums (a partition
+    read as several key-group ranges, by the members a fused commit was computed from, each range)."""
+    before = {(v.partition, v.key_groups): v.content_checksum for v in recorded}
+    now = {(v.partition, v.key_groups): v.content_checksum for v in current}
     return before == now

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG as AirflowDAG
 
-from airflow_region_failover import PER_RUN, PartitionId, RegionJob, SubtaskId
+from airflow_region_failover import PER_RUN, PartitionId, RegionJob, SubtaskId, timeline
+from airflow_region_failover.decisions.failed_tries import FailedTries
 from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.planning.stored import PlanDecision
 from airflow_region_failover.spark.fused import run_fused
+from airflow_region_failover.spark.ledger import TaskSummary
 from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.result_store import ResultStore
 from tests.integration.test_fused_spark import DAG, FakeTI, commit_src, patch
@@ -178,13 +180,19 @@ def test_under_a_mixed_plan_a_retried_try_keeps_every_region_the_failure_did_not
     patch(monkeypatch, store, spark)
     Plans(store.objects).decide_next(DAG, PlanDecision("d1", MIXED, "mixed", 1.0, ""))
     steps = Steps(fail="fin#1")
-    with pytest.raises(RuntimeError, match="injected failure of fin#1"):
+    with timeline.measured(), pytest.raises(RuntimeError, match="injected failure of fin#1"):
         run(store, steps, "mixed")
+    assert steps.calls == ["gen#0", "gen#1", "agg#0", "fin#0", "agg#1", "fin#1"]  # region by region
     recorded = store.manifest(DAG, "mixed", PartitionId("fin->sink", 0)).inputs
     assert sorted(str(v.partition) for v in recorded) == ["gen->agg#0", "gen->agg#1"]  # what agg#0 read
+    failed = [TaskSummary.from_json(b) for b in FailedTries(store.objects).of_run(DAG, "mixed")[TASK]]
+    assert [str(m) for m in failed[0].members] == ["gen#0", "gen#1", "agg#0", "fin#0"]  # agg#1 ran in no commit
+    assert failed[0].timeline is not None and set(failed[0].ledger.outputs) == {
+        "gen->agg#0", "gen->agg#1", "fin->sink#0"}
     steps.calls.clear()
     summary, ti = run(store, steps, "mixed", try_number=2)
     assert steps.calls == ["agg#1", "fin#1"]
+    assert [str(m) for m in summary.resumed] == ["gen#0", "gen#1", "agg#0", "fin#0"]
     kept = {p for p, o in summary.ledger.outputs.items() if o.kept}
     assert kept == {"gen->agg#0", "gen->agg#1", "fin->sink#0"}
     assert summary.ledger.outputs["fin->sink#1"].attempt == 2
@@ -203,5 +211,5 @@ def test_under_a_mixed_plan_a_region_whose_inputs_came_back_different_recomputes
         run(store, steps, "salted")
     steps.calls.clear()
     summary, _ = run(store, steps, "salted", try_number=2)
-    assert steps.calls == ["gen#0", "gen#1", "agg#0", "agg#1", "fin#0", "fin#1"]
+    assert steps.calls == ["gen#0", "gen#1", "agg#0", "fin#0", "agg#1", "fin#1"]
     assert not any(o.kept for o in summary.ledger.outputs.values())

@@ -127,8 +127,13 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
             fixed[result] = "no run of the history persisted it yet"
     previous = ExchangePlan({r: Choice.BLOCKING if r in fixed else c for r, c in previous.choices.items()})
 
-    def cost(plan: ExchangePlan) -> PlanCost:
-        return plan_cost(graph, plan, estimates, per_second, policy.restart_seconds, serial)
+    costed: dict[ExchangePlan, PlanCost] = {}
+
+    def cost(plan: ExchangePlan) -> PlanCost:  # a plan that ran, from its own runs' compute (:mod:`.estimates`)
+        if plan not in costed:
+            costed[plan] = plan_cost(graph, plan, estimate(graph, window, plan), per_second, policy.restart_seconds,
+                                     serial)
+        return costed[plan]
 
     free = [r for r in auto if r not in fixed]
     best = _cheapest(free, previous, cost, policy.exhaustive, policy.deadline_seconds)

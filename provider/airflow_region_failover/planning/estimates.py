@@ -11,6 +11,11 @@ Rules:
   over total seconds of every result of the history whose write (read) was measured, or — with none —
   :data:`DEFAULT_WRITE_BYTES_PER_SECOND` (:data:`DEFAULT_READ_BYTES_PER_SECOND`): 25 and 40 MB/s, the example ETL's
   figures on a 2-core machine (0.56 GB committed and read back cost ≈ 37 s);
+* **a plan that ran is costed from its own runs**: for a given plan, a step's seconds come from the runs of the
+  window that ran that plan (the same choice for every AUTO result) when any of them measured the step, else from
+  every run that measured it. What fusing saves besides the persisted bytes' write and read — Parquet decoding
+  inside a consumer's job, a keyed result's cut into subpartitions, a Spark job per commit — lands in the compute
+  that runs measure; the model cannot derive it from a persisting run, but a run of the plan measured it;
 * a step no run measured is an error naming it; a result no run persisted has no figures (it cannot be costed
   as persisted, so the planner keeps it BLOCKING until a run measures it, :mod:`.choice`).
 """
@@ -22,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_region_failover.graph.auto import ExchangePlan, auto_results
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.planning.history import History, HistoryError
 
@@ -94,11 +100,16 @@ class Estimates:
                 "read_bytes_per_second": self.read_throughput.to_json()}
 
 
-def estimate(graph: JobGraph, history: History) -> Estimates:
-    """The figures of ``graph``'s steps and results from ``history`` (module rules)."""
+def estimate(graph: JobGraph, history: History, plan: ExchangePlan | None = None) -> Estimates:
+    """The figures of ``graph``'s steps and results from ``history`` (module rules); ``plan``: the plan they cost
+    (its own runs' compute first)."""
     write = _throughput(history, "write_seconds", DEFAULT_WRITE_BYTES_PER_SECOND)
     read = _throughput(history, "read_seconds", DEFAULT_READ_BYTES_PER_SECOND)
-    steps = {s.id: _step(s.id, s.parallelism, history) for s in graph.steps}
+    auto = auto_results(graph)
+    own = History(tuple(r for r in history.runs if plan is not None and all(
+        r.plan.choice(a) is plan.choice(a) for a in auto))) if auto else History(())
+    steps = {s.id: _step(s.id, s.parallelism, own) if any(r.step(s.id) for r in own.runs)
+             else _step(s.id, s.parallelism, history) for s in graph.steps}
     results: dict[str, ResultEstimate] = {}
     for result in graph.results:
         found = _result(result.id, history, write, read)

@@ -24,9 +24,13 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
   over the checkpoints it completed — are every member's ``checkpoint_seconds`` (the mean over its subtasks). A
   try that resumed a checkpoint ran only the epochs after it: its compute is scaled by ``epochs / (epochs -
   skipped)`` to the whole step's work. A step enters a run's
-  record only when every one of its subtasks was measured by a try that computed (a try that kept its committed
-  outputs measured no compute, nor did a fused task's try that resumed some members: its clock measured the
-  others alone).
+  record only when every one of its subtasks was measured by a try that computed it (a try that kept its committed
+  outputs measured no compute; a fused task's try that kept some regions measured the members it ran — its
+  compute split over those; one from before ``resumed`` was recorded measured none).
+* **Failed tries** of a fused task measured the members up to their last commit
+  (:mod:`~airflow_region_failover.decisions.failed_tries`): each such member is measured by the newest try that
+  computed it — the successful one, else the failed try that committed what a later try kept — so a job whose
+  every run fails late is measured too.
 * **Bytes** of a result: its partitions' committed bytes (the summary's ``outputs[*].bytes``, or the committed
   manifest's total in the store where the summary has none), summed over its producer subtasks; kept outputs
   count their bytes but no write seconds. A result with a partition of unknown bytes (its manifest released or
@@ -88,6 +92,7 @@ class TaskCost:
     computed: bool
     unsized: frozenset[str] = frozenset()
     checkpoint: float | None = None
+    written: Mapping[PartitionId, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class TaskTries:
     failed: int
     seconds: float
     summary: TaskSummary | None
+    partials: tuple[TaskSummary, ...] = ()
 
 
 def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -> TaskCost:
@@ -115,8 +121,11 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
     read = 0.0 if line is None else line.total("read") + fetched / DEFAULT_READ_BYTES_PER_SECOND
     clock = 0.0 if line is None else line.ended - line.started
     writes: dict[str, tuple[int, float]] = {}
+    shares: dict[PartitionId, float] = {}
     for partition, size in sized.items():
         share = persist * size / written if written and not outputs[partition].kept else 0.0
+        if not outputs[partition].kept:
+            shares[partition] = share
         before = writes.get(partition.result, (0, 0.0))
         writes[partition.result] = (before[0] + size, before[1] + share)
     total_in = sum(i.bytes for i in inputs.values())
@@ -126,13 +135,14 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
         reads[partition.result] = reads.get(partition.result, 0.0) + share
     epochs = summary.checkpoint
     checkpointing = 0.0 if line is None or epochs is None else line.total(CHECKPOINT_PHASE)
-    compute = max(0.0, clock - persist - (read if inputs else 0.0) - checkpointing) / len(summary.members)
+    ran = tuple(m for m in summary.members if m not in summary.resumed)
+    compute = max(0.0, clock - persist - (read if inputs else 0.0) - checkpointing) / max(1, len(ran))
     if epochs is not None and 0 < epochs.skipped < epochs.epochs:
         compute *= epochs.epochs / (epochs.epochs - epochs.skipped)
     one = checkpointing / epochs.checkpoints if epochs is not None and epochs.checkpoints and line is not None else None
-    resumed = any(o.kept for o in outputs.values())  # a fused try that kept some members measured only the others
-    return TaskCost(summary.members, compute, writes, reads, line is not None and not kept and not resumed,
-                    frozenset(p.result for p, size in known.items() if size is None), one)
+    legacy = any(o.kept for o in outputs.values()) and not summary.resumed  # kept some, but not saying which
+    return TaskCost(ran, compute, writes, reads, line is not None and not kept and not legacy and bool(ran),
+                    frozenset(p.result for p, size in known.items() if size is None), one, shares)
 
 
 def _persisting(work: Mapping[str, float], job: float, written: int, cores: int) -> float:
@@ -148,7 +158,8 @@ def _persisting(work: Mapping[str, float], job: float, written: int, cores: int)
 def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelism: Mapping[str, int],
                raised: Mapping[str, Sequence[str]] | None = None) -> RunRecord:
     """One run's record from its step tasks (module rules); ``parallelism``: step id -> subtasks."""
-    costs = [task_cost(t.summary, sizes) for t in tasks if t.summary is not None]
+    per_task = [[task_cost(s, sizes) for s in (*t.partials, t.summary) if s is not None] for t in tasks]
+    costs = [cost for tries in per_task for cost in tries]  # oldest try first: the newest that computed wins
     seconds: dict[str, dict[int, float]] = {}
     checkpoints: dict[str, list[float]] = {}
     for cost in costs:
@@ -164,14 +175,19 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
     sizes_of: dict[str, int] = {}
     writes: dict[str, float] = {}
     reads: dict[str, float] = {}
+    newest = [tries[-1] for tries in per_task if tries]  # bytes and reads: the try that ended the task
+    spent: dict[PartitionId, float] = {}  # write seconds: the newest try that wrote each partition
     for cost in costs:
-        for result, (size, spent) in cost.writes.items():
+        spent.update(cost.written)
+    for cost in newest:
+        for result, (size, _) in cost.writes.items():
             sizes_of[result] = sizes_of.get(result, 0) + size
-            writes[result] = writes.get(result, 0.0) + spent
-        for result, spent in cost.reads.items():
-            reads[result] = reads.get(result, 0.0) + spent
-    unsized = {r for cost in costs for r in cost.unsized}
-    results = tuple(ResultBytes(r, size, writes[r] or None, reads.get(r) or None) for r, size in sizes_of.items()
+        for result, read in cost.reads.items():
+            reads[result] = reads.get(result, 0.0) + read
+    for partition, write in spent.items():
+        writes[partition.result] = writes.get(partition.result, 0.0) + write
+    unsized = {r for cost in newest for r in cost.unsized}
+    results = tuple(ResultBytes(r, size, writes.get(r) or None, reads.get(r) or None) for r, size in sizes_of.items()
                     if r not in unsized)
     failures: dict[str, int] = {}
     for task in tasks:
@@ -204,8 +220,8 @@ class AirflowHistory:
         """The newest ``window`` ended runs of ``dag_id``, oldest first (scheduler / CLI: reads the metadata DB)."""
         records = []
         for run_id in ended_runs(dag_id, self.window):
-            tasks = step_tries(dag_id, run_id)
-            if not any(t.summary is not None for t in tasks):
+            tasks = self.with_failed_tries(dag_id, run_id, step_tries(dag_id, run_id))
+            if not any(t.summary is not None or t.partials for t in tasks):
                 continue
 
             def sizes(partition: PartitionId, run: str = run_id) -> int | None:
@@ -217,6 +233,27 @@ class AirflowHistory:
             records.append(replace(run_record(run_id, tasks, sizes, self.parallelism, self.raised(dag_id, run_id)),
                                    plan=self.plan_of(dag_id, run_id)))
         return History(tuple(records))
+
+    def with_failed_tries(self, dag_id: str, run_id: str, tasks: Sequence[TaskTries]) -> list[TaskTries]:
+        """``tasks`` with what their failed tries measured (module rule), oldest try first."""
+        from airflow_region_failover.decisions.failed_tries import FailedTries  # deferred: the store's records
+
+        try:
+            kept = FailedTries(self.store.objects).of_run(dag_id, run_id)
+        except RegionFailoverError:
+            log.warning("region failover: the failed tries of %s/%s cannot be listed", dag_id, run_id, exc_info=True)
+            return list(tasks)
+        found = []
+        for task in tasks:
+            partials = []
+            for body in kept.get(task.task_id, ()):
+                try:
+                    partials.append(TaskSummary.from_json(body))
+                except (KeyError, TypeError, ValueError):
+                    log.warning("region failover: a failed try of %s/%s/%s kept an unreadable summary; skipped",
+                                dag_id, run_id, task.task_id, exc_info=True)
+            found.append(replace(task, partials=tuple(sorted(partials, key=lambda p: p.attempt))))
+        return found
 
     def raised(self, dag_id: str, run_id: str) -> dict[str, list[str]]:
         """Task id -> the members whose functions raised, one per failed try the run's decision log names (module

@@ -6,36 +6,30 @@ Rules:
 * the task looks its inputs up once, as a chain does (:mod:`.run`): for every member, the refs its producers'
   current tries published over the exchanges that come from outside the task (XComs; BLOCKING ones at their
   committed version, :func:`~.run.current_inputs`);
-* members run in the order of :class:`~airflow_region_failover.graph.fusion.FusedRegion` (steps in topological
-  order, then index), each function called with its own :class:`~.context.StepContext` — the same subtask, index,
-  parallelism and partitions as when it runs in its own task, so a fused run computes what an unfused one does;
+* members run region by region of the run's plan (:func:`~.fused_resume.region_order`), each function called
+  with its own :class:`~.context.StepContext` — the same subtask, index, parallelism and partitions as when it runs
+  in its own task, so a fused run computes what an unfused one does;
 * a PIPELINED exchange between two members never leaves Spark: the consumer's input is the union of the producers'
   DataFrames it reads (over a keyed edge only its key groups, Spark's ``pmod(hash(key), max_parallelism)``, exactly
-  the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared,
-  :attr:`~airflow_region_failover.graph.auto.AutoDeclaration.columns`, as its commit would have kept). A DataFrame
-  read by several consumer subtasks is persisted in Spark's block manager (memory, then local disk), and unpersisted
-  when the task ends, when :func:`~.fused_reads.persisted` says so: its reads span several Spark jobs, or its step
-  is not deterministic and not read through one shared exchange; a keyed edge whose reads are one job is shuffled
-  once for all its consumers (:func:`~.fused_reads.shared`);
+  the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared, as its commit
+  would have kept); :mod:`.fused_reads` says which DataFrames are persisted in Spark's block manager (unpersisted
+  when the task ends) and which keyed edges are shuffled once for all their consumers;
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
   member's lineage (:mod:`.fused_resume`: the versions of every BLOCKING partition it read, from outside or from a
   member's commit, and those the members it read in Spark were computed from) and the code fingerprint of all the
   task's steps; a BLOCKING exchange between two members (a region merged by a BLOCKING cycle, or an AUTO result the
   run's plan persists) is read back from its commit;
-* **the run's plan** (a job rendered ``PER_RUN``, :meth:`~airflow_region_failover.job.JobSpec.for_run`): the task
-  fixes the run's plan (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`: the one fixed, else the
-  decision stored for the next run, copied once) and runs the graph of that plan: an interior AUTO result the
-  plan says BLOCKING is committed like any BLOCKING result and its consumers in the task read its commit, a FUSED
-  one stays in memory;
-* **resuming** (a later try, ``region`` failover strategy, reuse not turned off by the run or the step): a failover
-  region of the run's plan all of whose BLOCKING outputs an earlier try of this run committed from the inputs it
-  would read now, byte-identical, and with this task's code (the reuse rule's test, :func:`~.reuse.unchanged_commits`,
-  applied to each member's lineage) is not recomputed: none of its members runs, its commits are published again
-  (:func:`~.fused_resume.kept_region`). A member of a region the try's restart decision restarts because its
-  result was found unavailable (``producer-unavailable``) always recomputes;
+* **the run's plan** (a job rendered ``PER_RUN``): the task fixes the run's plan
+  (:meth:`~airflow_region_failover.decisions.plans.Plans.fix`) and runs the graph of that plan: an interior AUTO
+  result the plan says BLOCKING is committed and read back, a FUSED one stays in memory;
+* **resuming** (a later try): a failover region of the run's plan that an earlier try of this run committed from
+  the inputs it would read now, byte-identical, with this task's code, is kept whole — none of its members runs, its
+  commits are published again (:func:`~.fused_resume.kept_region`, which says when a region may resume);
 * the task records no failure evidence; it publishes each partition under ``partition:<result>:<i>``
   (:meth:`~airflow_region_failover.naming.TaskNames.xcom_key`) and returns one summary for all its members
-  (:func:`~.ledger.fused_summary`, the resumed members' outputs marked kept).
+  (:func:`~.ledger.fused_summary`, the resumed members' outputs marked kept). A try that fails keeps the summary of
+  the members its commits ran (:func:`~.fused_reads.measured`), with the timeline as of its last commit, for the
+  planner's history (:mod:`~airflow_region_failover.decisions.failed_tries`).
 """
 
 from __future__ import annotations
@@ -47,10 +41,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from airflow_region_failover.decisions.failed_tries import FailedTries
 from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.decisions.try_log import TryLog
 from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.error_class import TryInputs
+from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.graph.model import Edge, Exchange
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
@@ -59,8 +55,15 @@ from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.spark.compute import named_input, read_partition
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
-from airflow_region_failover.spark.fused_reads import jobs_of, persisted, readers_of, shared, shared_partitions
-from airflow_region_failover.spark.fused_resume import kept_region, lineage, resumable, task_regions
+from airflow_region_failover.spark.fused_reads import (
+    jobs_of,
+    measured,
+    persisted,
+    readers_of,
+    shared,
+    shared_partitions,
+)
+from airflow_region_failover.spark.fused_resume import kept_region, lineage, region_order, resumable, task_regions
 from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
 from airflow_region_failover.spark.reuse import unchanged_commits
 from airflow_region_failover.spark.run import (
@@ -76,7 +79,7 @@ from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO, open_store_io
 from airflow_region_failover.store.dataplane.types import column, key_group_column
 from airflow_region_failover.store.manifest import InputVersion, Manifest
-from airflow_region_failover.timeline import current, phase
+from airflow_region_failover.timeline import Timeline, current, phase
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -116,24 +119,44 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     code = chain_fingerprint(list(impls.values()))
     with phase("session"):
         spark = get_session(resolve_target(impls[members[0].step].spark_conn_id))
-    run = Fused(graph, tuple(members), refs, io, manifests, versions, code, context, spec.auto.columns,
-                resumable(runtime, members, context, restart), task_regions(spec.topology.regions, members))
+    regions = task_regions(spec.topology.regions, members)
+    run = Fused(graph, region_order(graph, members, regions), refs, io, manifests, versions, code, context,
+                spec.auto.columns, resumable(runtime, members, context, restart), regions)
     try:
         with phase("compute"):
             published = run.compute(spark, runtime)
+    except Exception:
+        _keep_failed(run, ti, restart)
+        raise
     finally:
         run.release()
     with phase("publish"):
         for producer, ref in published:
             ti.xcom_push(key=spec.names.xcom_key(producer, ref.result), value=ref.to_json())
-    for _, ref in published:
-        log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange.value, ref.partition, ref.attempt,
-                 ref.rows)
+            log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange.value, ref.partition,
+                     ref.attempt, ref.rows)
     with phase("ledger"):
         done = fused_summary(graph, tuple(members), int(getattr(ti, "try_number", 1) or 1), io, refs, manifests,
-                             [ref for _, ref in published], restart, str(ti.task_id), frozenset(run.kept_outputs))
+                             [ref for _, ref in published], restart, str(ti.task_id), frozenset(run.kept_outputs),
+                             tuple(run.resumed))
     clock = current()
     return done if clock is None else replace(done, timeline=clock.timeline())
+
+
+def _keep_failed(run: Fused, ti: Any, restart: Decision | None) -> None:
+    """Keep what a failed try measured: the members its commits ran (module rule); never raises."""
+    try:
+        members = measured(run.graph, run.members, run.jobs, set(run.written))
+        if not members:
+            return
+        try_number = int(getattr(ti, "try_number", 1) or 1)
+        partial = fused_summary(run.graph, members, try_number, run.io, {m: run.refs[m] for m in members},
+                                run.current, run.progress, restart, str(ti.task_id), frozenset(run.kept_outputs),
+                                tuple(m for m in run.resumed if m in members))
+        FailedTries(run.io.store.objects).keep(str(ti.dag_id), str(ti.run_id), str(ti.task_id), try_number,
+                                               replace(partial, timeline=run.snapshot).to_json())
+    except Exception:  # the try's own error is what its task reports
+        log.warning("region failover: could not summarise what the failed try measured", exc_info=True)
 
 
 def _outside(graph: Any, edge: Edge, *, member: SubtaskId, inside: frozenset[SubtaskId]) -> bool:
@@ -168,6 +191,9 @@ class Fused:
         self.decided: dict[tuple[SubtaskId, ...], dict[SubtaskId, tuple[PartitionRef, ...]] | None] = {}
         self.lineage: dict[SubtaskId, tuple[InputVersion, ...]] = {}
         self.kept_outputs: list[PartitionId] = []
+        self.resumed: list[SubtaskId] = []
+        self.progress: list[PartitionRef] = []  # the refs published up to the last commit, and the timeline then
+        self.snapshot: Timeline | None = None
         self.current, self.versions, self.code, self.context = current, versions, code, context
         self.inside = frozenset(members)
         self.frames: dict[PartitionId, DataFrame] = {}
@@ -186,7 +212,11 @@ class Fused:
         self.reuse = str(spark.conf.get("spark.sql.exchange.reuse") or "true").strip().lower() == "true"
         for member in self.members:
             with _naming(member):
-                published.extend(self._run(spark, runtime, member, ti, try_number))
+                done = self._run(spark, runtime, member, ti, try_number)
+            published.extend(done)
+            if done:  # a commit: what a failed try measured (module rule)
+                clock = current()
+                self.snapshot, self.progress = clock.timeline() if clock else None, [r for _, r in published]
         return tuple(published)
 
     def _run(self, spark: SparkSession, runtime: JobRuntime, member: SubtaskId, ti: Any,
@@ -197,6 +227,7 @@ class Fused:
         assert fn is not None  # a script step never fuses (graph.fusion rule 4)
         kept = self._resumed(member, ti)
         if kept is not None:
+            self.resumed.append(member)
             for ref in kept:
                 self.written[ref.partition] = ref
                 self.kept_outputs.append(ref.partition)

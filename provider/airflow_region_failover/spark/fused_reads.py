@@ -27,7 +27,7 @@ lineage holds it). Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
@@ -99,3 +99,19 @@ def _one_job(graph: Any, result: str, jobs: Mapping[PartitionId, frozenset[Parti
 def shared_partitions(shuffle_partitions: int) -> int:
     """The partitions of a shared exchange (module rule: one more than ``spark.sql.shuffle.partitions``)."""
     return shuffle_partitions + 1
+
+
+def measured(graph: Any, members: Sequence[SubtaskId], jobs: Mapping[PartitionId, frozenset[PartitionId]],
+             committed: Collection[PartitionId]) -> tuple[SubtaskId, ...]:
+    """The members whose work the jobs of ``committed`` ran (what a failed try's clock measured up to its last
+    commit, :mod:`.fused`): every BLOCKING output committed, every partition kept in memory read only by jobs that
+    committed, and at least one of either."""
+    found = []
+    for member in members:
+        outputs = [(r.exchange, PartitionId(r.id, member.index)) for r in output_results(graph, member.step)]
+        blocking = [p for x, p in outputs if x is Exchange.BLOCKING]
+        downstream = [jobs.get(p, frozenset()) for x, p in outputs if x is not Exchange.BLOCKING]
+        if (blocking or any(downstream)) and all(p in committed for p in blocking) \
+                and all(j <= frozenset(committed) for j in downstream):
+            found.append(member)
+    return tuple(found)

@@ -15,7 +15,8 @@ Rules:
   1. it may resume (:func:`resumable`);
   2. it has outputs, and each one that is not BLOCKING is read only by members of its region;
   3. every BLOCKING partition it reads is known now: from outside the task, or committed (or kept) by a member
-     before it;
+     before it — a try runs its members region by region (:func:`region_order`), so a region's inputs from the
+     task's other regions are;
   4. each of its BLOCKING outputs has a commit of an earlier try of this run by this task's code, from inputs whose
      checksums equal the member's lineage now (:func:`~.reuse.unchanged_commits`);
 
@@ -67,6 +68,28 @@ def task_regions(regions: Regions, members: Sequence[SubtaskId]) -> dict[Subtask
             region = tuple(sorted((s for s in regions.region_of(member).subtasks if s in order), key=order.__getitem__))
             found.update(dict.fromkeys(region, region))
     return found
+
+
+def region_order(graph: JobGraph, members: Sequence[SubtaskId],
+                 regions: Mapping[SubtaskId, tuple[SubtaskId, ...]]) -> tuple[SubtaskId, ...]:
+    """``members`` in the order a try runs them: region by region, each region after the regions of the task it
+    reads (lowest first member first), its members in their order — still topological, and every BLOCKING input
+    of a region is known when its first member is reached (module rule 3)."""
+    position = {m: n for n, m in enumerate(members)}
+    groups = list(dict.fromkeys(regions.get(m, (m,)) for m in members))
+    index = {m: g for g, region in enumerate(groups) for m in region}
+    before: list[set[int]] = [set() for _ in groups]
+    for member in members:
+        for edge, parts in consumed_partitions(graph, member).items():
+            producers = (index.get(SubtaskId(edge.source, p.index)) for p in parts)
+            before[index[member]].update(g for g in producers if g is not None and g != index[member])
+    done: list[int] = []
+    while len(done) < len(groups):
+        ready = [g for g in range(len(groups)) if g not in done and before[g] <= set(done)]
+        if not ready:  # a cycle between regions cannot be (they would be one region): keep the task's order
+            return tuple(members)
+        done.append(min(ready, key=lambda g: position[groups[g][0]]))
+    return tuple(m for g in done for m in groups[g])
 
 
 def merged(*groups: Iterable[InputVersion]) -> tuple[InputVersion, ...]:

@@ -204,6 +204,7 @@ class TaskSummary:
     kept: Mapping[str, int] = field(default_factory=frozen)
     timeline: Timeline | None = None
     checkpoint: CheckpointEntry | None = None
+    resumed: tuple[SubtaskId, ...] = ()
 
     @property
     def subtask(self) -> SubtaskId:
@@ -212,7 +213,8 @@ class TaskSummary:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (``chain`` only for a chain of several, ``kept`` only when the outputs were kept,
-        ``timeline`` only when measured)."""
+        ``resumed`` only when a fused try ran some members and kept the others' commits, ``timeline`` only when
+        measured)."""
         body: dict[str, Any] = {"subtask": str(self.subtask)}
         if len(self.members) > 1:
             body["chain"] = [str(m) for m in self.members]
@@ -221,6 +223,8 @@ class TaskSummary:
             body["kept"] = dict(self.kept)
         if self.checkpoint is not None:
             body["checkpoint"] = self.checkpoint.to_json()
+        if self.resumed:
+            body["resumed"] = [str(m) for m in self.resumed]
         body = {**body, "read": self.read.to_json(), **self.ledger.to_json()}
         if self.timeline is not None:
             body["timeline"] = self.timeline.to_json()
@@ -235,7 +239,8 @@ class TaskSummary:
                    ReadTotals.from_json(body["read"]), TaskLedger.from_json(body),
                    frozen({str(r): int(a) for r, a in body.get("kept", {}).items()}),
                    Timeline.from_json(timeline) if timeline else None,
-                   CheckpointEntry.from_json(checkpoint) if checkpoint else None)
+                   CheckpointEntry.from_json(checkpoint) if checkpoint else None,
+                   tuple(SubtaskId.parse(m) for m in body.get("resumed", [])))
 
 
 def summary(run: SubtaskRun, published: Sequence[PartitionRef], kept: bool = False,
@@ -259,10 +264,11 @@ def fused_summary(graph: JobGraph, members: tuple[SubtaskId, ...], attempt: int,
                   refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]],
                   current: Mapping[PartitionRef, Manifest], published: Sequence[PartitionRef],
                   restart: Decision | None, task_id: str,
-                  kept: frozenset[PartitionId] = frozenset()) -> TaskSummary:
+                  kept: frozenset[PartitionId] = frozenset(), resumed: tuple[SubtaskId, ...] = ()) -> TaskSummary:
     """The summary of a fused region's task (:mod:`.fused`): ``members`` all its subtasks, ``inputs`` every
     BLOCKING partition its members read from outside (bytes and objects summed over the members reading it),
-    ``rows`` per result summed over its partitions; the outputs of ``kept`` are those a resumed member kept."""
+    ``rows`` per result summed over its partitions; the outputs of ``kept`` are those the ``resumed`` members (of
+    the regions the try kept) kept."""
     reused = set(restart.reused) if restart is not None else set()
     inputs: dict[str, InputEntry] = {}
     for member, member_refs in refs.items():
@@ -284,7 +290,8 @@ def fused_summary(graph: JobGraph, members: tuple[SubtaskId, ...], attempt: int,
                        TaskLedger(frozen(inputs),
                                   frozen({**_outputs(io, [r for r in published if r.partition not in kept], False),
                                           **_outputs(io, [r for r in published if r.partition in kept], True)}),
-                                  RestartEntry.of(restart, task_id) if restart is not None else None))
+                                  RestartEntry.of(restart, task_id) if restart is not None else None),
+                       resumed=resumed)
 
 
 def _inputs(run: SubtaskRun, reused: set[str]) -> Mapping[str, InputEntry]:

@@ -280,6 +280,16 @@ class Layout:
         """``<prefix>/failover/v1/runs/<dag>/<run>/plan.json``: the exchange plan one run runs."""
         return f"{self.failover_root}/runs/{self._run_part(dag_id, run_id)}/plan.json"
 
+    def failed_try(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """``<prefix>/failover/v1/runs/<dag>/<run>/tries/<task>/<try>.json``: what a failed try of a fused task
+        measured before it failed."""
+        check_index(try_number, what="try number", minimum=1)
+        return f"{self.failed_tries(dag_id, run_id)}{encode_airflow_id(task_id, what='task id')}/{try_number}.json"
+
+    def failed_tries(self, dag_id: str, run_id: str) -> str:
+        """The prefix of every :meth:`failed_try` record of one run."""
+        return f"{self.failover_root}/runs/{self._run_part(dag_id, run_id)}/tries/"
+
     def next_plan(self, dag_id: str) -> str:
         """``<prefix>/failover/v1/plans/<dag>/next.json``: the plan decided for the DAG's next run."""
         return f"{self.failover_root}/plans/{encode_airflow_id(dag_id, what='dag id')}/next.json"

@@ -149,3 +149,19 @@ def test_history_json_round_trips_and_errors_name_the_run() -> None:
         History.from_json(bad)
     with pytest.raises(HistoryError, match=r"step 'gen_orders': no run of the history measured it"):
         decide(_etl(), History(tuple(RunRecord(f"r{i}", (), (), {}, 1.0) for i in range(3))))
+
+
+def test_a_plan_that_ran_is_costed_from_its_own_runs_compute() -> None:
+    """Three BLOCKING runs measured the join at 150 s; two all-fused runs measured it at 100 s (what fusing saved
+    inside the join's job: no Parquet to decode). Each plan is costed from its own runs; the base figures
+    (``advise``'s) are the median of all five."""
+    runs = [_run(f"b{i}") for i in range(3)] + [_run(f"f{i}", plan=ALL_FUSED, join=(100.0, 100.0)) for i in range(2)]
+    decision = decide(_etl(), History(tuple(runs)))
+    assert decision.all_fused is not None and decision.all_blocking is not None
+    fused_join = next(r for r in decision.all_fused.regions if "join" in r.steps)
+    assert fused_join.work == pytest.approx(20 + 100 + 10)  # gen, join, report of one fused region: its own runs
+    assert decision.estimates is not None and decision.estimates.steps["join"].subtask_seconds == (150.0, 150.0)
+    blocking_join = next(r for r in decision.all_blocking.regions if r.steps == ("join",))
+    assert blocking_join.work == pytest.approx(150.0 + (24.0 + 24.0) / 2 + 2.6 / 2)  # its own three runs
+    mixed = decide(_etl(), History(tuple(runs)), pinned={JOINED: "test"})  # no run ran this plan: all five
+    assert mixed.chosen is not None and mixed.chosen.plan == FUSE_GENERATORS

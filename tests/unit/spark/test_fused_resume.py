@@ -16,7 +16,7 @@ from airflow_region_failover.graph.regions import compute_regions
 from airflow_region_failover.graph.subtasks import consumed_partitions
 from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.fused_reads import readers_of
-from airflow_region_failover.spark.fused_resume import kept_region, lineage, merged, task_regions
+from airflow_region_failover.spark.fused_resume import kept_region, lineage, merged, region_order, task_regions
 from airflow_region_failover.store.manifest import InputVersion
 
 GEN = [SubtaskId("gen", i) for i in (0, 1)]
@@ -82,6 +82,12 @@ def test_the_regions_of_the_runs_plan_in_the_tasks_order() -> None:
     regions = task_regions(compute_regions(graph), members)
     assert regions[AGG0] == regions[FIN0] == (AGG0, FIN0)
     assert regions[GEN[0]] == (GEN[0],)
+
+
+def test_a_try_runs_its_members_region_by_region() -> None:
+    graph, members = _graph()
+    order = region_order(graph, members, task_regions(compute_regions(graph), members))
+    assert [str(m) for m in order] == ["gen#0", "gen#1", "agg#0", "fin#0", "agg#1", "fin#1"]
 
 
 def test_a_fused_member_records_the_blocking_inputs_of_the_member_it_reads_in_memory() -> None:

@@ -8,8 +8,6 @@ its members region by region, so the region's inputs are known when it is decide
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,25 +19,12 @@ from airflow_region_failover.graph.auto import Choice, ExchangePlan
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.planning.stored import PlanDecision
 from airflow_region_failover.spark.fused import run_fused
-from airflow_region_failover.standalone.seaweedfs import S3Endpoint
 from airflow_region_failover.store.result_store import ResultStore
-from tests.integration.test_fused_spark import DAG, FakeTI, patch
-from tests.support.spark import embedded
-from tests.support.store import on_server
+from tests.integration.test_fused_spark import DAG, FakeTI, patch, spark, store  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.integration
 
 PLAN = ExchangePlan({"left->join": Choice.FUSED, "right->join": Choice.BLOCKING, "join->fin": Choice.BLOCKING})
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from embedded(shuffle_partitions=2)
-
-
-@pytest.fixture
-def store(s3_server: S3Endpoint) -> ResultStore:
-    return on_server(s3_server, f"resume-order-{secrets.token_hex(4)}", spark_io="driver")
 
 
 class Steps:
@@ -47,22 +32,22 @@ class Steps:
         self.calls: list[str] = []
         self.failed = False
 
-    def source(self, spark: Any, inputs: Any, context: Any) -> Any:
+    def source(self, session: Any, inputs: Any, context: Any) -> Any:
         self.calls.append(str(context.subtask))
-        return spark.range(0, 40).selectExpr("id % 5 AS k", f"id * {len(str(context.subtask))} AS v")
+        return session.range(0, 40).selectExpr("id % 5 AS k", f"id * {len(str(context.subtask))} AS v")
 
-    def join(self, spark: Any, inputs: Any, context: Any) -> Any:
+    def join(self, session: Any, inputs: Any, context: Any) -> Any:
         self.calls.append(str(context.subtask))
         return inputs["left"].join(inputs["right"].withColumnRenamed("v", "w"), "k").groupBy("k").sum("v", "w")
 
-    def fin(self, spark: Any, inputs: Any, context: Any) -> Any:
+    def fin(self, session: Any, inputs: Any, context: Any) -> Any:
         self.calls.append(str(context.subtask))
         if not self.failed:
             self.failed = True
             raise RuntimeError("injected failure of fin#0")
         return inputs["join"]
 
-    def sink(self, spark: Any, inputs: Any, context: Any) -> None:
+    def sink(self, session: Any, inputs: Any, context: Any) -> None:
         return None
 
 
@@ -80,7 +65,7 @@ def _runtime(steps: Steps) -> tuple[JobRuntime, str]:
 
 
 def test_a_region_read_by_a_later_regions_producer_is_kept_after_a_failure(
-        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811 - the fixtures
     patch(monkeypatch, store, spark)
     Plans(store.objects).decide_next(DAG, PlanDecision("d1", PLAN, "mixed", 1.0, ""))
     steps = Steps()

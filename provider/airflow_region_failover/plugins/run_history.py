@@ -80,10 +80,11 @@ Sizes = Callable[[PartitionId], int | None]
 
 @dataclass(frozen=True)
 class TaskCost:
-    """What one task's successful try measured: ``compute`` seconds per member step, ``writes`` (result ->
-    (bytes, seconds)) and ``reads`` (result -> seconds); ``computed``: it computed (did not keep its outputs);
-    ``unsized``: results of which a partition's bytes are unknown (no bytes in the summary, no manifest left);
-    ``checkpoint``: the seconds of one of its checkpoints (``None``: it completed none, or was not measured)."""
+    """What one try of a task measured: ``members`` the members it ran, ``compute`` seconds per member,
+    ``writes`` (result -> (bytes, seconds)) and ``reads`` (result -> seconds); ``computed``: it computed (did not
+    keep its outputs); ``unsized``: results of which a partition's bytes are unknown (no bytes in the summary, no
+    manifest left); ``checkpoint``: the seconds of one of its checkpoints (``None``: it completed none, or was not
+    measured); ``written``: the write seconds of each partition it wrote (not kept)."""
 
     members: tuple[SubtaskId, ...]
     compute: float
@@ -97,8 +98,8 @@ class TaskCost:
 
 @dataclass(frozen=True)
 class TaskTries:
-    """One step task of a run: its failed tries, the seconds of all its tries and its summary (``None``: no
-    measured try)."""
+    """One step task of a run: its failed tries, the seconds of all its tries, its summary (``None``: no
+    measured try) and ``partials``, what its failed tries measured (oldest first)."""
 
     task_id: str
     failed: int

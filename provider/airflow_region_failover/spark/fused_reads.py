@@ -106,12 +106,11 @@ def measured(graph: Any, members: Sequence[SubtaskId], jobs: Mapping[PartitionId
     """The members whose work the jobs of ``committed`` ran (what a failed try's clock measured up to its last
     commit, :mod:`.fused`): every BLOCKING output committed, every partition kept in memory read only by jobs that
     committed, and at least one of either."""
-    found = []
+    done, found = frozenset(committed), []
     for member in members:
         outputs = [(r.exchange, PartitionId(r.id, member.index)) for r in output_results(graph, member.step)]
         blocking = [p for x, p in outputs if x is Exchange.BLOCKING]
         downstream = [jobs.get(p, frozenset()) for x, p in outputs if x is not Exchange.BLOCKING]
-        if (blocking or any(downstream)) and all(p in committed for p in blocking) \
-                and all(j <= frozenset(committed) for j in downstream):
+        if (blocking or any(downstream)) and all(p in done for p in blocking) and all(j <= done for j in downstream):
             found.append(member)
     return tuple(found)

@@ -5,9 +5,12 @@ One round per (size, round number), in the order the rounds ran; its label says 
 of the configurations in it. Its values, per configuration ``c``: ``c_s`` (wall time without a failure) and
 ``c_fail_s`` (with the late failure), and ours ÷ each other configuration, ``ours_over_c`` and
 ``ours_over_c_fail``; for ``auto`` also ``auto_over_app``, the model's prediction of the run (``auto_predicted_s``)
-and its ratio to the measured wall (``auto_predicted_over_measured``). With more than one size every name ends in
-``@<size>`` (``ours_fail_s@5gb``), so that a figure never mixes sizes. The figures: each ratio, and ours' and (a)'s
-wall times, over the rounds.
+and its ratio to the measured wall (``auto_predicted_over_measured``); and, where a round ran auto, ours and (a) both
+with and without the failure, the issue's expected completion time at a rate ``r`` of runs with a late failure,
+``E(r) = (1 − r) · T(no failure) + r · T(late failure)``, as auto's ÷ the better of ours' (every AUTO result
+BLOCKING) and (a)'s, ``auto_expected_over_best_r<r>`` for each r of :data:`RATES`. With more than one size
+every name ends in ``@<size>`` (``ours_fail_s@5gb``), so that a figure never mixes sizes. The figures: each ratio,
+and ours' and (a)'s wall times, over the rounds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from _record import SCHEMA, Figure, Record, Round, Value
 
 NAMES = {"app": "(a) one Spark application", "plain": "(b) plain Airflow with Spark's s3a writer",
          "plain_store": "(b) plain Airflow on the provider's store"}
+RATES = (0.0, 0.05, 0.2, 0.5)
+"""The rates of runs with a late failure that E(r) is figured at (issue 47's targets)."""
 
 
 def _rounds(runs: list[dict[str, Any]], several: bool) -> list[Round]:
@@ -45,9 +50,24 @@ def _rounds(runs: list[dict[str, Any]], several: bool) -> list[Round]:
             values += [Value(f"auto_predicted{failed}_s{suffix}", round(expected, 1)),
                        Value(f"auto_predicted_over_measured{failed}{suffix}", round(expected / wall[("auto", fail)],
                                                                                     3))]
+        values += _expected(wall, suffix)
         order = list(dict.fromkeys(config for config, _ in wall))
         rounds.append(Round(f"{size}, round {number} ({', '.join(order)})", tuple(values)))
     return rounds
+
+
+def _expected(wall: dict[tuple[str, bool], float], suffix: str) -> list[Value]:
+    """E(r) of auto ÷ min(E(r) of ours, E(r) of (a)) for each r of :data:`RATES` (module rule); none unless the
+    round ran all three with and without the failure."""
+    if any((config, fail) not in wall for config in ("auto", "ours", "app") for fail in (False, True)):
+        return []
+
+    def expected(config: str, rate: float) -> float:
+        return (1 - rate) * wall[(config, False)] + rate * wall[(config, True)]
+
+    return [Value(f"auto_expected_over_best_r{rate:g}{suffix}",
+                  round(expected("auto", rate) / min(expected("ours", rate), expected("app", rate)), 3))
+            for rate in RATES]
 
 
 def _figures(rounds: list[Round], only: str) -> list[Figure]:
@@ -58,7 +78,11 @@ def _figures(rounds: list[Round], only: str) -> list[Figure]:
         base, _, size = name.partition("@")
         fail = "one late failure" if "_fail" in base else "no failure"
         where = f"ETL {size or only}, {fail}"
-        if base.startswith("auto_over_app"):
+        if base.startswith("auto_expected_over_best_r"):
+            rate = base.removeprefix("auto_expected_over_best_r")
+            figures.append(Figure(f"ETL {size or only}, expected time E(r) at r = {rate} of runs with a late failure: "
+                                  f"auto ÷ min(ours, {NAMES['app']})", "×", 2, name, None, None, False, None))
+        elif base.startswith("auto_over_app"):
             figures.append(Figure(f"{where}: auto ÷ {NAMES['app']}", "×", 2, name, None, None, False, None))
         elif base.startswith("auto_predicted_over_measured"):
             figures.append(Figure(f"{where}: the model's prediction ÷ auto's wall", "×", 2, name, None, None, False,

@@ -34,11 +34,12 @@ IMAGES = ROOT / "docs" / "img"
 CHAOS_PNG, SIZES_PNG = "performance-chaos.png", "performance-by-size.png"
 CHAOS = "2026-11-27-chaos-5gb"
 SIZES: tuple[tuple[str, int, str, str], ...] = (  # (label, orders, record with the failure runs, without)
-    ("~1 GB", 4_589_000, "2026-11-29-etl-compare-1gb", "2026-11-29-etl-compare-1gb"),
-    ("~5 GB", 22_946_000, "2026-11-29-etl-compare-5gb", "2026-11-29-breakdown-5gb"),
+    ("~1 GB", 4_589_000, "2026-12-03-auto-region-resume-1gb", "2026-12-03-auto-region-resume-1gb"),
+    ("~5 GB", 22_946_000, "2026-12-03-auto-5gb", "2026-12-03-auto-5gb"),
 )
-FIRST = ("2026-11-29-etl-compare-5gb", "2026-11-29-breakdown-5gb", "2026-11-29-etl-compare-1gb",
-         "2026-11-29-breakdown-1gb", CHAOS)
+"""The scale curve's runs: ours, auto and (a) side by side in each, with and without the late failure."""
+FIRST = ("2026-12-03-auto-5gb", "2026-12-03-auto-region-resume-1gb", "2026-11-29-etl-compare-5gb",
+         "2026-11-29-breakdown-5gb", "2026-11-29-etl-compare-1gb", "2026-11-29-breakdown-1gb", CHAOS)
 """The records whose figures open the table (what users ask first); the others follow by date."""
 
 HEAD = """\
@@ -194,10 +195,11 @@ def page(records: dict[str, Record]) -> str:
             f"(a)](img/{CHAOS_PNG})\n\n"
             f"Repeated failures (`{CHAOS}`): a run that has not produced a correct report by 3× its failure-free "
             "time is stopped, drawn as a cross at the time it was stopped.\n\n"
-            f"![Completion time of the example ETL by data size, ours and (a), with and without one late "
+            f"![Completion time of the example ETL by data size, ours, auto and (a), with and without one late "
             f"failure](img/{SIZES_PNG})\n\n"
-            "Completion time by data size: the median of each run's rounds, the bars their range (~1 GB: `"
-            + SIZES[0][2] + "`; ~5 GB: `" + SIZES[1][2] + "` with the failure, `" + SIZES[1][3] + "` without).\n")
+            "Completion time by data size: the median of each run's rounds, the bars their range ("
+            + "; ".join(f"{label}: `{fail}`" + ("" if fail == free else f" with the failure, `{free}` without")
+                        for label, _, fail, free in SIZES) + ").\n")
 
 
 def _pyplot() -> Any:
@@ -240,14 +242,17 @@ def plot_chaos(record: Record, path: Path) -> None:
 
 
 def plot_sizes(records: dict[str, Record], path: Path) -> None:
-    """Completion time by data size, ours and (a), with and without one late failure (median, range as bars)."""
+    """Completion time by data size, ours, auto and (a), with and without one late failure (median, range as
+    bars)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = [orders / 1e6 for _, orders, _, _ in SIZES]
     lines = (("ours_fail_s", 2, "tab:blue", "-", "ours, one late failure"),
              ("ours_s", 3, "tab:blue", ":", "ours, no failure"),
              ("app_fail_s", 2, "tab:orange", "-", "(a) one Spark application, one late failure (rerun whole)"),
-             ("app_s", 3, "tab:orange", ":", "(a), no failure"))
+             ("app_s", 3, "tab:orange", ":", "(a), no failure"),
+             ("auto_fail_s", 2, "tab:green", "-", "auto (the plan chosen from its history), one late failure"),
+             ("auto_s", 3, "tab:green", ":", "auto, no failure"))
     for name, which, color, style, label in lines:
         spreads = [records[size[2] if which == 2 else size[3]].spread(Figure(name, "s", 1, name, None, None, False,
                                                                              None)) for size in SIZES]
@@ -257,7 +262,7 @@ def plot_sizes(records: dict[str, Record], path: Path) -> None:
     ax.set_xticks(xs, [f"{label}\n{orders / 1e6:.1f} M orders" for label, orders, _, _ in SIZES])
     ax.set_xlabel("data size")
     ax.set_ylabel("completion time (s)")
-    ax.set_title("Example ETL by data size (2026-11-29)")
+    ax.set_title("Example ETL by data size (" + ", ".join(sorted({records[s[2]].date for s in SIZES})) + ")")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -150,3 +150,22 @@ def test_the_auto_configurations_record_sets_it_against_the_application_and_the_
     assert record.remarks.endswith("The auto runs' plans — without a failure, after a quiet history: fused a->b, "
                                    "b->c (1 run(s); the decision: switches: saves 9 s); with the late failure, after "
                                    "late failures: fused nothing (every AUTO result BLOCKING) (1 run(s)).")
+
+
+def test_a_round_of_auto_ours_and_the_application_gives_auto_s_expected_time_over_the_better_of_the_two() -> None:
+    """E(r) = (1 − r)·T(no failure) + r·T(late failure); at r = 0.2: auto 0.8·50 + 0.2·60 = 52, ours 0.8·60 +
+    0.2·62 = 60.4, (a) 0.8·40 + 0.2·80 = 48 → 52 / 48."""
+    walls = {("auto", False): 50.0, ("ours", False): 60.0, ("app", False): 40.0, ("auto", True): 60.0,
+             ("ours", True): 62.0, ("app", True): 80.0}
+    runs = [{"size": "5gb", "config": c, "fail": f, "wall_s": w} for (c, f), w in walls.items()]
+    meta = {"question": "q", "command": "c", "date": "2026-12-03", "time_utc": "17:00", "commit": "x",
+            "machine": "2 CPUs", "load": "quiet"}
+    record = etl_record("2026-12-03-auto-5gb", runs, [{"label": "5gb", "orders": 1, "customers": 1}], meta)
+    assert record.values("auto_expected_over_best_r0") == [1.25]
+    assert record.values("auto_expected_over_best_r0.2") == [round(52 / 48, 3)]
+    assert record.values("auto_expected_over_best_r0.5") == [round(55 / 60, 3)], "ours is the better at r = 0.5"
+    assert "ETL 5gb, expected time E(r) at r = 0.05 of runs with a late failure: auto ÷ min(ours, (a) one Spark " \
+           "application)" in {f.name for f in record.figures}
+    without_ours = [r for r in runs if r["config"] != "ours"]
+    assert not etl_record("x", without_ours, [{"label": "5gb", "orders": 1, "customers": 1}], meta).values(
+        "auto_expected_over_best_r0"), "no E(r) without the round's all-BLOCKING runs"

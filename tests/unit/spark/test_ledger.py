@@ -16,7 +16,7 @@ from airflow_region_failover import JobGraphBuilder, PartitionId, SubtaskId
 from airflow_region_failover.failover.run_log import Decision, DecisionStatus, RunLog
 from airflow_region_failover.graph.model import Exchange
 from airflow_region_failover.spark.exchange import PartitionRef
-from airflow_region_failover.spark.ledger import ReadTotals, TaskLedger, TaskSummary, ledger, summary
+from airflow_region_failover.spark.ledger import ReadTotals, TaskLedger, TaskSummary, fused_summary, ledger, summary
 from airflow_region_failover.spark.run import SubtaskRun, current_inputs, restart_of, step_context
 from airflow_region_failover.spark.store_io import StoreIO
 from airflow_region_failover.store.manifest import Manifest, ObjectEntry
@@ -142,3 +142,22 @@ def test_a_measured_summary_adds_its_timeline_last_and_keeps_every_other_key() -
     assert body["timeline"]["spans"] == [["lookup", 0.25, 0.5]] and body["timeline"]["work"] == {"encode": 1.5}
     assert body["timeline"]["process_started"] == 998.5 and body["timeline"]["started"] == 1000.0
     assert TaskSummary.from_json(json.loads(json.dumps(body))) == got
+
+
+def test_a_fused_summary_lists_what_a_kept_member_would_have_read_as_a_kept_task_does() -> None:
+    """A fused task's member ``c#0`` reads both ``a->c`` partitions. A try that kept ``c#0``'s region (it resumed:
+    its commits of an earlier try stand) lists them too — the module rule: every BLOCKING partition the task read
+    or, where it kept its outputs, would have read (the kept outputs' lineage), as a kept chain's summary does."""
+    store = FakeStore({PartitionId("a->c", 0): manifest(PartitionId("a->c", 0), 2, (10, 20)),
+                       PartitionId("a->c", 1): manifest(PartitionId("a->c", 1), 1, (5,)),
+                       PartitionId("c", 0): manifest(PartitionId("c", 0), 1, (3,))})
+    io = StoreIO(store)  # type: ignore[arg-type]
+    member = SubtaskId("c", 0)
+    member_refs = {member: refs()}
+    current = current_inputs(io, refs())
+    ran = fused_summary(GRAPH, (member,), 2, io, member_refs, current, (), None, "c.0")
+    kept = fused_summary(GRAPH, (member,), 2, io, member_refs, current, (), None, "c.0", resumed=(member,))
+    assert set(ran.ledger.inputs) == {"a->c#0", "a->c#1"} and kept.ledger.inputs == ran.ledger.inputs
+    assert kept.resumed == (member,)
+    whole = run_of(StoreIO(store), refs(), None)  # type: ignore[arg-type]
+    assert set(summary(whole, (ref("c", 0, 1),), kept=True).ledger.inputs) == {"a->c#0", "a->c#1"}

@@ -41,10 +41,13 @@ def test_the_committed_page_is_the_one_the_records_generate() -> None:
 def test_the_payback_share_is_cost_over_saving_plus_cost_of_the_records_medians() -> None:
     by_size = {p.size: p for p in maker.paybacks(records())}  # type: ignore[arg-type]
     five = by_size["~5 GB"]
-    assert (five.app_fail_s, five.ours_fail_s, five.ours_s, five.app_s) == pytest.approx((289.30, 176.75, 157.85,
-                                                                                          140.08), abs=0.01)
-    assert five.share == pytest.approx(17.77 / (112.55 + 17.77), abs=1e-3)
-    assert by_size["~1 GB"].share == pytest.approx(19.39 / (16.28 + 19.39), abs=1e-3)
+    assert (five.app_fail_s, five.ours_fail_s, five.ours_s, five.app_s) == pytest.approx(
+        (289.303916, 176.751325, 157.848875, 140.075492))
+    assert five.share == pytest.approx((157.848875 - 140.075492) / (289.303916 - 176.751325 + 157.848875 - 140.075492))
+    one = by_size["~1 GB"]
+    assert (one.app_fail_s, one.ours_fail_s, one.ours_s, one.app_s) == pytest.approx(
+        (75.719541, 59.438493, 49.603702, 30.210311))
+    assert one.share == pytest.approx((49.603702 - 30.210311) / (75.719541 - 59.438493 + 49.603702 - 30.210311))
 
 
 def test_the_script_draws_both_plots_and_writes_the_page(tmp_path: Path) -> None:

@@ -115,11 +115,16 @@ def fetch(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, par
 
 def load_table(objects: Objects, keys: RunKeys, entry: ObjectEntry, verify: bool, partition: PartitionId) -> pa.Table:
     """One object of ``partition``'s manifest decoded from its fetched buffer (zero-copy input); the buffer is
-    dropped after."""
+    gone when this returns. Rule: decoded by ``ParquetFile`` with neither pre-buffering nor Arrow's threads —
+    ``pq.read_table`` decodes through Arrow's dataset scanner, whose threads drop their reference to the input a
+    moment after it returns (a third object alive in a read of two threads failed ``test_store_memory.py``). A read
+    of several objects decodes them in parallel (:func:`read_arrow`'s pool, one Spark task per object)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify, partition))))
+    body = pa.BufferReader(pa.py_buffer(fetch(objects, keys, entry, verify, partition)))
+    with pq.ParquetFile(body, pre_buffer=False) as parquet_file:
+        return parquet_file.read(use_threads=False)
 
 
 def read_arrow(objects: Objects, keys: RunKeys, manifest: Manifest, verify: bool, threads: int = 4) -> pa.Table:

@@ -7,6 +7,9 @@ physical work: ``Range``, ``InMemoryTableScan``, ``Exchange``, ``Sort``, ``HashA
 
 * ``fused``: :func:`~airflow_region_failover.spark.fused.run_fused` on the whole ETL fused into one task (the
   ``fused`` plan of ``_etl_runs.FUSED_PLANS``), as the Airflow task runs it (a stand-in task instance: no XComs);
+  the ETL's steps are declared ``rescalable``, so each runs as one subtask (``graph/rescaling.py``);
+* ``fused_split``: the same with no step declared ``rescalable``: every subtask called on its own share (its key
+  groups of a keyed input), as before that declaration;
 * ``app``: what ``_etl_runs._app_attempt`` runs — the same functions of ``dags/tpch_etl.py`` on the whole range,
   the report written through the same store.
 
@@ -128,11 +131,18 @@ def _seconds(value: str) -> float:
     return float(number.replace(",", "")) * scale
 
 
-def fused_runtime(work: Path, label: str, orders: int, customers: int) -> tuple[Any, str]:
-    """The runtime of the ETL's ``fused`` AUTO copy sized to ``orders`` and its one task id."""
+def fused_runtime(work: Path, label: str, orders: int, customers: int, split: bool = False) -> tuple[Any, str]:
+    """The runtime of the ETL's ``fused`` AUTO copy sized to ``orders`` and its one task id; ``split``: no step
+    declared ``rescalable``."""
     from airflow_region_failover.operators.step import RegionStepOperator
 
-    dag_id = auto_variant(work, label, orders, customers, "fused")
+    dag_id = auto_variant(work, f"{label}split" if split else label, orders, customers, "fused")
+    if split:
+        path = work / f"{dag_id}.py"
+        text, declared = path.read_text(), path.read_text().count(", rescalable=True")
+        if not declared:
+            raise SystemExit("dags/tpch_etl.py declares no step rescalable: fused_split would be fused")
+        path.write_text(text.replace(", rescalable=True", ""))
     spec = importlib.util.spec_from_file_location(dag_id, work / f"{dag_id}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -233,7 +243,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="measured runs per configuration (after a warm-up)")
     parser.add_argument("--warm-up-orders", type=int, default=0,
                         help="the warm-up runs' size (default: --orders); smaller compiles the same code sooner")
-    parser.add_argument("--configs", default="fused,app")
+    parser.add_argument("--configs", default="fused,fused_split,app")
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
     parser.add_argument("--record", type=Path, help="write every run's breakdown here (JSON)")
@@ -247,7 +257,7 @@ def main() -> int:
     for label, orders in (("warm", args.warm_up_orders or args.orders), ("loop", args.orders)):
         customers = max(orders // 10, 1)
         sized[label] = (orders, customers, *fused_runtime(work, label, orders, customers),
-                        etl_functions(str(ETL), orders, customers))
+                        etl_functions(str(ETL), orders, customers), fused_runtime(work, label, orders, customers, True))
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     records: list[dict[str, Any]] = []
     reports: dict[str, list[Any]] = {}
@@ -261,12 +271,14 @@ def main() -> int:
             for round_number in range(args.repeat + 1):
                 for config in configs if round_number % 2 == 0 else configs[::-1]:
                     salt += 1
-                    orders, customers, runtime, task_id, etl = sized["warm" if round_number == 0 else "loop"]
+                    orders, customers, runtime, task_id, etl, split = sized["warm" if round_number == 0 else "loop"]
                     mark = rest.marks()
                     cpu0, compiled0 = _cpu(), rest.compiled()
                     started = time.time()
                     if config == "fused":
                         report = run_fused_once(spark, store, runtime, task_id, salt)
+                    elif config == "fused_split":
+                        report = run_fused_once(spark, store, *split, salt)
                     else:
                         report = run_app_once(spark, store, etl, orders, customers, salt)
                     wall = time.time() - started

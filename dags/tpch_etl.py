@@ -222,13 +222,15 @@ with DAG(
 ) as dag:
     job = RegionJob(failover_strategy="region", restart_strategy="fixed-delay",
                     options={"restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "1 s"})
-    job.step("gen_customer", gen_customer, deterministic=True)
-    job.step("gen_orders", gen_orders, parallelism=PARALLELISM, deterministic=True)
-    job.step("gen_lineitem", gen_lineitem, parallelism=PARALLELISM, deterministic=True)
-    job.step("clean_orders", step_clean_orders, parallelism=PARALLELISM, deterministic=True)
-    job.step("clean_lineitem", step_clean_lineitem, parallelism=PARALLELISM, deterministic=True)
-    job.step("join", step_join, parallelism=PARALLELISM)
-    job.step("aggregate", step_aggregate, parallelism=AGGREGATE_PARALLELISM)
+    # rescalable: the same results at any parallelism (the generators are pure functions of the key; the join's and
+    # the aggregate's partial rows are summed by their consumers), so a fused region may run each as one subtask
+    job.step("gen_customer", gen_customer, deterministic=True, rescalable=True)
+    job.step("gen_orders", gen_orders, parallelism=PARALLELISM, deterministic=True, rescalable=True)
+    job.step("gen_lineitem", gen_lineitem, parallelism=PARALLELISM, deterministic=True, rescalable=True)
+    job.step("clean_orders", step_clean_orders, parallelism=PARALLELISM, deterministic=True, rescalable=True)
+    job.step("clean_lineitem", step_clean_lineitem, parallelism=PARALLELISM, deterministic=True, rescalable=True)
+    job.step("join", step_join, parallelism=PARALLELISM, rescalable=True)
+    job.step("aggregate", step_aggregate, parallelism=AGGREGATE_PARALLELISM, rescalable=True)
     job.step("report", step_report)
     job.edge("gen_orders", "clean_orders", exchange="PIPELINED", distribution="POINTWISE")
     job.edge("gen_lineitem", "clean_lineitem", exchange="PIPELINED", distribution="POINTWISE")

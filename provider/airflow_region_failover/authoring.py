@@ -135,6 +135,7 @@ class RegionJob:
         script: str | Path | None = None,
         parallelism: int = 1,
         deterministic: bool = False,
+        rescalable: bool = False,
         spark_conn_id: str | None = None,
         reuse: bool = True,
         publish: str | None = None,
@@ -146,6 +147,9 @@ class RegionJob:
     ) -> str:
         """Declare step ``step_id`` run by ``fn`` or ``script``; returns the step id (for :meth:`edge`).
 
+        ``rescalable=True``: the step's results, as its consumers use them, are the same at any parallelism (a
+        keyed step's rows of a key depend only on that key's rows, or its consumers combine its partial rows), so a
+        fused region may call it once on all of its inputs, as one Spark application would.
         ``reuse=False``: a restarted try of this step always recomputes (e.g. a step with side effects outside
         the store, such as a warehouse load), even when its inputs and code are unchanged.
         ``publish="table"``: this sink step's result is committed to Delta table ``table`` once per run
@@ -165,7 +169,7 @@ class RegionJob:
         if non_recoverable_errors is not None:
             self._non_recoverable[step_id] = parse_error_names(
                 non_recoverable_errors, f"step {step_id!r}: non_recoverable_errors", text=False)
-        self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic)
+        self._builder.step(step_id, parallelism=parallelism, deterministic=deterministic, rescalable=rescalable)
         impl = _impl(step_id, fn, script, spark_conn_id or self._spark_conn_id, task_kwargs, checkpoint is not None)
         self._impls[step_id] = replace(impl, reuse=reuse, checkpoint=checkpoint)
         if publish is not None:
@@ -238,7 +242,8 @@ class RegionJob:
                 raise GraphError(f"step {step.id!r} of the JSON graph has no implementation; add it to steps={{...}}")
             impl = steps[step.id]
             fn, script = (None, impl) if isinstance(impl, (str, Path)) else (impl, None)
-            job.step(step.id, fn, script=script, parallelism=step.parallelism, deterministic=step.deterministic)
+            job.step(step.id, fn, script=script, parallelism=step.parallelism, deterministic=step.deterministic,
+                     rescalable=step.rescalable)
         for edge in graph.edges:
             job.edge(edge.source, edge.target, exchange=edge.exchange, distribution=edge.distribution,
                      result=edge.result, partition_by=edge.partition_by, max_parallelism=edge.max_parallelism,

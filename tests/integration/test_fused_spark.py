@@ -205,3 +205,60 @@ def _declaration(plan: ExchangePlan) -> Any:
     from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
 
     return AutoDeclaration(("gen->agg",), {}, plan, declared_columns(DECLARED))
+
+
+class PureSteps(Steps):
+    """:class:`Steps` with a ``gen`` that does not use its subtask index (rescalable), recording each call's
+    parallelism too."""
+
+    def gen(self, spark: Any, inputs: Any, context: Any) -> Any:
+        self.calls.append((f"{context.subtask} of {context.parallelism}", dict(context.partitions)))
+        return inputs["src"].selectExpr("id % 7 AS k", "id * 3 AS v")
+
+    def agg(self, spark: Any, inputs: Any, context: Any) -> Any:
+        self.calls.append((f"{context.subtask} of {context.parallelism}", dict(context.partitions)))
+        return inputs["gen"].groupBy("k").sum("v").withColumnRenamed("sum(v)", "total")
+
+
+@pytest.mark.parametrize("rescalable", [("gen", "agg"), ("agg",)])
+def test_a_fused_task_calls_a_rescalable_step_once_on_all_its_inputs_and_commits_what_unfused_does(
+        spark: Any, store: ResultStore, monkeypatch: pytest.MonkeyPatch, rescalable: tuple[str, ...]) -> None:
+    #   src#0,1 ==B==> gen#0,1 --FUSED keyed by k--> agg#0,1 --FUSED--> sink#0     (one task, one commit: sink's)
+    # gen and agg rescalable: each called once, as subtask 0 of 1; the union of src's partitions, all key groups
+    from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
+
+    patch(monkeypatch, store, spark)
+    graph = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2, rescalable="gen" in rescalable)
+             .step("agg", parallelism=2, rescalable="agg" in rescalable).step("sink", parallelism=1)
+             .edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
+             .edge("gen", "agg", exchange="AUTO", partition_by=["k"])
+             .edge("agg", "sink", exchange="AUTO", distribution="BROADCAST").build())
+    results, calls = {}, {}
+    for run_id, plan in ((f"rescaled-{len(rescalable)}", ALL_FUSED), (f"rescaled-{len(rescalable)}-plain",
+                                                                      ExchangePlan())):
+        steps = PureSteps()
+        impls = {**steps.impls(), "sink": StepImpl("sink", fn=_total)}
+        declaration = AutoDeclaration(("gen->agg", "agg->sink"), {}, plan, declared_columns(graph))
+        runtime = JobRuntime(JobSpec(resolve(graph, plan), {}, auto=declaration), impls)
+        xcoms = commit_src(store, run_id)
+        for task in ["gen.agg.sink.0"] if plan is ALL_FUSED else ["gen.0", "gen.1", "agg.0", "agg.1", "sink.0"]:
+            ti = FakeTI(xcoms, run_id, task)
+            members = runtime.spec.names.subtasks(task) or ()
+            if runtime.spec.names.is_fused(task):
+                summary = run_fused(runtime, members, {"ti": ti, "params": {}})
+                assert summary.members == members  # every subtask named: the history splits the task over them
+            else:
+                run_chain(runtime, members, {"ti": ti, "params": {}})
+            xcoms.update({(task, key): value for key, value in ti.pushed.items()})
+        results[run_id] = sorted((r.k, r.total) for r in store.read(spark, DAG, run_id, PartitionId("sink", 0))
+                                 .collect())
+        calls[run_id] = steps.calls
+    fused, plain = (f"rescaled-{len(rescalable)}", f"rescaled-{len(rescalable)}-plain")
+    assert results[fused] == results[plain] != []
+    gen_calls = [("gen#0 of 1", {"src": (PartitionId("src->gen", 0), PartitionId("src->gen", 1))})] \
+        if "gen" in rescalable else [("gen#0 of 2", {"src": (PartitionId("src->gen", 0),)}),
+                                     ("gen#1 of 2", {"src": (PartitionId("src->gen", 1),)})]
+    producers = (PartitionId("gen->agg", 0),) if "gen" in rescalable else (PartitionId("gen->agg", 0),
+                                                                          PartitionId("gen->agg", 1))
+    assert calls[fused] == [*gen_calls, ("agg#0 of 1", {"gen": producers})]
+    assert [c[0] for c in calls[plain]] == ["gen#0 of 2", "gen#1 of 2", "agg#0 of 2", "agg#1 of 2"]

@@ -22,9 +22,10 @@ class JobGraphBuilder:
         self._steps: list[Step] = []
         self._edges: list[Edge] = []
 
-    def step(self, step_id: str, *, parallelism: int = 1, deterministic: bool = False) -> JobGraphBuilder:
+    def step(self, step_id: str, *, parallelism: int = 1, deterministic: bool = False,
+             rescalable: bool = False) -> JobGraphBuilder:
         """Declare a step."""
-        self._steps.append(Step(step_id, parallelism, deterministic))
+        self._steps.append(Step(step_id, parallelism, deterministic, rescalable))
         return self
 
     def edge(

@@ -2,8 +2,12 @@
 
 Rule: these are plain immutable values, unchecked; :func:`~.validation.validate` checks them and
 :class:`~.model.JobGraph` holds a validated set of them. A step has an id and ``parallelism`` subtasks;
-``deterministic`` declares that re-running it on the same inputs produces byte-identical output. An edge
-``source -> target`` carries the result named ``result``.
+``deterministic`` declares that re-running it on the same inputs produces byte-identical output; ``rescalable``
+that its results, as its consumers use them, are the same at any parallelism (what one subtask computes from all
+of its inputs is what its subtasks compute together: a keyed step's rows of a key depend on that key's rows only,
+or its consumers combine its partial rows, as a Spark application run at another parallelism would), so a fused
+region may run it as one subtask (:mod:`~airflow_region_failover.spark.rescaled`). An edge ``source -> target``
+carries the result named ``result``.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class Step:
     id: str
     parallelism: int = 1
     deterministic: bool = False
+    rescalable: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@
                 "distribution": "ALL_TO_ALL", "partition_by": ["o_orderkey"], "max_parallelism": 128,
                 "cluster_by": ["o_orderdate"], "columns": ["o_orderkey", "o_orderdate", "o_total"]}, ...]}
 
-``parallelism`` (default 1), ``deterministic`` (default false), ``result`` (default ``"<from>-><to>"``),
+``parallelism`` (default 1), ``deterministic`` and ``rescalable`` (default false; ``rescalable`` written only when
+true), ``result`` (default ``"<from>-><to>"``),
 ``partition_by`` and ``max_parallelism`` (keyed ``ALL_TO_ALL`` edges only; default 128) are optional;
 ``exchange`` is ``PIPELINED``, ``BLOCKING`` or ``AUTO`` (the provider chooses per run, :mod:`.auto`);
 ``cluster_by`` (BLOCKING or AUTO edges: sorted, content-defined files) and ``columns`` (BLOCKING or AUTO
@@ -32,7 +33,7 @@ from airflow_region_failover.graph.model import Distribution, Edge, Exchange, Jo
 
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
-_STEP_KEYS = {"id", "parallelism", "deterministic"}
+_STEP_KEYS = {"id", "parallelism", "deterministic", "rescalable"}
 _EDGE_KEYS = {1: {"from", "to", "exchange", "distribution", "result"},
               2: {"from", "to", "exchange", "distribution", "result", "partition_by", "max_parallelism",
                   "cluster_by", "columns"}}
@@ -72,9 +73,16 @@ def to_dict(graph: JobGraph) -> dict[str, Any]:
     """The JSON document of ``graph`` (round-trips through :func:`from_dict`)."""
     return {
         "version": FORMAT_VERSION,
-        "steps": [{"id": s.id, "parallelism": s.parallelism, "deterministic": s.deterministic} for s in graph.steps],
+        "steps": [_step_dict(s) for s in graph.steps],
         "edges": [_edge_dict(e) for e in graph.edges],
     }
+
+
+def _step_dict(step: Step) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": step.id, "parallelism": step.parallelism, "deterministic": step.deterministic}
+    if step.rescalable:
+        body["rescalable"] = True
+    return body
 
 
 def _edge_dict(edge: Edge) -> dict[str, Any]:
@@ -99,7 +107,7 @@ def _step(raw: object, i: int) -> Step:
     doc = _mapping(raw, f"steps[{i}]", _STEP_KEYS)
     if "id" not in doc:
         raise GraphError(f"steps[{i}]: missing 'id'")
-    return Step(doc["id"], doc.get("parallelism", 1), doc.get("deterministic", False))
+    return Step(doc["id"], doc.get("parallelism", 1), doc.get("deterministic", False), doc.get("rescalable", False))
 
 
 def _edge(raw: object, i: int, version: int) -> Edge:

@@ -62,6 +62,8 @@ def _check_step(step: Step) -> str:
                          f"{UPPER_MAX_PARALLELISM} (one Airflow task per subtask; Flink's upper bound); lower it")
     if not isinstance(step.deterministic, bool):
         raise GraphError(f"{where}: deterministic {step.deterministic!r} must be true or false")
+    if not isinstance(step.rescalable, bool):
+        raise GraphError(f"{where}: rescalable {step.rescalable!r} must be true or false")
     return step.id
 
 

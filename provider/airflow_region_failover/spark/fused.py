@@ -8,7 +8,8 @@ Rules:
   committed version, :func:`~.run.current_inputs`);
 * members run region by region of the run's plan (:func:`~.fused_resume.region_order`), each function called
   with its own :class:`~.context.StepContext` — the same subtask, index, parallelism and partitions as when it runs
-  in its own task, so a fused run computes what an unfused one does;
+  in its own task, so a fused run computes what an unfused one does; except a step declared ``rescalable``, which
+  runs as one subtask where :mod:`~airflow_region_failover.graph.rescaling` allows (the task runs its graph);
 * a PIPELINED exchange between two members never leaves Spark: the consumer's input is the union of the producers'
   DataFrames it reads (over a keyed edge only its key groups, Spark's ``pmod(hash(key), max_parallelism)``, exactly
   the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared, as its commit
@@ -48,7 +49,9 @@ from airflow_region_failover.exceptions import InputUnavailable
 from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.failover.run_log import Decision
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
+from airflow_region_failover.graph.keygroups import key_group_range
 from airflow_region_failover.graph.model import Edge, Exchange
+from airflow_region_failover.graph.rescaling import Rescaled
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.job import JobRuntime
 from airflow_region_failover.naming import FAILED_SUBTASK
@@ -74,6 +77,7 @@ from airflow_region_failover.spark.run import (
     pull_refs,
     restart_of,
     step_context,
+    task_versions,
 )
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO, open_store_io
@@ -95,7 +99,6 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     """Run fused region task ``members`` (in the order they run) inside an Airflow task (module rule); returns
     the task's summary."""
     ti = context["ti"]
-    inside = frozenset(members)
     with phase("store_open"):
         io = open_store_io()
     if runtime.spec.auto.per_run:
@@ -104,14 +107,19 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
         runtime = JobRuntime(runtime.spec.for_run(fixed.plan), runtime.impls)
         log.info("the run's plan fuses %s (%s)", ", ".join(runtime.spec.run_plan.fused) if runtime.spec.run_plan
                  and runtime.spec.run_plan.fused else "no AUTO result", fixed.reason)
-    spec, graph = runtime.spec, runtime.graph
+    spec, whole = runtime.spec, runtime.graph
+    rescaled = Rescaled.of(whole, members, task_regions(spec.topology.regions, members))
+    graph, members, regions, expand = rescaled.graph, rescaled.members, rescaled.regions, rescaled.expanded
+    inside = frozenset(members)
+    if rescaled.steps:
+        log.info("runs %s as one subtask each (declared rescalable)", ", ".join(sorted(rescaled.steps)))
     with phase("lookup"):
         refs = {m: pull_refs(ti, graph, m, spec.names, functools.partial(_outside, graph, member=m, inside=inside))
                 for m in members}
         manifests: dict[PartitionRef, Manifest] = {}
         for member_refs in refs.values():
             manifests.update(current_inputs(io, member_refs))
-        versions = _versions(graph, refs, manifests)
+        versions = task_versions(graph, refs, manifests)
         restart = restart_of(ti, known=run_log)
     if looked_up is not None:
         looked_up(None)  # a fused task's interior is PIPELINED: no byte-identical evidence of what it computes
@@ -119,14 +127,13 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     code = chain_fingerprint(list(impls.values()))
     with phase("session"):
         spark = get_session(resolve_target(impls[members[0].step].spark_conn_id))
-    regions = task_regions(spec.topology.regions, members)
     run = Fused(graph, region_order(graph, members, regions), refs, io, manifests, versions, code, context,
                 spec.auto.columns, resumable(runtime, members, context, restart), regions)
     try:
         with phase("compute"):
             published = run.compute(spark, runtime)
     except Exception:
-        _keep_failed(run, ti, restart)
+        _keep_failed(run, ti, restart, expand)
         raise
     finally:
         run.release()
@@ -136,23 +143,25 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
             log.info("wrote %s partition %s (attempt %d, %d rows)", ref.exchange.value, ref.partition,
                      ref.attempt, ref.rows)
     with phase("ledger"):
-        done = fused_summary(graph, tuple(members), int(getattr(ti, "try_number", 1) or 1), io, refs, manifests,
+        done = fused_summary(graph, expand(members), int(getattr(ti, "try_number", 1) or 1), io, refs, manifests,
                              [ref for _, ref in published], restart, str(ti.task_id), frozenset(run.kept_outputs),
-                             tuple(run.resumed))
+                             expand(run.resumed))
     clock = current()
     return done if clock is None else replace(done, timeline=clock.timeline())
 
 
-def _keep_failed(run: Fused, ti: Any, restart: Decision | None) -> None:
-    """Keep what a failed try measured: the members its commits ran (module rule); never raises."""
+def _keep_failed(run: Fused, ti: Any, restart: Decision | None,
+                 expand: Callable[[Sequence[SubtaskId]], tuple[SubtaskId, ...]]) -> None:
+    """Keep what a failed try measured: the members its commits ran (module rule; a rescaled step's subtask 0 as
+    all of its subtasks, ``expand``); never raises."""
     try:
         members = measured(run.graph, run.members, run.jobs, set(run.written))
         if not members:
             return
         try_number = int(getattr(ti, "try_number", 1) or 1)
-        partial = fused_summary(run.graph, members, try_number, run.io, {m: run.refs[m] for m in members},
+        partial = fused_summary(run.graph, expand(members), try_number, run.io, {m: run.refs[m] for m in members},
                                 run.current, run.progress, restart, str(ti.task_id), frozenset(run.kept_outputs),
-                                tuple(m for m in run.resumed if m in members))
+                                expand([m for m in run.resumed if m in members]))
         FailedTries(run.io.store.objects).keep(str(ti.dag_id), str(ti.run_id), str(ti.task_id), try_number,
                                                replace(partial, timeline=run.snapshot).to_json())
     except Exception:  # the try's own error is what its task reports
@@ -163,16 +172,6 @@ def _outside(graph: Any, edge: Edge, *, member: SubtaskId, inside: frozenset[Sub
     """True if ``member`` reads ``edge`` from outside the task (module rule: then its refs are pulled)."""
     partitions = consumed_partitions(graph, member)[edge]
     return not all(SubtaskId(edge.source, p.index) in inside for p in partitions)
-
-
-def _versions(graph: Any, refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]],
-              current: Mapping[PartitionRef, Manifest]) -> tuple[InputVersion, ...]:
-    """Every BLOCKING input version the task's members read from outside, as each member reads it."""
-    found: dict[tuple[str, str], InputVersion] = {}
-    for member, member_refs in refs.items():
-        for version in input_versions(current, graph, member, member_refs):
-            found[(str(version.partition), repr(version.key_groups))] = version
-    return tuple(sorted(found.values(), key=lambda v: (str(v.partition), repr(v.key_groups))))
 
 
 class Fused:
@@ -303,7 +302,6 @@ class Fused:
         reads = len(self.readers.get(partition, ()))
         columns = self.kept.get(partition.result)
         if reads and columns:  # a fused AUTO result keeps what its edges declared: only that is held in memory
-
             frame = frame.select(*[column(c) for c in columns])
         if persisted(self.graph, partition, self.readers, self.jobs, self.reuse):
             from pyspark import StorageLevel
@@ -340,7 +338,7 @@ class Fused:
                 self.current[ref] = self.io.current(ref)
             return self._read(spark, ref, edge, groups)
         frame = self.frames[partition]
-        if groups is None:
+        if groups is None or groups == key_group_range(edge.max_parallelism, 1, 0):  # every key group: all rows
             return frame
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         return frame.where(group.between(groups.start, groups.stop - 1))
@@ -357,6 +355,8 @@ class Fused:
             count = shared_partitions(int(spark.conf.get("spark.sql.shuffle.partitions") or 200))
             keys = [column(c) for c in edge.partition_by]
             self.shuffled[(edge, parts)] = union.repartition(count, *keys).withColumn(BARRIER, F.spark_partition_id())
+        if groups == key_group_range(edge.max_parallelism, 1, 0):  # every key group: the same exchange, whole
+            return self.shuffled[(edge, parts)].drop(BARRIER)
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         kept = group.between(groups.start, groups.stop - 1) & (F.col(BARRIER) >= 0)
         return self.shuffled[(edge, parts)].where(kept).drop(BARRIER)

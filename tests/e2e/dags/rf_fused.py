@@ -3,7 +3,8 @@
     gen#0,1 --AUTO keyed by k--> agg#0..3 ==BLOCKING==> report#0
 
 * ``rf_e2e_fused``: the plan fuses ``gen->agg``: one task ``gen.agg.0`` runs the region's six subtasks in one Spark
-  session, the keyed exchange in memory; ``report.0`` reads the four committed agg partitions.
+  session, the keyed exchange in memory (``gen`` is rescalable: it runs as one subtask, called once, and each agg
+  subtask reads its key groups of it); ``report.0`` reads the four committed agg partitions.
 * ``rf_e2e_fused_blocking``: the plan commits it: tasks ``gen.0``, ``gen.1``, ``agg.0`` .. ``agg.3``, ``report.0``.
 * ``rf_e2e_fused_per_run``: rendered ``PER_RUN``: always the one task ``gen.agg.0``, each run under its own plan,
   chosen by a planner that looks at the newest 3 runs (so an old failure stops counting) and switches on any gain
@@ -61,7 +62,7 @@ for dag_id, plan in (("rf_e2e_fused", ExchangePlan({"gen->agg": Choice.FUSED})),
         job = RegionJob(failover_strategy="region", restart_strategy="fixed-delay",
                         options={"restart-strategy.fixed-delay.attempts": "2",
                                  "restart-strategy.fixed-delay.delay": "1 s"})
-        job.step("gen", step_gen, parallelism=2)
+        job.step("gen", step_gen, parallelism=2, rescalable=True)  # fused: one call, gen#0 of 1 (graph.rescaling)
         job.step("agg", step_agg, parallelism=4)
         job.step("report", step_report)
         job.edge("gen", "agg", exchange="AUTO", partition_by=["k"])

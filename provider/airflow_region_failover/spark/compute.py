@@ -22,8 +22,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from airflow_region_failover.exceptions import InputUnavailable, NotAvailable, unreadable_in
+from airflow_region_failover.graph.ids import SubtaskId
 from airflow_region_failover.graph.model import Edge
 from airflow_region_failover.graph.subtasks import read_key_groups
+from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs
 from airflow_region_failover.spark.run import SubtaskRun
@@ -118,3 +120,15 @@ def write_outputs(run: SubtaskRun, returned: object) -> tuple[PartitionRef, ...]
             written.append(run.io.write(frame, run.output_ref(results[result]), run.versions, run.code,
                                         cut_of(run.graph, result), clustering_of(run.graph, result)))
     return tuple(written)
+
+
+@contextlib.contextmanager
+def naming_member(member: SubtaskId) -> Iterator[None]:
+    """An exception raised while ``member`` runs carries its id (:data:`~airflow_region_failover.naming
+    .FAILED_SUBTASK`): the failure handler restarts from the member that failed, and the reason names it."""
+    try:
+        yield
+    except Exception as exc:
+        with contextlib.suppress(AttributeError, TypeError):  # an exception that takes no attribute stays unnamed
+            setattr(exc, FAILED_SUBTASK, str(member))
+        raise

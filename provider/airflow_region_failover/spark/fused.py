@@ -14,7 +14,8 @@ Rules:
   DataFrames it reads (over a keyed edge only its key groups, Spark's ``pmod(hash(key), max_parallelism)``, exactly
   the rows a subpartition would hold; of a fused AUTO result only the ``columns`` its edges declared, as its commit
   would have kept); :mod:`.fused_reads` says which DataFrames are persisted in Spark's block manager (unpersisted
-  when the task ends) and which keyed edges are shuffled once for all their consumers;
+  when the task ends) and which keyed edges are shuffled once for all their consumers (a consumer that alone reads
+  every key group — a rescaled step — reads the producers' union: Spark's own shuffle serves it);
 * every BLOCKING result a member produces (a sink result too) is committed under this try's attempt, recording the
   member's lineage (:mod:`.fused_resume`: the versions of every BLOCKING partition it read, from outside or from a
   member's commit, and those the members it read in Spark were computed from) and the code fingerprint of all the
@@ -54,8 +55,7 @@ from airflow_region_failover.graph.model import Edge, Exchange
 from airflow_region_failover.graph.rescaling import Rescaled
 from airflow_region_failover.graph.subtasks import consumed_partitions, read_key_groups
 from airflow_region_failover.job import JobRuntime
-from airflow_region_failover.naming import FAILED_SUBTASK
-from airflow_region_failover.spark.compute import named_input, read_partition
+from airflow_region_failover.spark.compute import named_input, naming_member, read_partition
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, clustering_of, cut_of, match_outputs, output_results
 from airflow_region_failover.spark.fused_reads import (
@@ -210,7 +210,7 @@ class Fused:
         published: list[tuple[SubtaskId, PartitionRef]] = []
         self.reuse = str(spark.conf.get("spark.sql.exchange.reuse") or "true").strip().lower() == "true"
         for member in self.members:
-            with _naming(member):
+            with naming_member(member):
                 done = self._run(spark, runtime, member, ti, try_number)
             published.extend(done)
             if done:  # a commit: what a failed try measured (module rule)
@@ -320,9 +320,11 @@ class Fused:
         outside = self.refs[member]
         for edge, parts in consumed_partitions(self.graph, member).items():
             groups = read_key_groups(self.graph, edge, member.index)
+            alone = groups is not None and groups == key_group_range(edge.max_parallelism, 1, 0) and all(
+                set(self.readers.get(p, ())) == {member} for p in parts)  # every group, one reader: Spark shuffles
             if edge in outside:
                 frames = [self._read(spark, ref, edge, groups) for ref in outside[edge]]
-            elif groups is not None and shared(self.graph, edge, self.jobs, self.reuse):
+            elif groups is not None and shared(self.graph, edge, self.jobs, self.reuse) and not alone:
                 frames = [self._shuffled(spark, edge, parts, groups)]
             else:
                 frames = [self._interior(spark, p, edge, groups) for p in parts]
@@ -376,18 +378,6 @@ class Fused:
             if named is None:
                 raise
             raise named from exc
-
-
-@contextlib.contextmanager
-def _naming(member: SubtaskId) -> Iterator[None]:
-    """An exception raised while ``member`` runs carries its id (:data:`~airflow_region_failover.naming
-    .FAILED_SUBTASK`): the failure handler restarts from the member that failed, and the reason names it."""
-    try:
-        yield
-    except Exception as exc:
-        with contextlib.suppress(AttributeError, TypeError):  # an exception that takes no attribute stays unnamed
-            setattr(exc, FAILED_SUBTASK, str(member))
-        raise
 
 
 def _as_run(fused: Fused) -> SubtaskRun:

@@ -34,11 +34,12 @@ IMAGES = ROOT / "docs" / "img"
 CHAOS_PNG, SIZES_PNG = "performance-chaos.png", "performance-by-size.png"
 CHAOS = "2026-11-27-chaos-5gb"
 SIZES: tuple[tuple[str, int, str, str], ...] = (  # (label, orders, record with the failure runs, without)
-    ("~1 GB", 4_589_000, "2026-12-03-auto-region-resume-1gb", "2026-12-03-auto-region-resume-1gb"),
+    ("~1 GB", 4_589_000, "2026-12-04-auto-rescaled-1gb", "2026-12-04-auto-rescaled-1gb"),
     ("~5 GB", 22_946_000, "2026-12-03-auto-5gb", "2026-12-03-auto-5gb"),
 )
 """The scale curve's runs: ours, auto and (a) side by side in each, with and without the late failure."""
-FIRST = ("2026-12-03-auto-5gb", "2026-12-03-auto-region-resume-1gb", "2026-11-29-etl-compare-5gb",
+FIRST = ("2026-12-03-auto-5gb", "2026-12-04-auto-rescaled-1gb", "2026-12-04-rescaled-fused-region-1gb",
+         "2026-11-29-etl-compare-5gb",
          "2026-11-29-breakdown-5gb", "2026-11-29-etl-compare-1gb", "2026-11-29-breakdown-1gb", CHAOS)
 """The records whose figures open the table (what users ask first); the others follow by date."""
 

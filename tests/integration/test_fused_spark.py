@@ -228,6 +228,8 @@ def test_a_fused_task_calls_a_rescalable_step_once_on_all_its_inputs_and_commits
     from airflow_region_failover.graph.auto import AutoDeclaration, declared_columns
 
     patch(monkeypatch, store, spark)
+    shuffled: list[object] = []  # agg, alone reading every key group, needs no shared exchange: Spark's shuffle
+    monkeypatch.setattr(fused_module.Fused, "_shuffled", lambda *args: shuffled.append(args))
     graph = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2, rescalable="gen" in rescalable)
              .step("agg", parallelism=2, rescalable="agg" in rescalable).step("sink", parallelism=1)
              .edge("src", "gen", exchange="BLOCKING", distribution="POINTWISE")
@@ -260,5 +262,5 @@ def test_a_fused_task_calls_a_rescalable_step_once_on_all_its_inputs_and_commits
                                      ("gen#1 of 2", {"src": (PartitionId("src->gen", 1),)})]
     producers = (PartitionId("gen->agg", 0),) if "gen" in rescalable else (PartitionId("gen->agg", 0),
                                                                           PartitionId("gen->agg", 1))
-    assert calls[fused] == [*gen_calls, ("agg#0 of 1", {"gen": producers})]
+    assert calls[fused] == [*gen_calls, ("agg#0 of 1", {"gen": producers})] and shuffled == []
     assert [c[0] for c in calls[plain]] == ["gen#0 of 2", "gen#1 of 2", "agg#0 of 2", "agg#1 of 2"]

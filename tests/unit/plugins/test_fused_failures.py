@@ -14,7 +14,7 @@ from airflow_region_failover.job import JobSpec
 from airflow_region_failover.naming import FAILED_SUBTASK
 from airflow_region_failover.plugins.clearing import failed_subtask, task_reads
 from airflow_region_failover.plugins.listener import failure_event
-from airflow_region_failover.spark.fused import _naming
+from airflow_region_failover.spark.compute import naming_member
 
 DECLARED = (JobGraphBuilder().step("src", parallelism=2).step("gen", parallelism=2).step("agg", parallelism=2)
             .step("sink", parallelism=1)
@@ -36,7 +36,7 @@ def test_the_task_reads_what_every_member_reads() -> None:
 
 
 def test_the_member_that_raised_is_the_failed_subtask_and_survives_the_record() -> None:
-    with pytest.raises(RuntimeError) as raised, _naming(SubtaskId("agg", 1)):
+    with pytest.raises(RuntimeError) as raised, naming_member(SubtaskId("agg", 1)):
         raise RuntimeError("injected failure of agg#1")
     assert getattr(raised.value, FAILED_SUBTASK) == "agg#1"
     record = failure_event(TI(), raised.value, "worker")

@@ -139,8 +139,8 @@ def fused_runtime(work: Path, label: str, orders: int, customers: int, split: bo
     dag_id = auto_variant(work, f"{label}split" if split else label, orders, customers, "fused")
     if split:
         path = work / f"{dag_id}.py"
-        text, declared = path.read_text(), path.read_text().count(", rescalable=True")
-        if not declared:
+        text = path.read_text()
+        if ", rescalable=True" not in text:
             raise SystemExit("dags/tpch_etl.py declares no step rescalable: fused_split would be fused")
         path.write_text(text.replace(", rescalable=True", ""))
     spec = importlib.util.spec_from_file_location(dag_id, work / f"{dag_id}.py")

@@ -6,7 +6,7 @@ Rule: these are plain immutable values, unchecked; :func:`~.validation.validate`
 that its results, as its consumers use them, are the same at any parallelism (what one subtask computes from all
 of its inputs is what its subtasks compute together: a keyed step's rows of a key depend on that key's rows only,
 or its consumers combine its partial rows, as a Spark application run at another parallelism would), so a fused
-region may run it as one subtask (:mod:`~airflow_region_failover.spark.rescaled`). An edge ``source -> target``
+region may run it as one subtask (:mod:`~airflow_region_failover.graph.rescaling`). An edge ``source -> target``
 carries the result named ``result``.
 """
 

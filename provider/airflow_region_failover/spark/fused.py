@@ -66,7 +66,14 @@ from airflow_region_failover.spark.fused_reads import (
     shared,
     shared_partitions,
 )
-from airflow_region_failover.spark.fused_resume import kept_region, lineage, region_order, resumable, task_regions
+from airflow_region_failover.spark.fused_resume import (
+    kept_region,
+    lineage,
+    merged,
+    region_order,
+    resumable,
+    task_regions,
+)
 from airflow_region_failover.spark.ledger import TaskSummary, fused_summary
 from airflow_region_failover.spark.reuse import unchanged_commits
 from airflow_region_failover.spark.run import (
@@ -77,7 +84,6 @@ from airflow_region_failover.spark.run import (
     pull_refs,
     restart_of,
     step_context,
-    task_versions,
 )
 from airflow_region_failover.spark.session import get_session, resolve_target
 from airflow_region_failover.spark.store_io import StoreIO, open_store_io
@@ -119,7 +125,7 @@ def run_fused(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
         manifests: dict[PartitionRef, Manifest] = {}
         for member_refs in refs.values():
             manifests.update(current_inputs(io, member_refs))
-        versions = task_versions(graph, refs, manifests)
+        versions = merged(*(input_versions(manifests, graph, m, r) for m, r in refs.items()))
         restart = restart_of(ti, known=run_log)
     if looked_up is not None:
         looked_up(None)  # a fused task's interior is PIPELINED: no byte-identical evidence of what it computes
@@ -166,6 +172,11 @@ def _keep_failed(run: Fused, ti: Any, restart: Decision | None,
                                                replace(partial, timeline=run.snapshot).to_json())
     except Exception:  # the try's own error is what its task reports
         log.warning("region failover: could not summarise what the failed try measured", exc_info=True)
+
+
+def _every_group(edge: Edge, groups: range | None) -> bool:
+    """Whether ``groups`` are all key groups of keyed ``edge``: a lone such reader needs no shared exchange."""
+    return groups is not None and groups == key_group_range(edge.max_parallelism, 1, 0)
 
 
 def _outside(graph: Any, edge: Edge, *, member: SubtaskId, inside: frozenset[SubtaskId]) -> bool:
@@ -320,8 +331,7 @@ class Fused:
         outside = self.refs[member]
         for edge, parts in consumed_partitions(self.graph, member).items():
             groups = read_key_groups(self.graph, edge, member.index)
-            alone = groups is not None and groups == key_group_range(edge.max_parallelism, 1, 0) and all(
-                set(self.readers.get(p, ())) == {member} for p in parts)  # every group, one reader: Spark shuffles
+            alone = _every_group(edge, groups) and all(set(self.readers.get(p, ())) == {member} for p in parts)
             if edge in outside:
                 frames = [self._read(spark, ref, edge, groups) for ref in outside[edge]]
             elif groups is not None and shared(self.graph, edge, self.jobs, self.reuse) and not alone:
@@ -340,7 +350,7 @@ class Fused:
                 self.current[ref] = self.io.current(ref)
             return self._read(spark, ref, edge, groups)
         frame = self.frames[partition]
-        if groups is None or groups == key_group_range(edge.max_parallelism, 1, 0):  # every key group: all rows
+        if groups is None or _every_group(edge, groups):  # every key group: all rows
             return frame
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         return frame.where(group.between(groups.start, groups.stop - 1))
@@ -357,7 +367,7 @@ class Fused:
             count = shared_partitions(int(spark.conf.get("spark.sql.shuffle.partitions") or 200))
             keys = [column(c) for c in edge.partition_by]
             self.shuffled[(edge, parts)] = union.repartition(count, *keys).withColumn(BARRIER, F.spark_partition_id())
-        if groups == key_group_range(edge.max_parallelism, 1, 0):  # every key group: the same exchange, whole
+        if _every_group(edge, groups):  # every key group: the same exchange, whole
             return self.shuffled[(edge, parts)].drop(BARRIER)
         group = key_group_column(edge.partition_by, edge.max_parallelism)
         kept = group.between(groups.start, groups.stop - 1) & (F.col(BARRIER) >= 0)

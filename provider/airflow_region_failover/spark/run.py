@@ -252,13 +252,3 @@ def _function(impl: StepImpl) -> StepFunction:
         raise GraphError(f"step {impl.step_id!r} is a script step and cannot run in a chain; re-render the DAG "
                          "with this provider version (script steps are never chained)")
     return impl.fn
-
-
-def task_versions(graph: JobGraph, refs: Mapping[SubtaskId, Mapping[Edge, Sequence[PartitionRef]]],
-                  current: Mapping[PartitionRef, Manifest]) -> tuple[InputVersion, ...]:
-    """Every BLOCKING input version the task's members read from outside, as each member reads it."""
-    found: dict[tuple[str, str], InputVersion] = {}
-    for member, member_refs in refs.items():
-        for version in input_versions(current, graph, member, member_refs):
-            found[(str(version.partition), repr(version.key_groups))] = version
-    return tuple(sorted(found.values(), key=lambda v: (str(v.partition), repr(v.key_groups))))

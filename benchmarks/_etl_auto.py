@@ -71,7 +71,7 @@ class AutoRuns:
     def run(self, dag_id: str, fail: bool, salt: int) -> dict[str, Any]:
         """One run of ``dag_id`` after its decision; :func:`~_etl_runs.run_airflow`'s figures plus ``plan`` (the
         results it fused), ``decision`` (the reason of the decision it copied) and ``predicted`` (the model)."""
-        self._wait_for_decision(dag_id)
+        self.wait_for_decision(dag_id)
         predicted = self._predicted(dag_id)
         run = run_airflow(self.api, dag_id, fail, self.timeout, salt)
         self.last[dag_id] = run["run_id"]
@@ -90,7 +90,7 @@ class AutoRuns:
                       f"{run['wall_s']:.1f} s, fused {run['plan']}, "
                       f"{run['decision']}", flush=True)
 
-    def _wait_for_decision(self, dag_id: str) -> None:
+    def wait_for_decision(self, dag_id: str) -> None:
         """Until the watcher stored the decision after the DAG's last run (none before its first)."""
         after = self.last.get(dag_id)
         if after is None:

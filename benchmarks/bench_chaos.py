@@ -1,7 +1,8 @@
 """Repeated failures: the example ETL with a failure every T seconds, ours (region failover) against (a) one Spark
 application rerun whole on each failure, with the same failure clock, on ``bench_etl_compare.py``'s stack.
 
-``python benchmarks/bench_chaos.py [--sizes 5] [--intervals 60,120,240] [--configs ours,app] [--plot FILE]``
+``python benchmarks/bench_chaos.py [--sizes 5] [--intervals 60,120,240] [--configs ours,app] [--history K]
+[--plot FILE]``
 
 After one unmeasured run of each at the tiny size, per size, first each configuration's failure-free run (its wall
 time W), then per interval T and configuration one run with a failure every T seconds from its start, until a
@@ -14,6 +15,12 @@ correct report or 3 x W ("did not finish"):
   running at that moment, the first one to run is killed;
 * **(a)**: the application process (``_etl_runs.py _app``) is killed every T s and started again after 1 s,
   from scratch, until an attempt finishes.
+
+With ``--history K`` (default 1), each ours measurement at T follows K unmeasured ours runs with the same failure
+clock, each started once the scheduler stored its decision after the run before (``_etl_auto.AutoRuns``): the
+planner has then seen failures come every T seconds, and the measured run runs the epochs it chose for the ETL's
+sliced chains (``docs/user/auto-plans.md``; every step but the report is ``rescalable``), recorded with the run.
+With ``--history 0`` the protocol is the one before sliced chains.
 
 Every run has its own salt (no run finds its outputs in the store). A finished run's report is checked against the
 failure-free run's. Printed: a table per size (completion time, failures injected, x W) and the PNG plot —
@@ -36,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import _repo_path  # noqa: F401 - puts the repository root on sys.path
-from _etl_runs import S3_ENV, _app_command, ours_variant, run_airflow, run_app, warm_up
+from _etl_runs import S3_ENV, _app_command, ours_variant, run_app, warm_up
 from _etl_stack import Salts, add_stack_arguments, parse_sizes, run_on, size_of, stack_from, write_json
 from _etl_store import report_rows
 from airflow_region_failover.naming import OPERATOR_NAME
@@ -105,6 +112,17 @@ def run_ours_chaos(api: Any, dag_id: str, interval: float, salt: int, limit: flo
     wall = time.time() - started
     return {"run_id": run_id, "dag_id": dag_id, "state": state, "failures": len(killer.killed),
             "wall_s": wall if state == "success" else None, "killed": killer.killed}
+
+
+def run_ours_planned(api: Any, auto: Any, dag_id: str, interval: float, salt: int, limit: float) -> dict[str, Any]:
+    """:func:`run_ours_chaos` once the decision after the DAG's run before is stored, with the epochs its run's plan
+    fixed for each sliced chain (``epochs``)."""
+    auto.wait_for_decision(dag_id)
+    run = run_ours_chaos(api, dag_id, interval, salt, limit)
+    auto.last[dag_id] = run["run_id"]
+    fixed = auto.plans.of_run(dag_id, run["run_id"])
+    run["epochs"] = {} if fixed is None else {s: c.epochs for s, c in sorted(fixed.epochs.items())}
+    return run
 
 
 def run_app_chaos(stack: Any, size: dict[str, Any], interval: float, salt: int, limit: float,
@@ -186,15 +204,18 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
     failure-free run, the divisor of every ratio, paid the fresh stack's one-off costs), per size: each config once
     without failure, then under failures every interval; a table and a plot per size, every figure written to
     ``--json``."""
+    from _etl_auto import AutoRuns
+
     figures, salts = [], Salts()
     with stack.airflow.client() as api:
         warm_up(api, stack, procs, warm["dag_id"], warm, salts)
+        auto = AutoRuns(api, stack, 7200.0)
         for size in sizes:
             api.wait_for_dag(size["dag_id"], timeout=300)
-            base, results, reports = {}, {}, {}
+            base, results, reports, histories = {}, {}, {}, []
             for config in configs:
                 salt = salts.next()
-                run = (run_airflow(api, size["dag_id"], False, 7200.0, salt) if config == "ours" else
+                run = (auto.run(size["dag_id"], False, salt) if config == "ours" else
                        run_app(stack.spark_url, stack.s3_env, size["label"], size["orders"], size["customers"],
                                False, procs, salt))
                 base[config] = run["wall_s"]
@@ -202,10 +223,16 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                 print(f"{size['label']} {config} without failure: {run['wall_s']:.1f} s", flush=True)
             for interval in intervals:
                 for config in configs:
-                    salt = salts.next()
                     limit = GIVE_UP * base[config]
-                    run = (run_ours_chaos(api, size["dag_id"], interval, salt, limit) if config == "ours" else
-                           run_app_chaos(stack, size, interval, salt, limit, procs))
+                    for number in range(args.history if config == "ours" else 0):
+                        past = run_ours_planned(api, auto, size["dag_id"], interval, salts.next(), limit)
+                        histories.append({"interval_s": interval, **past})
+                        print(json.dumps({"size": size["label"], "history": number + 1, "interval_s": interval,
+                                          "state": past["state"], "failures": past["failures"],
+                                          "epochs": past["epochs"]}), flush=True)
+                    salt = salts.next()
+                    run = (run_ours_planned(api, auto, size["dag_id"], interval, salt, limit) if config == "ours"
+                           else run_app_chaos(stack, size, interval, salt, limit, procs))
                     if run["state"] == "success":
                         run["report_ok"] = report_rows(stack.store, run["dag_id"], run["run_id"]) == reports[
                             config]
@@ -213,7 +240,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                     shown = f"{run['wall_s']:.1f} s" if run["wall_s"] else "did not finish in 3x"
                     print(json.dumps({"size": size["label"], "config": config, "interval_s": interval,
                                       "result": shown, "failures": run["failures"],
-                                      "report_ok": run.get("report_ok")}), flush=True)
+                                      "report_ok": run.get("report_ok"), "epochs": run.get("epochs")}), flush=True)
             print("\n| size | config | without failure s | T s | completion s | failures | x without | report |"
                   "\n|---|---|---:|---:|---:|---:|---:|---|")
             for (config, interval), run in results.items():
@@ -224,7 +251,8 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                       f"{'correct' if run.get('report_ok') else '-'} |")
             plot(args.plot, size["label"], intervals, base, results)
             figures.append({"size": size, "base": base, "runs": {f"{c}@{t:.0f}": r
-                                                                 for (c, t), r in results.items()}})
+                                                                 for (c, t), r in results.items()},
+                            "history": histories})
     write_json(args.json, figures)
     return 0
 
@@ -237,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=PLOT,
                         help=f"PNG to write (default {PLOT.name} in the current directory)")
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument("--history", type=int, default=1,
+                        help="unmeasured ours runs with the same failure clock before each measured one (default 1)")
     parser.add_argument("--replot", type=Path, help="draw the plot again from a --json file of an earlier run")
     add_stack_arguments(parser)
     args = parser.parse_args(argv)

@@ -93,7 +93,7 @@ from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.publication.declaration import Publication, check_publications, declare
 from airflow_region_failover.publication.operator import RegionPublishOperator
 from airflow_region_failover.rendering.deadline import planning_deadline
-from airflow_region_failover.rendering.sharing import chain_breaks, refused_fusions, unfusable
+from airflow_region_failover.rendering.sharing import chain_breaks, refused_fusions, sliced_chains, unfusable
 from airflow_region_failover.rendering.task_groups import RenderedJob, render_job
 from airflow_region_failover.spark.exchange import check_sinks
 from airflow_region_failover.store.key_checks import encode_airflow_id
@@ -300,6 +300,7 @@ class RegionJob:
                        auto_epochs={step: impl.checkpoint.max_epochs for step, impl in self._impls.items()
                                     if impl.checkpoint is not None and impl.checkpoint.auto},
                        planner=planner or PlannerPolicy())
+        spec = replace(spec, sliced=sliced_chains(spec, self._impls))
         runtime = JobRuntime(spec, dict(self._impls))
         check_sinks(runtime.graph)
         for chain in spec.chains.chains:

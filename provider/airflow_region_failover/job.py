@@ -29,7 +29,9 @@ Rules:
 * Its steps checkpointed with ``Checkpoint(epochs="AUTO")`` travel in the document too (``auto_epochs``: step ->
   its ``max_epochs``), so the scheduler, which has no step implementation, chooses their epochs for each run
   (:mod:`~.planning.epochs`, :mod:`~.plugins.next_plan`). So do the planner's knobs the DAG file declared
-  (``planner``, only those that differ from the defaults), which every advice and next plan of the job uses.
+  (``planner``, only those that differ from the defaults), which every advice and next plan of the job uses, and its
+  *sliced* chains (``sliced``: head step -> the most epochs, :mod:`~.graph.slicing`), whose epochs each run's plan
+  fixes the same way.
 * :class:`StepImpl` says how one step runs (a Python function or a script, on which Spark connection, with which
   extra operator arguments, whether a restarted try may keep its committed result); :class:`JobRuntime` is the
   spec plus every step's implementation — what the step operators of one rendered job share in the worker.
@@ -91,7 +93,8 @@ class JobSpec:
     the tasks were rendered from when ``graph`` is a run's (:meth:`for_run`), else ``None``; ``run_plan``: that
     run's plan (its every AUTO result named); ``auto_epochs``: the steps declaring ``Checkpoint(epochs="AUTO")``, each
     with its ``max_epochs`` (module rule); ``planner``: the planner's knobs the DAG file declared
-    (:class:`~.planning.policy.PlannerPolicy`, the defaults otherwise)."""
+    (:class:`~.planning.policy.PlannerPolicy`, the defaults otherwise); ``sliced``: the chains (by head step) whose
+    subtasks run the epochs each run's plan fixes (:mod:`~.graph.slicing`), each with the most it may take."""
 
     graph: JobGraph
     options: Mapping[str, str]
@@ -103,6 +106,7 @@ class JobSpec:
     run_plan: ExchangePlan | None = None
     auto_epochs: Mapping[str, int] = field(default_factory=dict)
     planner: PlannerPolicy = field(default_factory=PlannerPolicy)
+    sliced: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         pending = auto_results(self.graph)
@@ -110,7 +114,8 @@ class JobSpec:
             raise GraphError(f"result {pending[0]!r} is still AUTO: a job runs a concrete graph; resolve it with an "
                              "exchange plan first (graph.auto.resolve, as RegionJob.render does)")
         steps = {s.id for s in self.graph.steps}
-        for what, named in (("non_recoverable_errors", self.non_recoverable), ("auto_epochs", self.auto_epochs)):
+        for what, named in (("non_recoverable_errors", self.non_recoverable), ("auto_epochs", self.auto_epochs),
+                            ("sliced", self.sliced)):
             unknown = sorted(set(named) - steps)
             if unknown:
                 raise GraphError(f"{what} names unknown step {unknown[0]!r}; declare it on a step of the job")
@@ -204,6 +209,8 @@ class JobSpec:
             document["auto_epochs"] = dict(sorted(self.auto_epochs.items()))
         if self.planner.to_json():
             document["planner"] = self.planner.to_json()
+        if self.sliced:
+            document["sliced"] = dict(sorted(self.sliced.items()))
         return document
 
     @classmethod
@@ -224,11 +231,12 @@ class JobSpec:
         errors = document.get("non_recoverable_errors", {})
         if not isinstance(errors, dict):
             raise GraphError(f"DAG param {JOB_PARAM!r}: 'non_recoverable_errors' must be an object")
-        epochs = document.get("auto_epochs", {})
-        if not isinstance(epochs, dict) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
-                                               for n in epochs.values()):
-            raise GraphError(f"DAG param {JOB_PARAM!r}: 'auto_epochs' must map step ids to max_epochs (whole "
-                             "numbers >= 1)")
+        epochs, sliced = document.get("auto_epochs", {}), document.get("sliced", {})
+        for key, named in (("auto_epochs", epochs), ("sliced", sliced)):
+            if not isinstance(named, dict) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
+                                                  for n in named.values()):
+                raise GraphError(f"DAG param {JOB_PARAM!r}: {key!r} must map step ids to the most epochs (whole "
+                                 "numbers >= 1)")
         return cls(jsonformat.from_dict(document.get("graph")), {str(k): str(v) for k, v in options.items()},
                    {(str(b.get("from")), str(b.get("to"))): str(b.get("reason")) for b in breaks},
                    tuple(Publication.from_dict(p) for p in publications),
@@ -236,7 +244,8 @@ class JobSpec:
                     for s, n in errors.items()},
                    AutoDeclaration.from_json(document["auto"]) if "auto" in document else AutoDeclaration(),
                    auto_epochs={str(s): int(n) for s, n in epochs.items()},
-                   planner=PlannerPolicy.from_json(document.get("planner", {})))
+                   planner=PlannerPolicy.from_json(document.get("planner", {})),
+                   sliced={str(s): int(n) for s, n in sliced.items()})
 
 
 def job_of(dag: Any) -> JobSpec | None:

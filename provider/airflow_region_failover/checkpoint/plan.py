@@ -15,6 +15,8 @@ Rules:
 * ``key-groups`` cut: the subtask's key-group range of the (keyed) sliced input is split into ``min(epochs,
   len(range))`` contiguous sub-ranges, ``[start + k*n//E, start + (k+1)*n//E)``; epoch ``k`` reads the rows of its
   sub-range (VLDB'17: "a key-group [is] the atomic unit for re-allocation").
+* ``subtasks`` cut (a sliced chain, :mod:`~..graph.slicing`, never declared): epoch ``k`` of ``E`` of subtask ``i``
+  is virtual subtask ``i·E+k`` (:attr:`Epoch.subtask`), which reads its own key groups of every keyed input.
 * The plan's :attr:`EpochPlan.fingerprint` (SHA-256 of its canonical JSON: the cut, every epoch's objects by hash
   or range, and the members' declarations) is what a checkpoint records: a try resumes only a checkpoint taken
   under an equal plan.
@@ -46,12 +48,14 @@ class Piece:
 
 @dataclass(frozen=True)
 class Epoch:
-    """Epoch ``index`` of ``count``: the ``pieces`` it reads (``objects`` cut) or its ``key_groups``."""
+    """Epoch ``index`` of ``count``: the ``pieces`` it reads (``objects`` cut), its ``key_groups``, or the virtual
+    ``subtask`` it runs (``subtasks`` cut)."""
 
     index: int
     count: int
     pieces: tuple[Piece, ...] = ()
     key_groups: range | None = None
+    subtask: int | None = None
 
     @property
     def last(self) -> bool:
@@ -70,6 +74,8 @@ class Epoch:
                                             "objects": [o.sha256 for o in p.objects]} for p in self.pieces]}
         if self.key_groups is not None:
             body["key_groups"] = [self.key_groups.start, self.key_groups.stop]
+        if self.subtask is not None:
+            body["subtask"] = self.subtask
         return body
 
 
@@ -144,3 +150,10 @@ def plan_key_groups(groups: range, epochs: int, declarations: Mapping[str, Any] 
     result = tuple(Epoch(k, count, (), range(groups.start + k * n // count, groups.start + (k + 1) * n // count))
                    for k in range(count))
     return EpochPlan(EpochCut.KEY_GROUPS, result, dict(declarations or {}))
+
+
+def plan_subtasks(index: int, epochs: int) -> EpochPlan:
+    """The ``subtasks`` cut of subtask ``index`` into ``epochs`` virtual subtasks ``index·epochs + k`` (module
+    rule)."""
+    count = max(1, epochs)
+    return EpochPlan(EpochCut.SUBTASKS, tuple(Epoch(k, count, subtask=index * count + k) for k in range(count)))

@@ -90,6 +90,9 @@ class EpochCut(str, Enum):
 
     OBJECTS = "objects"
     KEY_GROUPS = "key-groups"
+    SUBTASKS = "subtasks"
+    """The provider's own cut of a sliced chain (:mod:`~..graph.slicing`): epoch ``k`` is a virtual subtask; never
+    declared."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,9 @@ class Checkpoint:
             object.__setattr__(self, "cut", EpochCut(self.cut))
         except ValueError:
             raise GraphError(f"Checkpoint(cut={self.cut!r}) is unknown; use 'objects' or 'key-groups'") from None
+        if self.cut is EpochCut.SUBTASKS:
+            raise GraphError("Checkpoint(cut='subtasks') is the provider's own cut of a rescalable step (it chooses "
+                             "those epochs per run); declare cut='objects' or cut='key-groups'")
         if isinstance(self.epochs, str) and self.epochs != AUTO_EPOCHS:
             raise GraphError(f"Checkpoint(epochs={self.epochs!r}) is unknown; use a whole number of epochs (e.g. "
                              f"epochs=10) or epochs={AUTO_EPOCHS!r} to let the provider choose them per run")

@@ -3,15 +3,16 @@
 Rules:
 
 * **Which jobs.** A job whose runs fix a plan (:func:`planned`): rendered ``PER_RUN`` with AUTO results, or with
-  ``Checkpoint(epochs="AUTO")`` steps. Any other job runs its rendered graph: no section, and ``plan`` is ``null`` in
-  the run's JSON.
+  ``Checkpoint(epochs="AUTO")`` steps, or with sliced chains (:mod:`~..graph.slicing`). Any other job runs its
+  rendered graph: no section, and ``plan`` is ``null`` in the run's JSON.
 * **What it shows** (:class:`ShownPlan`): the stored :class:`~..planning.stored.RunPlan` of the run (``fixed``) —
   when it was fixed, why (the decision's reason), the decision it copied — or, for a run whose first task has not
   fixed one yet and for the dry run, the plan the next run will fix: the decision stored for it
   (:meth:`~..planning.stored.RunPlan.of`; none stored: every AUTO result BLOCKING). The view never fixes a plan.
 * **Per AUTO result** what the run runs (:func:`~..graph.auto.run_choices`: FUSED only where the rendered tasks fuse
   it), **per AUTO-epochs step** the epochs the run runs and why (:meth:`~..planning.stored.RunPlan.epochs_of`: the
-  ones fixed with the plan, else the default) — the numbers the tasks use, not a second computation of them.
+  ones fixed with the plan, else the default), and per sliced chain (by head step) its epochs
+  (:meth:`~..planning.stored.RunPlan.slices_of`) — the numbers the tasks use, not a second computation of them.
 * Everything shown is escaped.
 """
 
@@ -29,7 +30,7 @@ from airflow_region_failover.planning.stored import RunPlan
 
 def planned(spec: JobSpec) -> bool:
     """Whether ``spec``'s runs fix a plan (module rule)."""
-    return bool(spec.auto.per_run and spec.auto.results) or bool(spec.auto_epochs)
+    return bool(spec.auto.per_run and spec.auto.results) or bool(spec.auto_epochs) or bool(spec.sliced)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,9 @@ class ShownPlan:
             "decision": None if decision is None else {"id": decision.id, "decided_at": decision.decided_at,
                                                        "after_run": decision.after_run},
             "results": {} if results is None else {r: c.value for r, c in sorted(results.choices.items())},
-            "epochs": {step: plan.epochs_of(step, most).to_json() for step, most in sorted(spec.auto_epochs.items())},
+            "epochs": {**{step: plan.epochs_of(step, most).to_json()
+                          for step, most in sorted(spec.auto_epochs.items())},
+                       **{head: plan.slices_of(head).to_json() for head in sorted(spec.sliced)}},
         }
 
 
@@ -74,8 +77,8 @@ def plan_section(model: dict[str, Any] | None, heading: str) -> str:
     if model["epochs"]:
         rows = "".join(f'<tr data-step="{escape(s)}"><td>{escape(s)}</td><td class="rf-epochs">{e["epochs"]}</td>'
                        f'<td>{escape(e["reason"])}</td></tr>' for s, e in model["epochs"].items())
-        parts.append('<table id="rf-run-plan-epochs"><tr><th>checkpointed step</th><th>epochs</th><th>why</th></tr>'
-                     f"{rows}</table>")
+        parts.append('<table id="rf-run-plan-epochs"><tr><th>checkpointed or sliced step</th><th>epochs</th>'
+                     f"<th>why</th></tr>{rows}</table>")
     return "".join(parts)
 
 

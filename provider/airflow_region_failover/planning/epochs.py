@@ -26,6 +26,14 @@ Choosing a step's epochs for its next run (:func:`choose_epochs`, a step declare
   checkpointed): :data:`NO_HISTORY_EPOCHS` (10, ``Checkpoint``'s declared default), at most ``max_epochs``; a
   run that checkpoints nothing measures no ``C``, and 10 epochs both bound the work a failure loses and measure
   ``C`` for the next run.
+
+Choosing a **sliced chain**'s epochs (:func:`choose_slices`, :mod:`~..graph.slicing`: a rescalable chain whose
+subtask may run as ``E`` virtual subtasks, a checkpoint after each): the same interval, with ``W`` the chain
+subtask's work — the sum over its members of each one's mean measured subtask seconds (a chain task's compute is
+split evenly over its members) — ``C`` the mean measured seconds of one of its checkpoints (a sliced run's) or,
+before any was measured, :data:`DEFAULT_EPOCH_SECONDS`, and λ the head's failure rate (a chain's failures are
+counted for its head); at most the chain's most epochs. With no run measuring ``W``: **one** epoch — the subtask
+runs whole, as it did before slicing, until a run measured it; a rare failure rate gives one epoch too.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from airflow_region_failover.graph.errors import GraphError
 from airflow_region_failover.planning.history import History
 from airflow_region_failover.planning.rate import step_rates
 
+DEFAULT_EPOCH_SECONDS = 2.0
+"""``C`` of a sliced chain no run measured a checkpoint of: one more epoch's checkpoint, its objects' upload and its
+Spark job, a few S3 requests and a job on this machine (module rule)."""
 DEFAULT_MAX_EPOCHS = 1000
 """The most epochs :func:`epochs_for` chooses (each is a Spark job and a checkpoint upload)."""
 NO_HISTORY_EPOCHS = 10
@@ -116,3 +127,28 @@ def choose_epochs(step: str, history: History, max_epochs: int = DEFAULT_MAX_EPO
 def choose_all(auto_epochs: Mapping[str, int], history: History) -> dict[str, EpochsChoice]:
     """:func:`choose_epochs` for every AUTO-epochs step (step -> its ``max_epochs``)."""
     return {step: choose_epochs(step, history, bound) for step, bound in sorted(auto_epochs.items())}
+
+
+def choose_slices(sliced: Mapping[str, tuple[tuple[str, ...], int]], history: History) -> dict[str, EpochsChoice]:
+    """The epochs of each sliced chain's next run (head -> its members and its most epochs; module rule)."""
+    return {head: _slices(head, members, most, history) for head, (members, most) in sorted(sliced.items())}
+
+
+def _slices(head: str, members: tuple[str, ...], most: int, history: History) -> EpochsChoice:
+    means = []
+    for step in members:
+        seconds = [s for r in history.runs if (t := r.step(step)) is not None for s in t.subtask_seconds]
+        if not seconds:
+            return EpochsChoice(1, f"no run measured {step!r}'s work yet: one epoch (the subtask runs whole)")
+        means.append(sum(seconds) / len(seconds))
+    work = sum(means)
+    costs = [t.checkpoint_seconds for r in history.runs
+             if (t := r.step(head)) is not None and t.checkpoint_seconds is not None]
+    cost = sum(costs) / len(costs) if costs else DEFAULT_EPOCH_SECONDS
+    rate = step_rates([head], history)[head]
+    epochs = epochs_for(work, cost, rate.per_task_second, most)
+    interval = daly_interval(cost, 1 / rate.per_task_second)
+    measured = "measured" if costs else "not measured yet, the default"
+    return EpochsChoice(epochs, f"W={work:.3g}s of work per subtask, C={cost:.3g}s per epoch ({measured}), "
+                                f"{rate.per_task_hour:.3g} failures per task-hour ({rate.failures} in "
+                                f"{len(history.runs)} runs): Daly's interval {interval:.3g}s -> {epochs} epoch(s)")

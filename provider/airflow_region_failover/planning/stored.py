@@ -9,10 +9,11 @@ Rules:
   copy of the decision stored then (``decision``), or — with none stored — every AUTO result BLOCKING
   (``decision`` ``None``). It never changes afterwards: every later task and try of the run, the failover
   decisions and the views read it;
-* both carry the **epochs** of the job's ``Checkpoint(epochs="AUTO")`` steps (``epochs``: step ->
+* both carry the **epochs** of the job's ``Checkpoint(epochs="AUTO")`` steps and sliced chains (``epochs``: step ->
   :class:`~.epochs.EpochsChoice`, decided with the plan, :mod:`.epochs`), so a run fixes them with its plan and
   every try of the run — a retry resuming its checkpoint — runs the same number; a run fixed while no decision was
-  stored has none (its AUTO steps run :data:`~.epochs.NO_HISTORY_EPOCHS`, :meth:`RunPlan.epochs_of`);
+  stored has none (its AUTO steps run :data:`~.epochs.NO_HISTORY_EPOCHS`, :meth:`RunPlan.epochs_of`; its sliced
+  chains one epoch, :meth:`RunPlan.slices_of`);
 * both are JSON with a ``format`` (:data:`FORMAT`; ``epochs`` only when there are some, and a record without the
   key — written before epochs were planned — reads as none); bad input is a :class:`~..graph.errors.GraphError`
   naming the key and what it must be.
@@ -92,6 +93,15 @@ class RunPlan:
         epochs = min(NO_HISTORY_EPOCHS, max_epochs)
         return EpochsChoice(epochs, f"no epochs were decided for {step!r} before this run's plan was fixed: the "
                                     f"default {epochs}")
+
+    def slices_of(self, head: str) -> EpochsChoice:
+        """The epochs the sliced chain headed by ``head`` (:mod:`~..graph.slicing`) takes in this run: the ones fixed
+        with the plan, else one — the subtask runs whole, as before slicing — the same for every try of the run."""
+        chosen = self.epochs.get(head)
+        if chosen is not None:
+            return chosen
+        return EpochsChoice(1, f"no epochs were decided for {head!r} before this run's plan was fixed: one (the "
+                               "subtask runs whole)")
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""

@@ -13,7 +13,8 @@ Rules:
   cannot cost (a step no run measured) is a ``note`` too, naming the step — never an error of the page;
 * the job's ``Checkpoint(epochs="AUTO")`` steps get their next run's epochs from the same history
   (``epochs``: step -> :class:`~airflow_region_failover.planning.epochs.EpochsChoice`,
-  :func:`~airflow_region_failover.planning.epochs.choose_all`), with or without AUTO edges; a history that cannot
+  :func:`~airflow_region_failover.planning.epochs.choose_all`), and so do its sliced chains (by head step,
+  :func:`~airflow_region_failover.planning.epochs.choose_slices`), with or without AUTO edges; a history that cannot
   be read leaves them at the no-history default;
 * :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers.
 """
@@ -28,7 +29,7 @@ from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.planning.choice import Decision, decide
-from airflow_region_failover.planning.epochs import EpochsChoice, choose_all
+from airflow_region_failover.planning.epochs import EpochsChoice, choose_all, choose_slices
 from airflow_region_failover.planning.history import History, HistoryError, HistorySource
 from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.plugins.run_history import AirflowHistory, parallelism_of
@@ -60,7 +61,7 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
     policy (``spec.planner``); ``source`` defaults to the store and Airflow's metadata DB; ``deadline_seconds``
     (``advise --deadline``) replaces the DAG's deadline alert."""
     policy = _policy(spec, deadline_seconds)
-    if not spec.auto.results and not spec.auto_epochs:
+    if not spec.auto.results and not spec.auto_epochs and not spec.sliced:
         return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared "
                                     "(declare exchange=\"AUTO\" on an edge to let the provider choose)")
     graph = spec.declared_graph
@@ -72,8 +73,8 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
     try:
         history = source.history(dag_id)
     except HistoryError as exc:
-        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", choose_all(spec.auto_epochs, History()))
-    epochs = choose_all(spec.auto_epochs, history.last(policy.window))
+        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", job_epochs(spec, History()))
+    epochs = job_epochs(spec, history.last(policy.window))
     if not spec.auto.results:
         return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared", epochs)
     try:
@@ -81,6 +82,12 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
                       epochs=epochs)
     except HistoryError as exc:
         return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs)
+
+
+def job_epochs(spec: JobSpec, history: History) -> dict[str, EpochsChoice]:
+    """The next run's epochs of ``spec``'s AUTO-epochs steps and sliced chains (module rule)."""
+    sliced = {head: (spec.chains.of(head).steps, most) for head, most in spec.sliced.items()}
+    return {**choose_all(spec.auto_epochs, history), **choose_slices(sliced, history)}
 
 
 def serial_tasks(spec: JobSpec) -> tuple[frozenset[str], ...]:

@@ -16,7 +16,8 @@ Rules (a job rendered ``PER_RUN``; :mod:`~airflow_region_failover.decisions.plan
   gets a decision too, carrying each such step's epochs for the next run (:func:`~.planning.epochs.choose_all`
   over the same history: Daly's interval from the step's measured work, checkpoint cost and failure rate, or the
   no-history default); a task of the run reads them from the run's plan (:meth:`~..decisions.plans.Plans.fix`),
-  so a retry runs the same epochs and resumes its checkpoint.
+  so a retry runs the same epochs and resumes its checkpoint. A job's sliced chains (``JobSpec.sliced``,
+  :mod:`~..graph.slicing`) get theirs the same way (:func:`~.planning.epochs.choose_slices`).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from airflow_region_failover.plugins.advice import advise
 def decide_next(dag_id: str, spec: JobSpec, plans: Plans, after_run: str = "", source: HistorySource | None = None,
                 clock: Callable[[], float] = time.time) -> PlanDecision | None:
     """Decide and store the plan of ``dag_id``'s next run (module rules), after run ``after_run`` (``""``: none
-    ended); returns the decision stored, or ``None`` for a job with neither ``PER_RUN`` AUTO edges nor AUTO
-    epochs."""
+    ended); returns the decision stored, or ``None`` for a job with neither ``PER_RUN`` AUTO edges, AUTO epochs
+    nor sliced chains."""
     exchanges = spec.auto.per_run and bool(spec.auto.results)
-    if not exchanges and not spec.auto_epochs:
+    if not exchanges and not spec.auto_epochs and not spec.sliced:
         return None
     found = advise(dag_id, spec, source)
     if not exchanges:

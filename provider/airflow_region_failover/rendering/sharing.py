@@ -12,19 +12,22 @@ Rules:
   committed objects), a script step is at either end, or its ends are on different Spark connections;
 * a plan's fused result is refused (:func:`refused_fusions`) when its fused region would hold a step that cannot
   share the region's task (:func:`task_conflicts`: a script step, a checkpointed step, another Spark connection or
-  other operator arguments than the region's first step).
+  other operator arguments than the region's first step);
+* a chain task is *sliced* (:func:`sliced_chains`: its subtasks run the epochs each run's plan fixes,
+  :mod:`~airflow_region_failover.graph.slicing`) when the graph allows it, no member is checkpointed or a script
+  step, and it runs as a task of its own (not inside a fused region's task).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from airflow_region_failover.graph import fusion
+from airflow_region_failover.graph import fusion, slicing
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.graph.chains import EdgeKey, compute_chains
 from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.graph.regions import compute_regions
-from airflow_region_failover.job import StepImpl
+from airflow_region_failover.job import JobSpec, StepImpl
 
 
 def refused_fusions(graph: JobGraph, plan: ExchangePlan, impls: Mapping[str, StepImpl],
@@ -104,3 +107,16 @@ def unfusable(graph: JobGraph, impls: Mapping[str, StepImpl]) -> dict[str, str]:
             reasons[edge.result] = (f"Spark connections differ ({source.spark_conn_id!r} vs "
                                     f"{target.spark_conn_id!r}): one fused region runs in one Spark application")
     return reasons
+
+
+def sliced_chains(spec: JobSpec, impls: Mapping[str, StepImpl]) -> dict[str, int]:
+    """The chains of ``spec`` whose tasks are sliced (module rule): head step -> the most epochs it may take."""
+    fused = {m.step for region in spec.fused for m in region.members}
+    found: dict[str, int] = {}
+    for chain in spec.chains.chains:
+        steps = chain.steps
+        if fused & set(steps) or any(impls[s].checkpoint is not None or impls[s].script is not None for s in steps):
+            continue
+        if slicing.sliceable(spec.graph, steps):
+            found[steps[0]] = slicing.most_slices(spec.graph, steps[0])
+    return found

@@ -14,7 +14,9 @@ ones at their committed version — and then takes one of three branches:
   recording the head's BLOCKING input versions and the run's code fingerprint;
 * **checkpointed** (:mod:`.checkpointed`, when a member declares ``checkpoint=``): the same, once per epoch of the
   head's sliced input, resuming from the latest complete checkpoint that matches this try; ``listener`` hears of
-  where the try started and of each checkpoint it completes (metrics).
+  where the try started and of each checkpoint it completes (metrics);
+* **sliced** (:mod:`.sliced`, a chain the job slices whose run's plan fixed more than one epoch): once per
+  virtual subtask, with a checkpoint after each, resuming as a checkpointed chain does.
 
 The refs published (BLOCKING outputs are committed store versions, PIPELINED ones attempt-scoped scratch versions
 of the same store) become the task's XComs, and the task returns its summary (:mod:`.ledger`), built once. Before
@@ -31,6 +33,7 @@ from typing import Any
 
 from airflow_region_failover.checkpoint.declared import chain_checkpoint
 from airflow_region_failover.checkpoint.runner import Listener
+from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.decisions.try_log import TryLog
 from airflow_region_failover.failover.error_class import TryInputs
 from airflow_region_failover.graph.ids import SubtaskId
@@ -43,6 +46,7 @@ from airflow_region_failover.spark.ledger import CheckpointEntry, TaskSummary, s
 from airflow_region_failover.spark.reuse import kept_outputs
 from airflow_region_failover.spark.run import SubtaskRun, start, try_inputs
 from airflow_region_failover.spark.session import get_session, resolve_target
+from airflow_region_failover.spark.sliced import run_sliced, slices_of
 from airflow_region_failover.spark.store_io import open_store_io
 from airflow_region_failover.spark.submit import submit_script
 from airflow_region_failover.store.checkpoint_manifest import CheckpointManifest, TryRecord
@@ -104,6 +108,11 @@ def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[Partiti
         if checkpointed is not None:
             with inputs_named(run):
                 return run_checkpointed(spark, run, checkpointed, listener)
+        sctx = run.contexts[-1]
+        epochs = slices_of(Plans(run.io.store.objects), sctx.dag_id, sctx.run_id, run.head.step) if run.sliced else 1
+        if epochs > 1:
+            with inputs_named(run):
+                return run_sliced(spark, run, epochs, listener)
         return compute(spark, run)
 
 

@@ -42,7 +42,7 @@ from airflow_region_failover.checkpoint import lsm
 from airflow_region_failover.checkpoint.declared import ChainCheckpoint
 from airflow_region_failover.checkpoint.plan import Epoch, EpochPlan, Piece, plan_key_groups, plan_objects
 from airflow_region_failover.checkpoint.resume import Identity, recover
-from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
+from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Outcome, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.exceptions import InputUnavailable, RunPlanUnavailable, StepOutputError
@@ -89,6 +89,13 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
                         Identity(run.versions, run.code, "", source), run.checkpointing, chain.declaration.enabled,
                         run.opted_out, initial)
     outcome = run_epochs(settings, engine.plan(), engine, listener)
+    return commit_epochs(run, targets, outcome)
+
+
+def commit_epochs(run: SubtaskRun, targets: Mapping[str, Target], outcome: Outcome) -> tuple[PartitionRef, ...]:
+    """Commit every result's objects of all epochs of ``outcome`` as the partition's ordinary result, recording the
+    inputs and code like any write (module rule; a sliced chain's too, :mod:`.sliced`)."""
+    store = run.io.store
     produced = {o.result: o for o in outcome.outputs}
     refs = []
     for result in run.outputs:

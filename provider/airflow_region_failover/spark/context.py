@@ -30,8 +30,9 @@ class StepContext:
     ``subtask``: ``step#index``; ``parallelism``: the step's subtask count; ``partitions``: per input name, the
     producer partitions this subtask reads (POINTWISE/ALL_TO_ALL mapping); ``dag_id``/``run_id``/``try_number``:
     the Airflow run and try; ``params``: the run's DAG params (e.g. ``fail_once``); ``airflow``: the full Airflow
-    task context (empty outside Airflow); ``epoch``: in a checkpointed chain, the epoch being run (its ``index``,
-    ``count`` and whether it is the ``last``), else ``None``.
+    task context (empty outside Airflow); ``epoch``: in a checkpointed or sliced chain, the epoch being run (its
+    ``index``, ``count`` and whether it is the ``last``), else ``None``; in a sliced chain ``subtask`` and
+    ``parallelism`` are the epoch's virtual subtask's (:mod:`.sliced`).
     """
 
     subtask: SubtaskId

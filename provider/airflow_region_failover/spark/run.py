@@ -59,7 +59,8 @@ class SubtaskRun:
     outputs' manifests record of them; ``code``: the code fingerprint; ``restart``: the applied decision whose
     clear started this try (``None``: none did, so nothing is kept), ``task_id``: this task's id in it;
     ``strategy``: the job's failover strategy; ``opted_out``: the step or the run turned reuse off;
-    ``checkpointing``: the job's checkpointing options (a checkpointed chain, :mod:`.checkpointed`).
+    ``checkpointing``: the job's checkpointing options (a checkpointed chain, :mod:`.checkpointed`); ``sliced``:
+    the job slices this chain (its subtasks run the epochs the run's plan fixes, :mod:`.sliced`).
     """
 
     graph: JobGraph
@@ -76,6 +77,7 @@ class SubtaskRun:
     strategy: FailoverStrategy = FailoverStrategy.REGION
     opted_out: bool = False
     checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
+    sliced: bool = False
 
     @property
     def head(self) -> SubtaskId:
@@ -139,7 +141,7 @@ def start(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mapping[st
     return SubtaskRun(graph, tuple(members), impls, chain_contexts(graph, members, refs, context), refs, io, current,
                       input_versions(current, graph, head, refs), chain_fingerprint(impls), restart,
                       str(ti.task_id), runtime.spec.config.failover_strategy, opted_out,
-                      runtime.spec.config.checkpointing)
+                      runtime.spec.config.checkpointing, head.step in runtime.spec.sliced)
 
 
 def pull_refs(ti: Any, graph: JobGraph, subtask: SubtaskId, names: TaskNames | None = None,

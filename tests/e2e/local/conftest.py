@@ -28,7 +28,8 @@ from tests.support.statsd import StatsdListener
 
 DAG_IDS = ("tpch_etl", "clickstream_sessions", "rf_e2e_region", "rf_e2e_full", "rf_e2e_delayed",
            "rf_e2e_deterministic", "rf_e2e_budget", "rf_e2e_retries", "rf_e2e_code", "rf_e2e_keyed", "rf_e2e_fork",
-           "rf_e2e_fused", "rf_e2e_fused_blocking", DAILY_DAG_ID, CONSUMER_ID, "rf_heal", "rf_heal_checkpointed")
+           "rf_e2e_fused", "rf_e2e_fused_blocking", DAILY_DAG_ID, CONSUMER_ID, "rf_heal", "rf_heal_checkpointed",
+           "rf_sliced")
 #: Users besides the admin: ``viewer`` may read every DAG; ``outsider`` (role viewer) may not see ``rf_e2e_region``
 #: (tests.support.auth.DagDenyingAuthManager).
 USERS = {"viewer": "viewer", "outsider": "viewer"}
@@ -121,7 +122,8 @@ def e2e(s3_process: Any, s3_server: Any, spark_connect: str, tmp_path_factory: p
                               REPO_ROOT / "dags" / "clickstream_sessions.py", E2E_DAGS / "rf_e2e.py",
                               E2E_DAGS / "rf_keyed.py", E2E_DAGS / "rf_fused.py", E2E_DAGS / "rf_fork.py",
                               CONSUMER_DAG,
-                              E2E_DAGS / "rf_heal.py", E2E_DAGS / "rf_heal_checkpointed.py")
+                              E2E_DAGS / "rf_heal.py", E2E_DAGS / "rf_heal_checkpointed.py",
+                              E2E_DAGS / "rf_sliced.py")
     shutil.copy(E2E_DAGS / "rf_e2e_code.py", dags / "rf_e2e_code.py")  # a real file: a test edits it
     write_daily_variant(dags)  # dags/daily_prices.py publishing to its own table, no scheduled run
     stack = AirflowStack(dags_folder=dags, home=home / "home",

@@ -49,6 +49,7 @@ from airflow_region_failover.exceptions import InputUnavailable, RunPlanUnavaila
 from airflow_region_failover.failover.checkpointing import STATE_RECOVERY_KEY, EpochCut, parse_recovery
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.subtasks import read_key_groups
+from airflow_region_failover.planning.stored import RunPlan
 from airflow_region_failover.spark.compute import read_inputs
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
@@ -111,16 +112,22 @@ def commit_epochs(run: SubtaskRun, targets: Mapping[str, Target], outcome: Outco
 def run_epochs_of(plans: Plans, dag_id: str, run_id: str, chain: ChainCheckpoint) -> ChainCheckpoint:
     """``chain`` (declared ``epochs="AUTO"``) with the epochs its run's plan fixed (module rule)."""
     step = next(iter(chain.stateful))
-    try:
-        with phase("plan"):
-            fixed = plans.fix(dag_id, run_id)
-    except (ValueError, OSError) as exc:  # the store's errors (RegionFailoverError is a ValueError), bad JSON
-        raise RunPlanUnavailable(f"step {step!r} declares Checkpoint(epochs='AUTO'): it runs the epochs its run's "
-                                 f"plan fixed, and the plan of run {run_id!r} of {dag_id!r} could not be read or "
-                                 f"fixed ({exc}); not running another number of epochs") from exc
+    fixed = fixed_plan(plans, dag_id, run_id, f"step {step!r} declares Checkpoint(epochs='AUTO'): it runs the "
+                                              "epochs its run's plan fixed")
     chosen = fixed.epochs_of(step, chain.declaration.max_epochs)
     log.info("%s runs %d epochs, as its run's plan fixed them: %s", step, chosen.epochs, chosen.reason)
     return chain.with_epochs(chosen.epochs)
+
+
+def fixed_plan(plans: Plans, dag_id: str, run_id: str, why: str) -> RunPlan:
+    """The plan of run ``run_id``, fixed now if no task fixed it before; :class:`RunPlanUnavailable` (``why`` the
+    try needs it) when it cannot be read or fixed — a try never runs another number of epochs than its run's."""
+    try:
+        with phase("plan"):
+            return plans.fix(dag_id, run_id)
+    except (ValueError, OSError) as exc:  # the store's errors (RegionFailoverError is a ValueError), bad JSON
+        raise RunPlanUnavailable(f"{why}, and the plan of run {run_id!r} of {dag_id!r} could not be read or fixed "
+                                 f"({exc}); not running another number of epochs") from exc
 
 
 @dataclass

@@ -35,10 +35,9 @@ from airflow_region_failover.checkpoint.resume import Identity
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
 from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.decisions.plans import Plans
-from airflow_region_failover.exceptions import RunPlanUnavailable
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.slicing import virtual_graph, virtual_subtask
-from airflow_region_failover.spark.checkpointed import commit_epochs
+from airflow_region_failover.spark.checkpointed import commit_epochs, fixed_plan
 from airflow_region_failover.spark.compute import read_inputs
 from airflow_region_failover.spark.context import input_name
 from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
@@ -56,13 +55,7 @@ log = logging.getLogger(__name__)
 
 def slices_of(plans: Plans, dag_id: str, run_id: str, head: str) -> int:
     """The epochs the sliced chain headed by ``head`` takes in this run, as its plan fixed them (module rule)."""
-    try:
-        with phase("plan"):
-            fixed = plans.fix(dag_id, run_id)
-    except (ValueError, OSError) as exc:  # the store's errors (RegionFailoverError is a ValueError), bad JSON
-        raise RunPlanUnavailable(f"step {head!r} is rescalable and runs the epochs its run's plan fixed, and the "
-                                 f"plan of run {run_id!r} of {dag_id!r} could not be read or fixed ({exc}); not "
-                                 "running another number of epochs") from exc
+    fixed = fixed_plan(plans, dag_id, run_id, f"step {head!r} is rescalable and runs the epochs its run's plan fixed")
     chosen = fixed.slices_of(head)
     log.info("%s runs %d epoch(s), as its run's plan fixed them: %s", head, chosen.epochs, chosen.reason)
     return chosen.epochs

@@ -30,9 +30,12 @@ Choosing a step's epochs for its next run (:func:`choose_epochs`, a step declare
 Choosing a **sliced chain**'s epochs (:func:`choose_slices`, :mod:`~..graph.slicing`: a rescalable chain whose
 subtask may run as ``E`` virtual subtasks, a checkpoint after each): the same interval, with ``W`` the chain
 subtask's work — the sum over its members of each one's mean measured subtask seconds (a chain task's compute is
-split evenly over its members) — ``C`` the mean measured seconds of one of its checkpoints (a sliced run's) or,
-before any was measured, :data:`DEFAULT_EPOCH_SECONDS`, and λ the head's failure rate (a chain's failures are
-counted for its head); at most the chain's most epochs. With no run measuring ``W``: **one** epoch — the subtask
+split evenly over its members) — ``C`` what one more epoch costs: the mean measured seconds of one of its
+checkpoints (a sliced run's) or, before any was measured, :data:`DEFAULT_EPOCH_SECONDS`, **plus reading the
+subtask's inputs again** — every epoch reads the subtask's whole share of each BLOCKING input (a keyed input's
+subpartition, of which it keeps its key groups; a BROADCAST input whole), its read-back seconds as the plan's cost
+has them (:func:`~.estimates.read_share`) — and λ the head's failure rate (a chain's failures are counted for its
+head); at most the chain's most epochs. With no run measuring ``W``: **one** epoch — the subtask
 runs whole, as it did before slicing, until a run measured it; a rare failure rate gives one epoch too.
 """
 
@@ -44,6 +47,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_region_failover.graph.errors import GraphError
+from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.planning.estimates import read_share, result_estimates
 from airflow_region_failover.planning.history import History
 from airflow_region_failover.planning.rate import step_rates
 
@@ -129,12 +134,16 @@ def choose_all(auto_epochs: Mapping[str, int], history: History) -> dict[str, Ep
     return {step: choose_epochs(step, history, bound) for step, bound in sorted(auto_epochs.items())}
 
 
-def choose_slices(sliced: Mapping[str, tuple[tuple[str, ...], int]], history: History) -> dict[str, EpochsChoice]:
-    """The epochs of each sliced chain's next run (head -> its members and its most epochs; module rule)."""
-    return {head: _slices(head, members, most, history) for head, (members, most) in sorted(sliced.items())}
+def choose_slices(graph: JobGraph, sliced: Mapping[str, tuple[tuple[str, ...], int]],
+                  history: History) -> dict[str, EpochsChoice]:
+    """The epochs of each sliced chain of ``graph``'s next run (head -> its members and its most epochs; module
+    rule)."""
+    results = result_estimates(graph, history)
+    return {head: _slices(head, members, most, history, read_share(graph, results, head))
+            for head, (members, most) in sorted(sliced.items())}
 
 
-def _slices(head: str, members: tuple[str, ...], most: int, history: History) -> EpochsChoice:
+def _slices(head: str, members: tuple[str, ...], most: int, history: History, reread: float) -> EpochsChoice:
     means = []
     for step in members:
         seconds = [s for r in history.runs if (t := r.step(step)) is not None for s in t.subtask_seconds]
@@ -144,11 +153,13 @@ def _slices(head: str, members: tuple[str, ...], most: int, history: History) ->
     work = sum(means)
     costs = [t.checkpoint_seconds for r in history.runs
              if (t := r.step(head)) is not None and t.checkpoint_seconds is not None]
-    cost = sum(costs) / len(costs) if costs else DEFAULT_EPOCH_SECONDS
+    checkpoint = sum(costs) / len(costs) if costs else DEFAULT_EPOCH_SECONDS
+    cost = checkpoint + reread
     rate = step_rates([head], history)[head]
     epochs = epochs_for(work, cost, rate.per_task_second, most)
     interval = daly_interval(cost, 1 / rate.per_task_second)
     measured = "measured" if costs else "not measured yet, the default"
-    return EpochsChoice(epochs, f"W={work:.3g}s of work per subtask, C={cost:.3g}s per epoch ({measured}), "
+    return EpochsChoice(epochs, f"W={work:.3g}s of work per subtask, C={cost:.3g}s per epoch ({checkpoint:.3g}s "
+                                f"checkpoint, {measured}; {reread:.3g}s reading its inputs again), "
                                 f"{rate.per_task_hour:.3g} failures per task-hour ({rate.failures} in "
                                 f"{len(history.runs)} runs): Daly's interval {interval:.3g}s -> {epochs} epoch(s)")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_region_failover.graph.auto import ExchangePlan, auto_results
-from airflow_region_failover.graph.model import JobGraph
+from airflow_region_failover.graph.model import Exchange, JobGraph
 from airflow_region_failover.planning.history import History, HistoryError
 
 DEFAULT_WRITE_BYTES_PER_SECOND = 25e6
@@ -110,12 +110,34 @@ def estimate(graph: JobGraph, history: History, plan: ExchangePlan | None = None
         r.plan.choice(a) is plan.choice(a) for a in auto))) if auto else History(())
     steps = {s.id: _step(s.id, s.parallelism, own) if any(r.step(s.id) for r in own.runs)
              else _step(s.id, s.parallelism, history) for s in graph.steps}
+    return Estimates(steps, _results(graph, history, write, read), write, read)
+
+
+def result_estimates(graph: JobGraph, history: History) -> dict[str, ResultEstimate]:
+    """The figures of every result of ``graph`` some run of ``history`` persisted (module rule), without the
+    steps'."""
+    return _results(graph, history, _throughput(history, "write_seconds", DEFAULT_WRITE_BYTES_PER_SECOND),
+                    _throughput(history, "read_seconds", DEFAULT_READ_BYTES_PER_SECOND))
+
+
+def read_share(graph: JobGraph, results: Mapping[str, ResultEstimate], step: str) -> float:
+    """One subtask of ``step``'s seconds reading back its BLOCKING inputs: each input's read seconds over the step's
+    parallelism and the result's consumers (a result without figures: none)."""
+    parallelism, total = graph.step(step).parallelism, 0.0
+    for edge in graph.inputs(step):
+        found = results.get(edge.result)
+        if edge.exchange is Exchange.BLOCKING and found is not None:
+            total += found.read_seconds.value / parallelism / len(graph.result(edge.result).consumers)
+    return total
+
+
+def _results(graph: JobGraph, history: History, write: Figure, read: Figure) -> dict[str, ResultEstimate]:
     results: dict[str, ResultEstimate] = {}
     for result in graph.results:
         found = _result(result.id, history, write, read)
         if found is not None:
             results[result.id] = found
-    return Estimates(steps, results, write, read)
+    return results
 
 
 def _step(step_id: str, parallelism: int, history: History) -> StepEstimate:

@@ -41,7 +41,7 @@ from airflow_region_failover.graph.auto import ExchangePlan, resolve
 from airflow_region_failover.graph.elements import Exchange
 from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.graph.regions import Regions, compute_regions
-from airflow_region_failover.planning.estimates import Estimates
+from airflow_region_failover.planning.estimates import Estimates, read_share
 
 DEFAULT_RESTART_SECONDS = 10.0
 """R: seconds a restart loses besides the lost work (Airflow clearing and scheduling the tasks, a Spark session)."""
@@ -146,10 +146,7 @@ def _subtask_seconds(graph: JobGraph, estimates: Estimates) -> dict[tuple[str, i
             found = estimates.results.get(result.id)
             if result.exchange is Exchange.BLOCKING and found is not None:
                 io += found.write_seconds.value / step.parallelism
-        for edge in graph.inputs(step.id):
-            found = estimates.results.get(edge.result)
-            if edge.exchange is Exchange.BLOCKING and found is not None:
-                io += found.read_seconds.value / step.parallelism / len(graph.result(edge.result).consumers)
+        io += read_share(graph, estimates.results, step.id)
         for index in range(step.parallelism):
             seconds[(step.id, index)] = estimates.steps[step.id].seconds(index) + io
     return seconds

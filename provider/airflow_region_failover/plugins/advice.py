@@ -87,7 +87,7 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
 def job_epochs(spec: JobSpec, history: History) -> dict[str, EpochsChoice]:
     """The next run's epochs of ``spec``'s AUTO-epochs steps and sliced chains (module rule)."""
     sliced = {head: (spec.chains.of(head).steps, most) for head, most in spec.sliced.items()}
-    return {**choose_all(spec.auto_epochs, history), **choose_slices(sliced, history)}
+    return {**choose_all(spec.auto_epochs, history), **choose_slices(spec.graph, sliced, history)}
 
 
 def serial_tasks(spec: JobSpec) -> tuple[frozenset[str], ...]:

@@ -40,17 +40,22 @@ if TYPE_CHECKING:
 def compute(spark: SparkSession, run: SubtaskRun) -> tuple[PartitionRef, ...]:
     """Read the head's inputs, call every member's function in order passing each returned DataFrame on, and
     write the tail's outputs of this try (module rule); returns the refs written (rows filled in)."""
-    functions = run.functions
     with inputs_named(run):
         with phase("define"):
             with phase("read"):
                 inputs = read_inputs(spark, run)
-            for member, sctx, fn in zip(run.members[:-1], run.contexts, functions, strict=False):
-                frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
-                (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
-                inputs = {input_name(run.graph.result(result).consumers[0]): frame}
-            returned = functions[-1](spark, inputs, run.contexts[-1])
+            returned = call_members(spark, run, inputs)
         return write_outputs(run, returned)
+
+
+def call_members(spark: SparkSession, run: SubtaskRun, inputs: dict[str, DataFrame]) -> object:
+    """Call every member's function in order on ``inputs``, passing each returned DataFrame on to the next; what
+    the tail returned (module rule)."""
+    for member, sctx, fn in zip(run.members[:-1], run.contexts, run.functions, strict=False):
+        frames = match_outputs(run.graph, member.step, fn(spark, inputs, sctx))
+        (result, frame), = frames.items()  # a chained step has exactly one result, read by the next member
+        inputs = {input_name(run.graph.result(result).consumers[0]): frame}
+    return run.functions[-1](spark, inputs, run.contexts[-1])
 
 
 @contextlib.contextmanager

@@ -38,8 +38,7 @@ from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.slicing import virtual_graph, virtual_subtask
 from airflow_region_failover.spark.checkpointed import commit_epochs, fixed_plan
-from airflow_region_failover.spark.compute import read_inputs
-from airflow_region_failover.spark.context import input_name
+from airflow_region_failover.spark.compute import call_members, read_inputs
 from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
 from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.store.dataplane.types import Target
@@ -105,12 +104,7 @@ class SlicedEngine:
         before = len(run.io.jvm_reads)
         with phase("read"):
             inputs = read_inputs(self.spark, virtual)
-        returned: object = None
-        for member, sctx, fn in zip(virtual.members, virtual.contexts, run.functions, strict=True):
-            returned = fn(self.spark, inputs, sctx)
-            if member != virtual.tail:
-                (result, frame), = match_outputs(run.graph, member.step, returned).items()
-                inputs = {input_name(run.graph.result(result).consumers[0]): frame}
+        returned = call_members(self.spark, virtual, inputs)
         outputs, schemas = {}, {}
         for result, frame in match_outputs(run.graph, run.tail.step, returned).items():
             outputs[result] = run.io.store.write_objects(frame, self.targets[result], cut_of(run.graph, result))

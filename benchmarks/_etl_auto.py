@@ -72,7 +72,7 @@ class AutoRuns:
         """One run of ``dag_id`` after its decision; :func:`~_etl_runs.run_airflow`'s figures plus ``plan`` (the
         results it fused), ``decision`` (the reason of the decision it copied) and ``predicted`` (the model)."""
         self.wait_for_decision(dag_id)
-        predicted = self._predicted(dag_id)
+        predicted = self.predicted(dag_id)
         run = run_airflow(self.api, dag_id, fail, self.timeout, salt)
         self.last[dag_id] = run["run_id"]
         fixed = self.plans.of_run(dag_id, run["run_id"])
@@ -104,12 +104,20 @@ class AutoRuns:
             time.sleep(1.0)
         raise SystemExit(f"no decision after {dag_id} run {after} within {DECISION_TIMEOUT_S:.0f} s")
 
-    def _predicted(self, dag_id: str) -> dict[str, Any] | None:
-        """The model's figures on the DAG's history now (the plugin's advice), ``None`` without a decision."""
+    def predicted(self, dag_id: str) -> dict[str, Any] | None:
+        """The model's figures on the DAG's history now (the plugin's advice): the chosen plan's, or for a DAG
+        without AUTO edges its declared plan's (``chosen``, with its sliced chains' epochs); ``None`` when there
+        are none."""
         url = f"{self.stack.airflow.url}/region-failover/api/advise/{dag_id}"
         reply = httpx.get(url, headers={"Authorization": f"Bearer {self.api.token()}"}, timeout=120.0)
         reply.raise_for_status()
-        decision = reply.json()["decision"]
+        body = reply.json()
+        decision = body["decision"]
+        if decision is None and "expected" in body:
+            declared = body["expected"]
+            return {"plan": [], "reason": body["note"], "all_blocking": None, "all_fused": None,
+                    "chosen": {"expected_s": declared["expected_seconds"], "spread_s": declared["spread_seconds"]},
+                    "failures_per_task_hour": None}
         if decision is None or decision["chosen"] is None:
             return None
 

@@ -116,9 +116,12 @@ def run_ours_chaos(api: Any, dag_id: str, interval: float, salt: int, limit: flo
 
 def run_ours_planned(api: Any, auto: Any, dag_id: str, interval: float, salt: int, limit: float) -> dict[str, Any]:
     """:func:`run_ours_chaos` once the decision after the DAG's run before is stored, with the epochs its run's plan
-    fixed for each sliced chain (``epochs``)."""
+    fixed for each sliced chain (``epochs``) and the model's prediction of the run on the history before it
+    (``predicted``: the declared plan's expected completion time at the failure rates that history measured)."""
     auto.wait_for_decision(dag_id)
+    predicted = auto.predicted(dag_id)
     run = run_ours_chaos(api, dag_id, interval, salt, limit)
+    run["predicted"] = predicted
     auto.last[dag_id] = run["run_id"]
     fixed = auto.plans.of_run(dag_id, run["run_id"])
     run["epochs"] = {} if fixed is None else {s: c.epochs for s, c in sorted(fixed.epochs.items())}
@@ -240,7 +243,8 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                     shown = f"{run['wall_s']:.1f} s" if run["wall_s"] else "did not finish in 3x"
                     print(json.dumps({"size": size["label"], "config": config, "interval_s": interval,
                                       "result": shown, "failures": run["failures"],
-                                      "report_ok": run.get("report_ok"), "epochs": run.get("epochs")}), flush=True)
+                                      "report_ok": run.get("report_ok"), "epochs": run.get("epochs"),
+                                      "predicted": run.get("predicted")}), flush=True)
             print("\n| size | config | without failure s | T s | completion s | failures | x without | report |"
                   "\n|---|---|---:|---:|---:|---:|---:|---|")
             for (config, interval), run in results.items():

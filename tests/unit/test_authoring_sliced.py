@@ -19,6 +19,7 @@ from airflow_region_failover.decisions.plans import Plans
 from airflow_region_failover.exceptions import GraphError, RunPlanUnavailable
 from airflow_region_failover.job import JobSpec, job_of
 from airflow_region_failover.planning.history import History, RunRecord, StepTimes
+from airflow_region_failover.planning.model import Segments, expected_time, region_time
 from airflow_region_failover.plugins.advice import advise
 from airflow_region_failover.plugins.next_plan import decide_next
 from airflow_region_failover.spark.sliced import slices_of
@@ -121,3 +122,19 @@ def test_a_script_step_is_never_sliced(tmp_path: Any) -> None:
         job.render()
     spec = job_of(dag)
     assert spec is not None and spec.sliced == {"gen": 1000}
+
+
+def test_the_advice_costs_the_declared_plan_in_the_epochs_its_next_run_takes() -> None:
+    #   no AUTO edge: the one plan as declared, its join regions (join#0, join#1) in the join's chosen epochs
+    every = (StepTimes("src", (5.0,)), StepTimes("dim", (5.0,)), StepTimes("sink", (10.0,)))
+    history = History(tuple(RunRecord(f"r{i}", (*run.steps, *every), (), run.failures, 360.0)
+                            for i, run in enumerate(_history(3).runs)))
+    advice = advise(DAG_ID, _spec(), Measured(history))
+    assert advice.expected is not None and "no AUTO edge" in advice.note
+    assert advice.to_json()["expected"]["expected_seconds"] == pytest.approx(advice.expected.expected, abs=1e-3)
+    join = next(r for r in advice.expected.regions if r.steps == ("join",))
+    chosen = advice.epochs["join"].epochs
+    assert chosen > 1 and join.expected < expected_time(join.work, join.failures, 10.0)  # resumed, not restarted
+    assert join.expected == pytest.approx(region_time(join.work, join.failures, 10.0, Segments(chosen, 2.0))[0])
+    unmeasured = advise(DAG_ID, _spec(), Measured(_history(3)))  # src, dim, sink never measured
+    assert unmeasured.expected is None and "no expected completion time: step 'src'" in unmeasured.note

@@ -16,7 +16,9 @@ Rules:
   :meth:`~.plugins.advice.Advice.to_json`);
 * ``--deadline SECONDS`` plans against that run budget (:mod:`~.planning.deadline`; by DAG id it replaces the one
   the DAG's deadline alert declares), and the plans' lines add their probability of missing it;
-* a DAG without AUTO edges, or a history the planner cannot cost, prints why (exit 0); an unknown DAG exits 2;
+* a DAG without AUTO edges, or a history the planner cannot cost, prints why (exit 0), then by DAG id its steps'
+  next epochs (sliced chains, AUTO epochs) and, when the history costs it, the expected completion time of its
+  plan as declared (:func:`format_undecided`); an unknown DAG exits 2;
 * with ``--history`` it is pure: it imports no Airflow, boto3 or pyspark.
 """
 
@@ -27,6 +29,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_region_failover.cli import preflight
 from airflow_region_failover.cli.output import FORMATS, results_only
@@ -37,6 +40,9 @@ from airflow_region_failover.planning.estimates import Figure
 from airflow_region_failover.planning.history import History, HistoryError
 from airflow_region_failover.planning.model import PlanCost
 from airflow_region_failover.planning.policy import PlannerPolicy
+
+if TYPE_CHECKING:
+    from airflow_region_failover.plugins.advice import Advice
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ def advise_command(args: argparse.Namespace) -> int:
             if as_json:
                 out.write(json.dumps(found.to_json(), indent=2) + "\n")
             else:
-                out.write(f"{found.note}\n" if found.decision is None else format_decision(found.decision))
+                out.write(format_undecided(found) if found.decision is None else format_decision(found.decision))
         return 0
     graph = jsonformat.load(args.target)
     decision = decide(graph, FileHistory(args.history).history(args.target), _policy(args))
@@ -151,6 +157,16 @@ def format_decision(decision: Decision) -> str:
     for name, cost in (("all BLOCKING", decision.all_blocking), ("all fused", decision.all_fused),
                        ("chosen", decision.chosen)):
         lines.append(_plan_line(name, cost, decision.deadline_seconds))
+    return "\n".join(lines) + "\n"
+
+
+def format_undecided(found: Advice) -> str:
+    """A job without a decision (:class:`~..plugins.advice.Advice`): why, its steps' next epochs, and its declared
+    plan's expected completion time when the history costs it."""
+    lines = [found.note]
+    lines += [f"  {step}: {choice.epochs} epoch(s): {choice.reason}" for step, choice in sorted(found.epochs.items())]
+    if found.expected is not None:
+        lines.append(_plan_line("as declared", found.expected))
     return "\n".join(lines) + "\n"
 
 

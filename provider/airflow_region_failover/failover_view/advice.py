@@ -6,7 +6,9 @@ Rules: one row per AUTO result — the choice, the expected completion time with
 from (their count, and every run id in the cell's ``title``), and why it stays BLOCKING when it must; then the
 expected completion time and spread at the measured failure rates of every AUTO result BLOCKING, every one
 fused (one Spark application) and the chosen plan. No decision (no AUTO edge, a history the planner cannot
-cost, the store unreachable): the note alone. Everything shown is escaped.
+cost, the store unreachable): the note, and the expected completion time of the plan as declared when the history
+costs it (a job without AUTO edges whose sliced chains or AUTO-epochs steps the planner sizes). Everything shown is
+escaped.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from airflow_region_failover.planning.estimates import Figure
 from airflow_region_failover.planning.model import PlanCost
 
 
-def advice_section(decision: Decision | None, note: str = "") -> str:
+def advice_section(decision: Decision | None, note: str = "", declared: PlanCost | None = None) -> str:
     """The section (module rules)."""
     head = '<h3 id="rf-auto">AUTO edges: what to persist</h3>'
     if decision is None:
-        return f'{head}<p id="rf-auto-note">{escape(note)}</p>'
+        plans = "" if declared is None else _plans_table(_plan_row("as declared", declared))
+        return f'{head}<p id="rf-auto-note">{escape(note)}</p>{plans}'
     rate = decision.rate
     intro = (f"{len(rate.runs)} run(s) of history; failure rate {rate.per_task_hour:.3g} per task-hour "
              f"({rate.failures} failed tries in {rate.task_hours:.3g} task-hours). {decision.reason}. Planner: "
@@ -44,9 +47,12 @@ def advice_section(decision: Decision | None, note: str = "") -> str:
     plans = "".join(_plan_row(name, cost) for name, cost in (("all BLOCKING", decision.all_blocking),
                                                              ("all fused (one Spark application)", decision.all_fused),
                                                              ("chosen", decision.chosen)))
-    table = ("<table id=\"rf-auto-plans\"><tr><th>plan</th><th>expected completion</th><th>spread</th>"
-             f"<th>fused</th></tr>{plans}</table>")
-    return f'{head}<p id="rf-auto-note">{escape(intro)}</p>{edges}{table}'
+    return f'{head}<p id="rf-auto-note">{escape(intro)}</p>{edges}{_plans_table(plans)}'
+
+
+def _plans_table(rows: str) -> str:
+    return ("<table id=\"rf-auto-plans\"><tr><th>plan</th><th>expected completion</th><th>spread</th>"
+            f"<th>fused</th></tr>{rows}</table>")
 
 
 def _plan_row(name: str, cost: PlanCost | None) -> str:

@@ -21,7 +21,10 @@ Rules:
 * a **deadline** (:attr:`PlannerPolicy.deadline_seconds`) ranks plans by their probability of missing it instead
   (:mod:`.deadline`; the mean among plans equally likely to miss it), and the run switches only when the cheapest
   lowers that probability by more than :attr:`PlannerPolicy.deadline_margin` (5 points); plans equally likely to miss it
-  switch by the mean's rule above.
+  switch by the mean's rule above;
+* every plan is costed with the epochs the next run's steps take (``segments``, :class:`~.model.Segments`: its
+  sliced chains and AUTO-epochs steps, as :mod:`.epochs` chooses them), and a job without an AUTO edge gets the
+  cost of the one plan it has, as declared (:func:`declared_cost`), so its expected completion time is shown too.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from airflow_region_failover.graph.model import JobGraph
 from airflow_region_failover.planning.deadline import TIE, miss_probability, rank
 from airflow_region_failover.planning.estimates import Estimates, estimate
 from airflow_region_failover.planning.history import History
-from airflow_region_failover.planning.model import PlanCost, plan_cost
+from airflow_region_failover.planning.model import PlanCost, Segments, plan_cost
 from airflow_region_failover.planning.policy import DEFAULT_POLICY, PlannerPolicy
 from airflow_region_failover.planning.rate import FailureRate, failure_rate, step_rates
 
@@ -107,9 +110,11 @@ class Decision:
 
 
 def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_POLICY,
-           pinned: Mapping[str, str] | None = None, serial: Sequence[frozenset[str]] = ()) -> Decision:
+           pinned: Mapping[str, str] | None = None, serial: Sequence[frozenset[str]] = (),
+           segments: Mapping[str, Segments] | None = None) -> Decision:
     """The plan for the next run of ``graph`` (with its AUTO edges) after ``history`` (module rules); ``serial``:
-    the subtasks each multi-subtask task runs, whatever the plan (:func:`~.model.plan_cost`)."""
+    the subtasks each multi-subtask task runs, whatever the plan, ``segments`` the steps that run in epochs
+    (:func:`~.model.plan_cost`)."""
     auto = auto_results(graph)
     previous = _previous(history, auto)
     window = history.last(policy.window)
@@ -132,7 +137,7 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
     def cost(plan: ExchangePlan) -> PlanCost:  # a plan that ran, from its own runs' compute (:mod:`.estimates`)
         if plan not in costed:
             costed[plan] = plan_cost(graph, plan, estimate(graph, window, plan), per_second, policy.restart_seconds,
-                                     serial)
+                                     serial, segments)
         return costed[plan]
 
     free = [r for r in auto if r not in fixed]
@@ -142,6 +147,17 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
     return Decision(chosen.plan, reason, rate, previous, rates, chosen, best, cost(previous),
                     cost(all_of(graph, Choice.BLOCKING)), cost(all_of(graph, Choice.FUSED, frozenset(fixed))), edges,
                     estimates, policy.deadline_seconds, policy)
+
+
+def declared_cost(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_POLICY,
+                  serial: Sequence[frozenset[str]] = (), segments: Mapping[str, Segments] | None = None) -> PlanCost:
+    """The expected completion time of ``graph``'s next run as declared (a job without AUTO edges: one plan), over
+    the newest :attr:`PlannerPolicy.window` runs (module rule); :class:`~.history.HistoryError` naming a step no
+    run measured."""
+    window = history.last(policy.window)
+    rates = step_rates((s.id for s in graph.steps), window)
+    return plan_cost(graph, ExchangePlan(), estimate(graph, window), {s: r.per_task_second for s, r in rates.items()},
+                     policy.restart_seconds, serial, segments)
 
 
 def _switch(previous: PlanCost, best: PlanCost, policy: PlannerPolicy) -> tuple[PlanCost, str]:

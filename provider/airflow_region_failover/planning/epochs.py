@@ -112,15 +112,13 @@ class EpochsChoice:
 def choose_epochs(step: str, history: History, max_epochs: int = DEFAULT_MAX_EPOCHS) -> EpochsChoice:
     """The epochs of ``step``'s next run from ``history`` (module rule: Daly's interval, or the no-history
     default)."""
-    measured = [(t.subtask_seconds, t.checkpoint_seconds) for r in history.runs
-                if (t := r.step(step)) is not None]
-    work = [s for seconds, _ in measured for s in seconds]
-    costs = [c for _, c in measured if c is not None]
-    if not work or not costs:
+    work = [s for r in history.runs if (t := r.step(step)) is not None for s in t.subtask_seconds]
+    c = checkpoint_seconds(step, history)
+    if not work or c is None:
         epochs = min(NO_HISTORY_EPOCHS, max_epochs)
         return EpochsChoice(epochs, f"no run measured {step!r}'s work and checkpoint cost yet: the default "
                                     f"{epochs} epochs")
-    w, c = sum(work) / len(work), sum(costs) / len(costs)
+    w = sum(work) / len(work)
     rate = step_rates([step], history)[step]
     epochs = epochs_for(w, c, rate.per_task_second, max_epochs)
     interval = daly_interval(c, 1 / rate.per_task_second) if c > 0 else 0.0
@@ -138,12 +136,27 @@ def choose_slices(graph: JobGraph, sliced: Mapping[str, tuple[tuple[str, ...], i
                   history: History) -> dict[str, EpochsChoice]:
     """The epochs of each sliced chain of ``graph``'s next run (head -> its members and its most epochs; module
     rule)."""
-    results = result_estimates(graph, history)
-    return {head: _slices(head, members, most, history, read_share(graph, results, head))
+    return {head: _slices(head, members, most, history, slice_seconds(graph, head, history))
             for head, (members, most) in sorted(sliced.items())}
 
 
-def _slices(head: str, members: tuple[str, ...], most: int, history: History, reread: float) -> EpochsChoice:
+def slice_seconds(graph: JobGraph, head: str, history: History) -> tuple[float, float, bool]:
+    """``C`` of the sliced chain headed by ``head`` (module rule): its checkpoint seconds (measured, or the
+    default), reading the subtask's inputs again, and whether the checkpoint was measured."""
+    costs = [t.checkpoint_seconds for r in history.runs
+             if (t := r.step(head)) is not None and t.checkpoint_seconds is not None]
+    checkpoint = sum(costs) / len(costs) if costs else DEFAULT_EPOCH_SECONDS
+    return checkpoint, read_share(graph, result_estimates(graph, history), head), bool(costs)
+
+
+def checkpoint_seconds(step: str, history: History) -> float | None:
+    """The mean seconds one of ``step``'s checkpoints took over the runs that checkpointed it, ``None`` if none."""
+    costs = [c for r in history.runs if (t := r.step(step)) is not None and (c := t.checkpoint_seconds) is not None]
+    return sum(costs) / len(costs) if costs else None
+
+
+def _slices(head: str, members: tuple[str, ...], most: int, history: History,
+            figures: tuple[float, float, bool]) -> EpochsChoice:
     means = []
     for step in members:
         seconds = [s for r in history.runs if (t := r.step(step)) is not None for s in t.subtask_seconds]
@@ -151,14 +164,12 @@ def _slices(head: str, members: tuple[str, ...], most: int, history: History, re
             return EpochsChoice(1, f"no run measured {step!r}'s work yet: one epoch (the subtask runs whole)")
         means.append(sum(seconds) / len(seconds))
     work = sum(means)
-    costs = [t.checkpoint_seconds for r in history.runs
-             if (t := r.step(head)) is not None and t.checkpoint_seconds is not None]
-    checkpoint = sum(costs) / len(costs) if costs else DEFAULT_EPOCH_SECONDS
+    checkpoint, reread, measured_checkpoint = figures
     cost = checkpoint + reread
     rate = step_rates([head], history)[head]
     epochs = epochs_for(work, cost, rate.per_task_second, most)
     interval = daly_interval(cost, 1 / rate.per_task_second)
-    measured = "measured" if costs else "not measured yet, the default"
+    measured = "measured" if measured_checkpoint else "not measured yet, the default"
     return EpochsChoice(epochs, f"W={work:.3g}s of work per subtask, C={cost:.3g}s per epoch ({checkpoint:.3g}s "
                                 f"checkpoint, {measured}; {reread:.3g}s reading its inputs again), "
                                 f"{rate.per_task_hour:.3g} failures per task-hour ({rate.failures} in "

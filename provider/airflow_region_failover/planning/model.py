@@ -23,6 +23,12 @@ The model (the standard one for work that restarts from its start; Young 1974, D
 * the plan's completion time is the longest path through the region graph (regions joined by BLOCKING results)
   weighted by each region's ``E`` — independent regions run side by side, as Airflow runs them given slots — and
   its spread the square root of the variances summed along that path (PERT's approximation);
+* a region whose subtasks run in **epochs** (``segments``: every step of the region runs ``E`` > 1 epochs with a
+  checkpoint costing ``C`` seconds after each — a sliced chain, a checkpointed step) restarts from its last
+  checkpoint, not from its start: its attempts are its ``E`` epochs, each ``W/E + C`` wall seconds meeting
+  ``m·(W/E + C)/W`` failures, so ``E_region = E · E_epoch`` and ``Var_region = E · Var_epoch`` (independent epochs;
+  Young's and Daly's model, which :mod:`.epochs` chooses ``E`` by). A region whose steps do not all run the same
+  ``E`` (a chain fused with other steps) runs whole; with ``E`` = 1 nothing is checkpointed and nothing is paid;
 * except inside one task: the subtasks a task runs (``serial``, a job rendered ``PER_RUN`` runs its static fused
   regions as one task each, whatever the run's plan) run one after another in its one Spark session, and the
   history measured them so (the task's clock split over its members). A region all of whose subtasks one task runs
@@ -71,6 +77,40 @@ def time_variance(work: float, failures: float, restart_seconds: float = 0.0) ->
 
 
 @dataclass(frozen=True)
+class Segments:
+    """A step that runs its subtasks in ``epochs`` epochs, each followed by a checkpoint of ``seconds`` (module
+    rule)."""
+
+    epochs: int
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.seconds < 0:
+            raise ValueError(f"Segments({self.epochs}, {self.seconds}): a step runs at least one epoch and a "
+                             "checkpoint costs no less than 0 s")
+
+
+def _epochs_of(steps: Sequence[str], segments: Mapping[str, Segments]) -> Segments | None:
+    """The epochs every step of a region runs, ``None`` when they do not all run the same more than one."""
+    found = {segments.get(step) for step in steps}
+    if len(found) != 1:
+        return None
+    (common,) = found
+    return common if common is not None and common.epochs > 1 else None
+
+
+def region_time(work: float, failures: float, restart_seconds: float,
+                epochs: Segments | None = None) -> tuple[float, float]:
+    """A region's expected completion seconds and their variance, whole or in epochs (module rule)."""
+    if epochs is None or work <= 0:
+        return expected_time(work, failures, restart_seconds), time_variance(work, failures, restart_seconds)
+    seconds = work / epochs.epochs + epochs.seconds
+    meets = failures * seconds / work
+    return (epochs.epochs * expected_time(seconds, meets, restart_seconds),
+            epochs.epochs * time_variance(seconds, meets, restart_seconds))
+
+
+@dataclass(frozen=True)
 class RegionCost:
     """One region of a plan: its steps, wall seconds ``work`` and ``task_seconds`` per attempt, the ``failures``
     an attempt meets on average (m), and its time."""
@@ -110,10 +150,10 @@ class PlanCost:
 
 def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_task_second: Mapping[str, float],
               restart_seconds: float = DEFAULT_RESTART_SECONDS,
-              serial: Sequence[frozenset[str]] = ()) -> PlanCost:
+              serial: Sequence[frozenset[str]] = (), segments: Mapping[str, Segments] | None = None) -> PlanCost:
     """The expected completion time of ``graph`` (with its AUTO edges) under ``plan``, each step failing at its
-    rate ``per_task_second[step]``; ``serial``: the subtask ids (``step#i``) each task that runs several runs
-    (module rules)."""
+    rate ``per_task_second[step]``; ``serial``: the subtask ids (``step#i``) each task that runs several runs;
+    ``segments``: the steps that run in epochs (module rules)."""
     concrete = resolve(graph, plan)
     regions = compute_regions(concrete)
     costs = _subtask_seconds(concrete, estimates)
@@ -129,9 +169,8 @@ def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_tas
             concrete, region.steps, {s: max(costs[(s, t.index)] for t in region.subtasks if t.step == s)
                                      for s in region.steps})
         failures = sum(per_task_second[t.step] * costs[(t.step, t.index)] for t in region.subtasks)
-        region_costs.append(RegionCost(region.id, region.steps, work, exposure,
-                                       expected_time(work, failures, restart_seconds),
-                                       time_variance(work, failures, restart_seconds), failures))
+        expected, variance = region_time(work, failures, restart_seconds, _epochs_of(region.steps, segments or {}))
+        region_costs.append(RegionCost(region.id, region.steps, work, exposure, expected, variance, failures))
     expected, variance, path = _critical_path(regions, region_costs, tasks)
     return PlanCost(plan, expected, math.sqrt(variance), tuple(region_costs), path)
 

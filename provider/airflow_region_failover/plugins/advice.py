@@ -16,6 +16,11 @@ Rules:
   :func:`~airflow_region_failover.planning.epochs.choose_all`), and so do its sliced chains (by head step,
   :func:`~airflow_region_failover.planning.epochs.choose_slices`), with or without AUTO edges; a history that cannot
   be read leaves them at the no-history default;
+* every plan costed runs the epochs the next run's sliced chains and AUTO-epochs steps take (:func:`plan_segments`:
+  the model's :class:`~airflow_region_failover.planning.model.Segments`), and a job without an AUTO edge but with
+  such steps gets its declared plan's expected completion time (``expected``,
+  :func:`~airflow_region_failover.planning.choice.declared_cost`) — a history that cannot cost it leaves it out, with
+  a ``note``;
 * :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers.
 """
 
@@ -28,9 +33,17 @@ from typing import Any
 from airflow_region_failover.exceptions import RegionFailoverError
 from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.job import JobSpec
-from airflow_region_failover.planning.choice import Decision, decide
-from airflow_region_failover.planning.epochs import EpochsChoice, choose_all, choose_slices
+from airflow_region_failover.planning.choice import Decision, decide, declared_cost
+from airflow_region_failover.planning.epochs import (
+    DEFAULT_EPOCH_SECONDS,
+    EpochsChoice,
+    checkpoint_seconds,
+    choose_all,
+    choose_slices,
+    slice_seconds,
+)
 from airflow_region_failover.planning.history import History, HistoryError, HistorySource
+from airflow_region_failover.planning.model import PlanCost, Segments
 from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.plugins.run_history import AirflowHistory, parallelism_of
 
@@ -38,20 +51,25 @@ from airflow_region_failover.plugins.run_history import AirflowHistory, parallel
 @dataclass(frozen=True)
 class Advice:
     """The advice for ``dag_id``: the ``decision`` (``None`` when there is none) and a ``note`` saying why not;
-    ``epochs``: the AUTO-epochs steps' epochs (module rule)."""
+    ``epochs``: the AUTO-epochs steps' epochs; ``expected``: a job without AUTO edges' declared plan's cost (module
+    rule)."""
 
     dag_id: str
     decision: Decision | None
     note: str = ""
     epochs: Mapping[str, EpochsChoice] = field(default_factory=dict)
+    expected: PlanCost | None = None
 
     def to_json(self) -> dict[str, Any]:
         """``{"dag_id": ..., "note": ..., "decision": <Decision.to_json()> | null}``, and ``"epochs": {<step>:
-        {"epochs": n, "reason": ...}}`` for a job with AUTO-epochs steps."""
+        {"epochs": n, "reason": ...}}`` for a job with AUTO-epochs steps, and ``"expected": <PlanCost.to_json()>``
+        when there is a declared plan's cost."""
         body = {"dag_id": self.dag_id, "note": self.note,
                 "decision": None if self.decision is None else self.decision.to_json()}
         if self.epochs:
             body["epochs"] = {step: c.to_json() for step, c in sorted(self.epochs.items())}
+        if self.expected is not None:
+            body["expected"] = self.expected.to_json()
         return body
 
 
@@ -74,11 +92,17 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
         history = source.history(dag_id)
     except HistoryError as exc:
         return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", job_epochs(spec, History()))
-    epochs = job_epochs(spec, history.last(policy.window))
+    window = history.last(policy.window)
+    epochs = job_epochs(spec, window)
+    segments = plan_segments(spec, window, epochs)
     if not spec.auto.results:
-        return Advice(dag_id, None, f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared", epochs)
+        note = f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared"
+        try:
+            return Advice(dag_id, None, note, epochs, declared_cost(graph, history, policy, (), segments))
+        except HistoryError as exc:
+            return Advice(dag_id, None, f"{note}; no expected completion time: {exc}", epochs)
     try:
-        return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned), serial_tasks(spec)),
+        return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned), serial_tasks(spec), segments),
                       epochs=epochs)
     except HistoryError as exc:
         return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs)
@@ -88,6 +112,22 @@ def job_epochs(spec: JobSpec, history: History) -> dict[str, EpochsChoice]:
     """The next run's epochs of ``spec``'s AUTO-epochs steps and sliced chains (module rule)."""
     sliced = {head: (spec.chains.of(head).steps, most) for head, most in spec.sliced.items()}
     return {**choose_all(spec.auto_epochs, history), **choose_slices(spec.graph, sliced, history)}
+
+
+def plan_segments(spec: JobSpec, history: History, epochs: Mapping[str, EpochsChoice]) -> dict[str, Segments]:
+    """The steps of ``spec`` that run in epochs in its next run, with what one more epoch costs (module rule): a
+    sliced chain's members its head's ``C`` (checkpoint and reading its inputs again,
+    :func:`~airflow_region_failover.planning.epochs.slice_seconds`), an AUTO-epochs chain's members its measured
+    checkpoint seconds (the default before one was measured)."""
+    found: dict[str, Segments] = {}
+    for head in spec.sliced:
+        checkpoint, reread, _ = slice_seconds(spec.graph, head, history)
+        found.update(dict.fromkeys(spec.chains.of(head).steps, Segments(epochs[head].epochs, checkpoint + reread)))
+    for step in spec.auto_epochs:
+        measured = checkpoint_seconds(step, history)
+        cost = DEFAULT_EPOCH_SECONDS if measured is None else measured
+        found.update(dict.fromkeys(spec.chains.of(step).steps, Segments(epochs[step].epochs, cost)))
+    return found
 
 
 def serial_tasks(spec: JobSpec) -> tuple[frozenset[str], ...]:

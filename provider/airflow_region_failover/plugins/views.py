@@ -163,7 +163,7 @@ def _advice_html(dag_id: str, spec: JobSpec) -> str:
         found = _advice(dag_id, spec)
     except HTTPException as exc:
         return advice_section(None, str(exc.detail))
-    return advice_section(found.decision, found.note)
+    return advice_section(found.decision, found.note, found.expected)
 
 
 def _base(request: Request) -> str:

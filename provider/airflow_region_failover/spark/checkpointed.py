@@ -73,12 +73,8 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
     sctx = run.contexts[-1]
     if chain.auto:
         chain = run_epochs_of(Plans(store.objects), sctx.dag_id, sctx.run_id, chain)
-    writer = secrets.token_hex(8)
-    targets = {r.id: store.target(AttemptId(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index),
-                                            sctx.try_number), writer) for r in run.outputs}
+    targets, storage = epoch_outputs(run)
     engine = SparkEngine(spark, run, chain, targets)
-    storage = CheckpointStorage(store.objects, store.run_keys(sctx.dag_id, sctx.run_id),
-                                PartitionId(run.tail.step, run.tail.index), store.config.min_grace_seconds)
     groups = {step: chain.key_groups(run.graph, step, run.head.index) for step in chain.stateful}
     initial, source = {step: engine.empty_state(step) for step in chain.stateful}, ""
     path = parse_recovery(sctx.params.get(STATE_RECOVERY_KEY)) or run.checkpointing.state_recovery
@@ -91,6 +87,28 @@ def run_checkpointed(spark: SparkSession, run: SubtaskRun, chain: ChainCheckpoin
                         run.opted_out, initial)
     outcome = run_epochs(settings, engine.plan(), engine, listener)
     return commit_epochs(run, targets, outcome)
+
+
+def epoch_outputs(run: SubtaskRun) -> tuple[dict[str, Target], CheckpointStorage]:
+    """Where the epochs of this try of ``run`` store their outputs (one target per result, one writer) and its
+    checkpoints (the tail's partition's): a checkpointed chain's and a sliced chain's (:mod:`.sliced`) alike."""
+    store, sctx = run.io.store, run.contexts[-1]
+    writer = secrets.token_hex(8)
+    targets = {r.id: store.target(AttemptId(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index),
+                                            sctx.try_number), writer) for r in run.outputs}
+    storage = CheckpointStorage(store.objects, store.run_keys(sctx.dag_id, sctx.run_id),
+                                PartitionId(run.tail.step, run.tail.index), store.config.min_grace_seconds)
+    return targets, storage
+
+
+def write_tail(run: SubtaskRun, targets: Mapping[str, Target], returned: object) -> EpochResult:
+    """The tail's outputs of one epoch (``returned``), stored as objects at once, cut into subpartitions for keyed
+    consumers (module rule), with their schemas and no state."""
+    outputs, schemas = {}, {}
+    for result, frame in match_outputs(run.graph, run.tail.step, returned).items():
+        outputs[result] = run.io.store.write_objects(frame, targets[result], cut_of(run.graph, result))
+        schemas[result] = frame.schema.json()
+    return EpochResult(outputs, schemas, {})
 
 
 def commit_epochs(run: SubtaskRun, targets: Mapping[str, Target], outcome: Outcome) -> tuple[PartitionRef, ...]:
@@ -216,14 +234,10 @@ class SparkEngine:
             if member != self.run.tail:
                 (result, frame), = match_outputs(self.run.graph, member.step, returned).items()
                 inputs = {input_name(self.run.graph.result(result).consumers[0]): frame}
-        outputs, schemas = {}, {}
-        for result, frame in match_outputs(self.run.graph, self.run.tail.step, returned).items():
-            outputs[result] = self.run.io.store.write_objects(frame, self.targets[result],
-                                                              cut_of(self.run.graph, result))
-            schemas[result] = frame.schema.json()
+        written = write_tail(self.run, self.targets, returned)
         # what this epoch's job read through Spark's own reader is what was checked (module rule)
         self.run.io.store.confirm_unchanged((*self.whole_reads, *self.run.io.jvm_reads[before:]))
-        return EpochResult(outputs, schemas, new_states)
+        return replace(written, states=new_states)
 
     def _schema(self, step: str) -> Any:
         return _struct(self.chain.stateful[step].state_schema)

@@ -25,7 +25,6 @@ Rules:
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -33,16 +32,13 @@ from typing import TYPE_CHECKING
 from airflow_region_failover.checkpoint.plan import Epoch, plan_subtasks
 from airflow_region_failover.checkpoint.resume import Identity
 from airflow_region_failover.checkpoint.runner import EpochResult, Listener, Settings, run_epochs
-from airflow_region_failover.checkpoint.storage import CheckpointStorage
 from airflow_region_failover.decisions.plans import Plans
-from airflow_region_failover.graph.ids import PartitionId
 from airflow_region_failover.graph.slicing import virtual_graph, virtual_subtask
-from airflow_region_failover.spark.checkpointed import commit_epochs, fixed_plan
+from airflow_region_failover.spark.checkpointed import commit_epochs, epoch_outputs, fixed_plan, write_tail
 from airflow_region_failover.spark.compute import call_members, read_inputs
-from airflow_region_failover.spark.exchange import PartitionRef, cut_of, match_outputs
+from airflow_region_failover.spark.exchange import PartitionRef
 from airflow_region_failover.spark.run import SubtaskRun
 from airflow_region_failover.store.dataplane.types import Target
-from airflow_region_failover.store.keys import AttemptId
 from airflow_region_failover.timeline import phase
 
 if TYPE_CHECKING:
@@ -64,15 +60,9 @@ def run_sliced(spark: SparkSession, run: SubtaskRun, epochs: int,
                listener: Listener | None = None) -> tuple[PartitionRef, ...]:
     """Run the chain subtask ``run`` as ``epochs`` virtual subtasks with checkpoints and commit its outputs (module
     rules)."""
-    store = run.io.store
-    sctx = run.contexts[-1]
-    writer = secrets.token_hex(8)
-    targets = {r.id: store.target(AttemptId(sctx.dag_id, sctx.run_id, PartitionId(r.id, run.tail.index),
-                                            sctx.try_number), writer) for r in run.outputs}
-    storage = CheckpointStorage(store.objects, store.run_keys(sctx.dag_id, sctx.run_id),
-                                PartitionId(run.tail.step, run.tail.index), store.config.min_grace_seconds)
+    targets, storage = epoch_outputs(run)
     settings = Settings(storage, tuple(targets.values()), tuple(m.step for m in run.members), {}, {},
-                        sctx.try_number, Identity(run.versions, run.code, ""), run.checkpointing, True,
+                        run.contexts[-1].try_number, Identity(run.versions, run.code, ""), run.checkpointing, True,
                         run.opted_out, {})
     engine = SlicedEngine(spark, run, epochs, targets)
     outcome = run_epochs(settings, plan_subtasks(run.head.index, epochs), engine, listener)
@@ -104,10 +94,6 @@ class SlicedEngine:
         before = len(run.io.jvm_reads)
         with phase("read"):
             inputs = read_inputs(self.spark, virtual)
-        returned = call_members(self.spark, virtual, inputs)
-        outputs, schemas = {}, {}
-        for result, frame in match_outputs(run.graph, run.tail.step, returned).items():
-            outputs[result] = run.io.store.write_objects(frame, self.targets[result], cut_of(run.graph, result))
-            schemas[result] = frame.schema.json()
+        written = write_tail(run, self.targets, call_members(self.spark, virtual, inputs))
         run.io.store.confirm_unchanged(tuple(run.io.jvm_reads[before:]))
-        return EpochResult(outputs, schemas, {})
+        return written

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,21 @@ def test_a_dag_without_auto_edges_says_so(monkeypatch: pytest.MonkeyPatch, capsy
                                                                   {}))
     assert main(["advise", "plain"]) == 0
     assert "DAG 'plain' declares no AUTO edge" in capsys.readouterr().out
+
+
+def test_a_dag_without_auto_edges_shows_its_epochs_and_its_declared_plans_expected_time(
+        etl_dag: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_region_failover.plugins import advice
+
+    plain = JobSpec(resolve(jsonformat.load(GRAPH), ExchangePlan()), {}, sliced={"join": 8})
+    monkeypatch.setattr(advice, "dag_job", lambda dag_id: plain)
+    assert main(["advise", "plain"]) == 0
+    out = capsys.readouterr().out
+    assert "declares no AUTO edge" in out and "  join: " in out and "epoch(s): " in out
+    assert re.search(r"^as declared +\d+\.\d s +\d+\.\d s  fused: none$", out, re.MULTILINE), out
+    assert main(["advise", "plain", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["decision"] is None and document["expected"]["expected_seconds"] > 0
 
 
 def test_an_unknown_dag_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -110,7 +110,7 @@ def test_a_sliced_chain_runs_its_epochs_as_virtual_subtasks_and_its_retry_resume
         ("total", 0, 6, 1), ("total", 1, 6, 1), ("total", 1, 6, 2), ("total", 2, 6, 2),
         ("total", 3, 6, 1), ("total", 4, 6, 1), ("total", 5, 6, 1)]
     resumed = {k: v for k, v in summaries[0]["checkpoint"].items() if k != "uploaded_bytes"}
-    assert resumed == {"epochs": 3, "resumed_from": 1, "skipped": 1, "checkpoints": 2}, summaries[0]
+    assert resumed == {"epochs": 3, "resumed_from": 1, "skipped": 1, "checkpoints": 2, "sliced": True}, summaries[0]
 
 
 def test_without_a_decision_a_sliced_chain_runs_whole(

@@ -135,6 +135,7 @@ def test_the_advice_costs_the_declared_plan_in_the_epochs_its_next_run_takes() -
     join = next(r for r in advice.expected.regions if r.steps == ("join",))
     chosen = advice.epochs["join"].epochs
     assert chosen > 1 and join.expected < expected_time(join.work, join.failures, 10.0)  # resumed, not restarted
-    assert join.expected == pytest.approx(region_time(join.work, join.failures, 10.0, Segments(chosen, 2.0))[0])
+    epochs = Segments(chosen, 2.0, ("join",))
+    assert join.expected == pytest.approx(region_time(join.work, join.failures, 10.0, epochs)[0])
     unmeasured = advise(DAG_ID, _spec(), Measured(_history(3)))  # src, dim, sink never measured
     assert unmeasured.expected is None and "no expected completion time: step 'src'" in unmeasured.note

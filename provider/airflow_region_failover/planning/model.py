@@ -23,12 +23,12 @@ The model (the standard one for work that restarts from its start; Young 1974, D
 * the plan's completion time is the longest path through the region graph (regions joined by BLOCKING results)
   weighted by each region's ``E`` — independent regions run side by side, as Airflow runs them given slots — and
   its spread the square root of the variances summed along that path (PERT's approximation);
-* a region whose subtasks run in **epochs** (``segments``: every step of the region runs ``E`` > 1 epochs with a
-  checkpoint costing ``C`` seconds after each — a sliced chain, a checkpointed step) restarts from its last
+* a region that is one subtask of a chain run in **epochs** (``segments``: the chain's steps, ``E`` > 1 epochs with
+  a checkpoint costing ``C`` seconds after each — a sliced chain, a checkpointed step) restarts from its last
   checkpoint, not from its start: its attempts are its ``E`` epochs, each ``W/E + C`` wall seconds meeting
   ``m·(W/E + C)/W`` failures, so ``E_region = E · E_epoch`` and ``Var_region = E · Var_epoch`` (independent epochs;
-  Young's and Daly's model, which :mod:`.epochs` chooses ``E`` by). A region whose steps do not all run the same
-  ``E`` (a chain fused with other steps) runs whole; with ``E`` = 1 nothing is checkpointed and nothing is paid;
+  Young's and Daly's model, which :mod:`.epochs` chooses ``E`` by). Any other region (a chain fused with other
+  steps, several subtasks) runs whole; with ``E`` = 1 nothing is checkpointed and nothing is paid;
 * except inside one task: the subtasks a task runs (``serial``, a job rendered ``PER_RUN`` runs its static fused
   regions as one task each, whatever the run's plan) run one after another in its one Spark session, and the
   history measured them so (the task's clock split over its members). A region all of whose subtasks one task runs
@@ -46,7 +46,7 @@ from typing import Any
 from airflow_region_failover.graph.auto import ExchangePlan, resolve
 from airflow_region_failover.graph.elements import Exchange
 from airflow_region_failover.graph.model import JobGraph
-from airflow_region_failover.graph.regions import Regions, compute_regions
+from airflow_region_failover.graph.regions import Region, Regions, compute_regions
 from airflow_region_failover.planning.estimates import Estimates, read_share
 
 DEFAULT_RESTART_SECONDS = 10.0
@@ -78,25 +78,25 @@ def time_variance(work: float, failures: float, restart_seconds: float = 0.0) ->
 
 @dataclass(frozen=True)
 class Segments:
-    """A step that runs its subtasks in ``epochs`` epochs, each followed by a checkpoint of ``seconds`` (module
-    rule)."""
+    """The chain (its steps) whose subtasks run in ``epochs`` epochs, each followed by a checkpoint of ``seconds``
+    (module rule)."""
 
     epochs: int
     seconds: float
+    chain: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.seconds < 0:
-            raise ValueError(f"Segments({self.epochs}, {self.seconds}): a step runs at least one epoch and a "
-                             "checkpoint costs no less than 0 s")
+        if self.epochs < 1 or self.seconds < 0 or not self.chain:
+            raise ValueError(f"Segments({self.epochs}, {self.seconds}, {self.chain}): a chain of steps runs at "
+                             "least one epoch and a checkpoint costs no less than 0 s")
 
 
-def _epochs_of(steps: Sequence[str], segments: Mapping[str, Segments]) -> Segments | None:
-    """The epochs every step of a region runs, ``None`` when they do not all run the same more than one."""
-    found = {segments.get(step) for step in steps}
-    if len(found) != 1:
+def _epochs_of(region: Region, segments: Mapping[str, Segments]) -> Segments | None:
+    """The epochs of ``region`` when it is one subtask of a chain run in more than one (module rule), else None."""
+    found = segments.get(region.steps[0]) if region.steps else None
+    if found is None or found.epochs == 1 or set(region.steps) != set(found.chain):
         return None
-    (common,) = found
-    return common if common is not None and common.epochs > 1 else None
+    return found if len(region.subtasks) == len(found.chain) else None
 
 
 def region_time(work: float, failures: float, restart_seconds: float,
@@ -169,7 +169,7 @@ def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_tas
             concrete, region.steps, {s: max(costs[(s, t.index)] for t in region.subtasks if t.step == s)
                                      for s in region.steps})
         failures = sum(per_task_second[t.step] * costs[(t.step, t.index)] for t in region.subtasks)
-        expected, variance = region_time(work, failures, restart_seconds, _epochs_of(region.steps, segments or {}))
+        expected, variance = region_time(work, failures, restart_seconds, _epochs_of(region, segments or {}))
         region_costs.append(RegionCost(region.id, region.steps, work, exposure, expected, variance, failures))
     expected, variance, path = _critical_path(regions, region_costs, tasks)
     return PlanCost(plan, expected, math.sqrt(variance), tuple(region_costs), path)

@@ -122,11 +122,13 @@ def plan_segments(spec: JobSpec, history: History, epochs: Mapping[str, EpochsCh
     found: dict[str, Segments] = {}
     for head in spec.sliced:
         checkpoint, reread, _ = slice_seconds(spec.graph, head, history)
-        found.update(dict.fromkeys(spec.chains.of(head).steps, Segments(epochs[head].epochs, checkpoint + reread)))
+        chain = spec.chains.of(head).steps
+        found.update(dict.fromkeys(chain, Segments(epochs[head].epochs, checkpoint + reread, chain)))
     for step in spec.auto_epochs:
         measured = checkpoint_seconds(step, history)
         cost = DEFAULT_EPOCH_SECONDS if measured is None else measured
-        found.update(dict.fromkeys(spec.chains.of(step).steps, Segments(epochs[step].epochs, cost)))
+        chain = spec.chains.of(step).steps
+        found.update(dict.fromkeys(chain, Segments(epochs[step].epochs, cost, chain)))
     return found
 
 

@@ -23,7 +23,9 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
   (:data:`~airflow_region_failover.checkpoint.runner.CHECKPOINT_PHASE`); one checkpoint's seconds — those spans
   over the checkpoints it completed — are every member's ``checkpoint_seconds`` (the mean over its subtasks). A
   try that resumed a checkpoint ran only the epochs after it: its compute is scaled by ``epochs / (epochs -
-  skipped)`` to the whole step's work. A step enters a run's
+  skipped)`` to the whole step's work. A **sliced** try's epochs (``checkpoint.sliced``) each read the subtask's
+  inputs again: its inputs' read seconds are one read of them, its reading over the epochs it ran; the rest is what
+  slicing cost (the epochs' ``C``, :mod:`~airflow_region_failover.planning.epochs`), in neither. A step enters a run's
   record only when every one of its subtasks was measured by a try that computed it (a try that kept its committed
   outputs measured no compute; a fused task's try that kept some regions measured the members it ran — its
   compute split over those; one from before ``resumed`` was recorded measured none).
@@ -129,12 +131,13 @@ def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -
             shares[partition] = share
         before = writes.get(partition.result, (0, 0.0))
         writes[partition.result] = (before[0] + size, before[1] + share)
+    epochs = summary.checkpoint
+    passes = epochs.epochs - epochs.skipped if epochs is not None and epochs.sliced else 1
     total_in = sum(i.bytes for i in inputs.values())
     reads: dict[str, float] = {}
-    for partition, entry in inputs.items():
-        share = read * entry.bytes / total_in if total_in else read / len(inputs)
+    for partition, entry in inputs.items():  # one read of them: a sliced try's epochs read them again (module rule)
+        share = read / max(1, passes) * (entry.bytes / total_in if total_in else 1 / len(inputs))
         reads[partition.result] = reads.get(partition.result, 0.0) + share
-    epochs = summary.checkpoint
     checkpointing = 0.0 if line is None or epochs is None else line.total(CHECKPOINT_PHASE)
     ran = tuple(m for m in summary.members if m not in summary.resumed)
     compute = max(0.0, clock - persist - (read if inputs else 0.0) - checkpointing) / max(1, len(ran))

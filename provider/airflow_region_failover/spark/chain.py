@@ -95,9 +95,9 @@ def run_chain(runtime: JobRuntime, members: Sequence[SubtaskId], context: Mappin
     return done if clock is None else replace(done, timeline=clock.timeline())
 
 
-def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[PartitionRef, ...]:
+def _produce(run: SubtaskRun, heard: Heard) -> tuple[PartitionRef, ...]:
     """The outputs of this try: spark-submitted for a script step, else computed in this process (in epochs for
-    a checkpointed chain)."""
+    a checkpointed or sliced chain, which ``heard`` hears of)."""
     if run.script is not None:
         with phase("submit"):
             return submit_script(run)
@@ -107,22 +107,25 @@ def _produce(run: SubtaskRun, listener: Listener | None = None) -> tuple[Partiti
     with phase("compute"):
         if checkpointed is not None:
             with inputs_named(run):
-                return run_checkpointed(spark, run, checkpointed, listener)
+                return run_checkpointed(spark, run, checkpointed, heard)
         sctx = run.contexts[-1]
         epochs = slices_of(Plans(run.io.store.objects), sctx.dag_id, sctx.run_id, run.head.step) if run.sliced else 1
         if epochs > 1:
+            heard.sliced = True
             with inputs_named(run):
-                return run_sliced(spark, run, epochs, listener)
+                return run_sliced(spark, run, epochs, heard)
         return compute(spark, run)
 
 
 @dataclass
 class Heard:
-    """What a checkpointed try reported (where it started, the checkpoints it completed), passed on to ``outer``."""
+    """What a checkpointed try reported (where it started, the checkpoints it completed), passed on to ``outer``;
+    ``sliced``: its epochs are a sliced chain's."""
 
     outer: Listener | None = None
     started: TryRecord | None = None
     checkpoints: list[CheckpointManifest] = field(default_factory=list)
+    sliced: bool = False
 
     def __call__(self, event: CheckpointManifest | TryRecord) -> None:
         if isinstance(event, TryRecord):
@@ -137,7 +140,7 @@ class Heard:
         if self.started is None:
             return None
         return CheckpointEntry(self.started.epochs, self.started.resumed_seq, self.started.skipped,
-                               len(self.checkpoints), sum(c.uploaded_bytes for c in self.checkpoints))
+                               len(self.checkpoints), sum(c.uploaded_bytes for c in self.checkpoints), self.sliced)
 
 
 def publish(ti: Any, ref: PartitionRef) -> None:

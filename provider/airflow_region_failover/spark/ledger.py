@@ -172,24 +172,27 @@ class ReadTotals:
 @dataclass(frozen=True)
 class CheckpointEntry:
     """What a checkpointed try did: ``epochs`` in its plan, ``resumed_from`` (checkpoint number, 0: it started
-    from the first epoch), ``skipped`` epochs, ``checkpoints`` completed and their ``uploaded_bytes``."""
+    from the first epoch), ``skipped`` epochs, ``checkpoints`` completed and their ``uploaded_bytes``; ``sliced``:
+    a sliced chain's try, whose every epoch read the subtask's inputs again (:mod:`.sliced`)."""
 
     epochs: int
     resumed_from: int
     skipped: int
     checkpoints: int
     uploaded_bytes: int
+    sliced: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"epochs": self.epochs, "resumed_from": self.resumed_from, "skipped": self.skipped,
+        """JSON form (``"sliced": true`` only for a sliced try: the form of summaries before slicing otherwise)."""
+        body = {"epochs": self.epochs, "resumed_from": self.resumed_from, "skipped": self.skipped,
                 "checkpoints": self.checkpoints, "uploaded_bytes": self.uploaded_bytes}
+        return {**body, "sliced": True} if self.sliced else body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> CheckpointEntry:
         """Parse the JSON form."""
         return cls(int(body["epochs"]), int(body["resumed_from"]), int(body["skipped"]), int(body["checkpoints"]),
-                   int(body["uploaded_bytes"]))
+                   int(body["uploaded_bytes"]), "sliced" in body and body["sliced"] is True)
 
 
 @dataclass(frozen=True)

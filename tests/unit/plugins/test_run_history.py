@@ -103,6 +103,23 @@ def test_a_checkpointed_try_records_one_checkpoints_seconds_outside_its_compute(
                       lambda p: None, {"sessions": 1}).steps[0].checkpoint_seconds is None
 
 
+def test_a_sliced_try_reads_its_inputs_again_each_epoch_and_records_one_read_of_them() -> None:
+    """A sliced try of 4 epochs (resumed after 1): its 3 epochs each read the subtask's whole share of its input
+    again — 3 s of read spans and 120 MB fetched at 40 MB/s, 6 s — so one read is 2 s; the other 4 s are what
+    slicing costs (the epochs' C), in neither the input's read seconds nor the compute."""
+    line = _line(30.0, tuple(Span("read", float(i), 1.0) for i in range(3)))
+    inputs = {"a->join#0": InputEntry(1, 40_000_000, 1, False)}
+    sliced = replace(_summary("join#0", line, inputs=inputs, fetched=120_000_000),
+                     checkpoint=CheckpointEntry(4, 2, 1, 3, 10, sliced=True))
+    cost = task_cost(sliced, lambda p: None)
+    assert cost.reads == pytest.approx({"a->join": 2.0})
+    assert cost.compute == pytest.approx((30.0 - 6.0) * 4 / 3)  # the whole step's work, as for a resumed try
+    assert CheckpointEntry.from_json(sliced.checkpoint.to_json()) == sliced.checkpoint  # type: ignore[union-attr]
+    checkpointed = task_cost(replace(sliced, checkpoint=CheckpointEntry(4, 2, 1, 3, 10)), lambda p: None)
+    assert checkpointed.reads == pytest.approx({"a->join": 6.0})  # a checkpointed step reads each slice once
+    assert "sliced" not in CheckpointEntry(4, 2, 1, 3, 10).to_json()  # the form of summaries before slicing
+
+
 def test_a_chain_splits_its_compute_over_its_members_and_a_failure_counts_for_its_head() -> None:
     chain = _summary("clean#0", _line(8.0), chain=("gen#0", "clean#0"))
     record = run_record("r1", [TaskTries("gen.clean.0", 2, 20.0, chain)], lambda p: None, {"gen": 1, "clean": 1})

@@ -42,7 +42,7 @@ runs whole, as it did before slicing, until a run measured it; a rare failure ra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,17 +136,34 @@ def choose_slices(graph: JobGraph, sliced: Mapping[str, tuple[tuple[str, ...], i
                   history: History) -> dict[str, EpochsChoice]:
     """The epochs of each sliced chain of ``graph``'s next run (head -> its members and its most epochs; module
     rule)."""
-    return {head: _slices(head, members, most, history, slice_seconds(graph, head, history))
+    costs = slice_costs(graph, sliced, history)
+    return {head: _slices(head, members, most, history, costs[head])
             for head, (members, most) in sorted(sliced.items())}
 
 
-def slice_seconds(graph: JobGraph, head: str, history: History) -> tuple[float, float, bool]:
-    """``C`` of the sliced chain headed by ``head`` (module rule): its checkpoint seconds (measured, or the
-    default), reading the subtask's inputs again, and whether the checkpoint was measured."""
-    costs = [t.checkpoint_seconds for r in history.runs
-             if (t := r.step(head)) is not None and t.checkpoint_seconds is not None]
-    checkpoint = sum(costs) / len(costs) if costs else DEFAULT_EPOCH_SECONDS
-    return checkpoint, read_share(graph, result_estimates(graph, history), head), bool(costs)
+@dataclass(frozen=True)
+class EpochCost:
+    """What one more epoch of a chain subtask costs (module rule): its mean measured ``checkpoint`` seconds
+    (``None`` before one was measured) and ``reread``, reading the subtask's inputs again."""
+
+    checkpoint: float | None
+    reread: float = 0.0
+
+    @property
+    def checkpoint_or_default(self) -> float:
+        """The measured checkpoint seconds, or :data:`DEFAULT_EPOCH_SECONDS` before one was measured."""
+        return DEFAULT_EPOCH_SECONDS if self.checkpoint is None else self.checkpoint
+
+    @property
+    def seconds(self) -> float:
+        """``C``: the checkpoint (or its default) and the re-read."""
+        return self.checkpoint_or_default + self.reread
+
+
+def slice_costs(graph: JobGraph, heads: Iterable[str], history: History) -> dict[str, EpochCost]:
+    """``C`` of each sliced chain (by head step) of ``graph`` after ``history`` (module rule)."""
+    results = result_estimates(graph, history)
+    return {head: EpochCost(checkpoint_seconds(head, history), read_share(graph, results, head)) for head in heads}
 
 
 def checkpoint_seconds(step: str, history: History) -> float | None:
@@ -155,8 +172,7 @@ def checkpoint_seconds(step: str, history: History) -> float | None:
     return sum(costs) / len(costs) if costs else None
 
 
-def _slices(head: str, members: tuple[str, ...], most: int, history: History,
-            figures: tuple[float, float, bool]) -> EpochsChoice:
+def _slices(head: str, members: tuple[str, ...], most: int, history: History, figures: EpochCost) -> EpochsChoice:
     means = []
     for step in members:
         seconds = [s for r in history.runs if (t := r.step(step)) is not None for s in t.subtask_seconds]
@@ -164,12 +180,11 @@ def _slices(head: str, members: tuple[str, ...], most: int, history: History,
             return EpochsChoice(1, f"no run measured {step!r}'s work yet: one epoch (the subtask runs whole)")
         means.append(sum(seconds) / len(seconds))
     work = sum(means)
-    checkpoint, reread, measured_checkpoint = figures
-    cost = checkpoint + reread
+    checkpoint, reread, cost = figures.checkpoint_or_default, figures.reread, figures.seconds
     rate = step_rates([head], history)[head]
     epochs = epochs_for(work, cost, rate.per_task_second, most)
     interval = daly_interval(cost, 1 / rate.per_task_second)
-    measured = "measured" if measured_checkpoint else "not measured yet, the default"
+    measured = "not measured yet, the default" if figures.checkpoint is None else "measured"
     return EpochsChoice(epochs, f"W={work:.3g}s of work per subtask, C={cost:.3g}s per epoch ({checkpoint:.3g}s "
                                 f"checkpoint, {measured}; {reread:.3g}s reading its inputs again), "
                                 f"{rate.per_task_hour:.3g} failures per task-hour ({rate.failures} in "

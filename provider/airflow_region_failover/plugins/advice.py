@@ -35,12 +35,12 @@ from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.job import JobSpec
 from airflow_region_failover.planning.choice import Decision, decide, declared_cost
 from airflow_region_failover.planning.epochs import (
-    DEFAULT_EPOCH_SECONDS,
+    EpochCost,
     EpochsChoice,
     checkpoint_seconds,
     choose_all,
     choose_slices,
-    slice_seconds,
+    slice_costs,
 )
 from airflow_region_failover.planning.history import History, HistoryError, HistorySource
 from airflow_region_failover.planning.model import PlanCost, Segments
@@ -117,18 +117,14 @@ def job_epochs(spec: JobSpec, history: History) -> dict[str, EpochsChoice]:
 def plan_segments(spec: JobSpec, history: History, epochs: Mapping[str, EpochsChoice]) -> dict[str, Segments]:
     """The steps of ``spec`` that run in epochs in its next run, with what one more epoch costs (module rule): a
     sliced chain's members its head's ``C`` (checkpoint and reading its inputs again,
-    :func:`~airflow_region_failover.planning.epochs.slice_seconds`), an AUTO-epochs chain's members its measured
+    :func:`~airflow_region_failover.planning.epochs.slice_costs`), an AUTO-epochs chain's members its measured
     checkpoint seconds (the default before one was measured)."""
+    costs = {**slice_costs(spec.graph, spec.sliced, history),
+             **{step: EpochCost(checkpoint_seconds(step, history)) for step in spec.auto_epochs}}
     found: dict[str, Segments] = {}
-    for head in spec.sliced:
-        checkpoint, reread, _ = slice_seconds(spec.graph, head, history)
+    for head, cost in costs.items():
         chain = spec.chains.of(head).steps
-        found.update(dict.fromkeys(chain, Segments(epochs[head].epochs, checkpoint + reread, chain)))
-    for step in spec.auto_epochs:
-        measured = checkpoint_seconds(step, history)
-        cost = DEFAULT_EPOCH_SECONDS if measured is None else measured
-        chain = spec.chains.of(step).steps
-        found.update(dict.fromkeys(chain, Segments(epochs[step].epochs, cost, chain)))
+        found.update(dict.fromkeys(chain, Segments(epochs[head].epochs, cost.seconds, chain)))
     return found
 
 

@@ -15,9 +15,10 @@ Rules:
   so) — "frequent" late failures, then, not every run;
 * before each run the script waits until the watcher has stored the decision after the DAG's previous run, then
   asks the Failover plugin's ``/api/advise/<dag>`` for the model's figures on the same history: the chosen plan's
-  expected seconds and spread, and all-BLOCKING's and all-fused's. After the run, the plan it actually ran (fixed
-  at its start, ``Plans.of_run``) is recorded beside them, so the record shows what AUTO chose and what the model
-  predicted against what the run measured.
+  expected seconds and spread, and all-BLOCKING's and all-fused's, with the history window they came from
+  (``predicted["history"]``, the form ``region-failover advise --history FILE`` reads: a later model can replay the
+  prediction on it). After the run, the plan it actually ran (fixed at its start, ``Plans.of_run``) is recorded
+  beside them, so the record shows what AUTO chose and what the model predicted against what the run measured.
 """
 
 from __future__ import annotations
@@ -112,12 +113,12 @@ class AutoRuns:
         reply = httpx.get(url, headers={"Authorization": f"Bearer {self.api.token()}"}, timeout=120.0)
         reply.raise_for_status()
         body = reply.json()
-        decision = body["decision"]
+        decision, history = body["decision"], body.get("history")
         if decision is None and "expected" in body:
             declared = body["expected"]
             return {"plan": [], "reason": body["note"], "all_blocking": None, "all_fused": None,
                     "chosen": {"expected_s": declared["expected_seconds"], "spread_s": declared["spread_seconds"]},
-                    "failures_per_task_hour": None}
+                    "failures_per_task_hour": None, "history": history}
         if decision is None or decision["chosen"] is None:
             return None
 
@@ -129,4 +130,4 @@ class AutoRuns:
         fused = sorted(r for r, c in decision["plan"]["choices"].items() if c == "FUSED")
         return {"plan": fused, "reason": decision["reason"], "chosen": seconds("chosen"),
                 "all_blocking": seconds("all_blocking"), "all_fused": seconds("all_fused"),
-                "failures_per_task_hour": decision["failure_rate"]["per_task_hour"]}
+                "failures_per_task_hour": decision["failure_rate"]["per_task_hour"], "history": history}

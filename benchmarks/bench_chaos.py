@@ -244,7 +244,8 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                     print(json.dumps({"size": size["label"], "config": config, "interval_s": interval,
                                       "result": shown, "failures": run["failures"],
                                       "report_ok": run.get("report_ok"), "epochs": run.get("epochs"),
-                                      "predicted": run.get("predicted")}), flush=True)
+                                      "predicted": {k: v for k, v in (run.get("predicted") or {}).items()
+                                                    if k != "history"}}), flush=True)
             print("\n| size | config | without failure s | T s | completion s | failures | x without | report |"
                   "\n|---|---|---:|---:|---:|---:|---:|---|")
             for (config, interval), run in results.items():

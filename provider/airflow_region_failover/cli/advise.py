@@ -130,8 +130,10 @@ def format_decision(decision: Decision) -> str:
              f"prior {rate.prior_per_task_hour:g} per task-hour weighing {rate.prior_task_hours:g} task-hours)"]
     failing = {s: r for s, r in decision.step_rates.items() if r.failures}
     for step, step_rate in failing.items():
+        lost = step_rate.lost_fraction
+        where = "" if lost is None else f", {lost:.0%} of an attempt lost per failure"
         lines.append(f"  step {step}: {step_rate.per_task_hour:.3g} per task-hour ({step_rate.failures} failed "
-                     f"tries in {step_rate.task_hours * 3600:.0f} task-seconds)")
+                     f"tries in {step_rate.task_hours * 3600:.0f} task-seconds{where})")
     lines.append(f"decision: {decision.reason}")
     lines.append("")
     lines.append(f"{'AUTO result':<28} {'choice':<9} {'if persisted':>13} {'if fused':>10}  figures")

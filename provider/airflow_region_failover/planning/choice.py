@@ -41,7 +41,7 @@ from airflow_region_failover.planning.estimates import Estimates, estimate
 from airflow_region_failover.planning.history import History
 from airflow_region_failover.planning.model import PlanCost, Segments, plan_cost
 from airflow_region_failover.planning.policy import DEFAULT_POLICY, PlannerPolicy
-from airflow_region_failover.planning.rate import FailureRate, failure_rate, step_rates
+from airflow_region_failover.planning.rate import FailureRate, failure_rate, lost_fractions, step_rates
 
 Costing = Callable[[ExchangePlan], PlanCost]
 
@@ -125,7 +125,7 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
                         previous, policy=policy)
     estimates = estimate(graph, window)
     rates = step_rates((s.id for s in graph.steps), window)
-    per_second = {step: r.per_task_second for step, r in rates.items()}
+    per_second, lost = {step: r.per_task_second for step, r in rates.items()}, lost_fractions(rates)
     fixed = dict(pinned or {})
     for result in auto:
         if result not in estimates.results and result not in fixed:
@@ -137,7 +137,7 @@ def decide(graph: JobGraph, history: History, policy: PlannerPolicy = DEFAULT_PO
     def cost(plan: ExchangePlan) -> PlanCost:  # a plan that ran, from its own runs' compute (:mod:`.estimates`)
         if plan not in costed:
             costed[plan] = plan_cost(graph, plan, estimate(graph, window, plan), per_second, policy.restart_seconds,
-                                     serial, segments)
+                                     serial, segments, lost)
         return costed[plan]
 
     free = [r for r in auto if r not in fixed]
@@ -157,7 +157,7 @@ def declared_cost(graph: JobGraph, history: History, policy: PlannerPolicy = DEF
     window = history.last(policy.window)
     rates = step_rates((s.id for s in graph.steps), window)
     return plan_cost(graph, ExchangePlan(), estimate(graph, window), {s: r.per_task_second for s, r in rates.items()},
-                     policy.restart_seconds, serial, segments)
+                     policy.restart_seconds, serial, segments, lost_fractions(rates))
 
 
 def _switch(previous: PlanCost, best: PlanCost, policy: PlannerPolicy) -> tuple[PlanCost, str]:

@@ -7,7 +7,9 @@ Rules:
   committed bytes and the seconds its producers spent writing it and its consumers reading it back, summed over
   subtasks (:class:`ResultBytes`; either time may be unknown, then it is estimated from the bytes and a measured
   throughput, :mod:`.estimates`); the failed task tries of the run per step and the task seconds of all its tries
-  (the exposure a failure rate divides by); and the exchange plan it ran;
+  (the exposure a failure rate divides by), and per step each of its failed tries (:class:`FailedTry`: its
+  seconds, and how far into its task's attempt it failed — where failures come in a try decides what each one
+  loses, :mod:`.model`); and the exchange plan it ran;
 * the records are JSON (``{"runs": [<RunRecord.to_json()>, ...]}``, :meth:`History.to_json`): bad input is a
   :class:`HistoryError` naming the run and the key;
 * where the records come from is a :class:`HistorySource`: earlier runs' task summaries and manifests in the
@@ -67,6 +69,28 @@ class ResultBytes:
 
 
 @dataclass(frozen=True)
+class FailedTry:
+    """One failed task try counted for a step: the ``seconds`` it ran and ``fraction``, how far into its task's
+    attempt it failed (its seconds over those of the task's try that succeeded, at most 1; ``None``: not known —
+    no try of the task succeeded, or it ran in epochs, where a failure loses only what followed its last
+    checkpoint)."""
+
+    seconds: float
+    fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.seconds < 0 or (self.fraction is not None and not 0 <= self.fraction <= 1):
+            raise ValueError(f"FailedTry({self.seconds}, {self.fraction}): seconds >= 0, a fraction in [0, 1]")
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"seconds": ...}``, with ``"fraction"`` when known."""
+        body: dict[str, Any] = {"seconds": self.seconds}
+        if self.fraction is not None:
+            body["fraction"] = self.fraction
+        return body
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """What one run measured (module rules)."""
 
@@ -76,6 +100,7 @@ class RunRecord:
     failures: Mapping[str, int]
     task_seconds: float
     plan: ExchangePlan = field(default_factory=ExchangePlan)
+    failed_tries: Mapping[str, tuple[FailedTry, ...]] = field(default_factory=dict)
 
     def step(self, step_id: str) -> StepTimes | None:
         """This run's times of ``step_id``, or ``None``."""
@@ -86,15 +111,19 @@ class RunRecord:
         return next((r for r in self.results if r.result == result_id), None)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {"run_id": self.run_id, "steps": [s.to_json() for s in self.steps],
+        """The JSON form; ``"failed_tries"`` only when a failed try was measured."""
+        body = {"run_id": self.run_id, "steps": [s.to_json() for s in self.steps],
                 "results": [r.to_json() for r in self.results], "failures": dict(sorted(self.failures.items())),
                 "task_seconds": self.task_seconds, "plan": self.plan.to_json()}
+        if self.failed_tries:
+            body["failed_tries"] = {k: [t.to_json() for t in v] for k, v in sorted(self.failed_tries.items())}
+        return body
 
     @classmethod
     def from_json(cls, raw: object, where: str) -> RunRecord:
         """Parse :meth:`to_json`'s form; ``where`` names the record in errors."""
-        doc = _object(raw, where, {"run_id", "steps", "results", "failures", "task_seconds"}, {"plan"})
+        doc = _object(raw, where, {"run_id", "steps", "results", "failures", "task_seconds"},
+                      {"plan", "failed_tries"})
         run_id = doc["run_id"]
         if not isinstance(run_id, str) or not run_id:
             raise HistoryError(f"{where}: 'run_id' {run_id!r} must be a non-empty string")
@@ -112,7 +141,8 @@ class RunRecord:
         except GraphError as exc:
             raise HistoryError(f"{where}: {exc}") from None
         return cls(run_id, steps, results, {str(k): v for k, v in failures.items()},
-                   _seconds(doc["task_seconds"], where, "task_seconds"), plan)
+                   _seconds(doc["task_seconds"], where, "task_seconds"), plan,
+                   _failed_tries(doc.get("failed_tries", {}), where))
 
 
 @dataclass(frozen=True)
@@ -174,6 +204,26 @@ def _seconds(raw: object, where: str, key: str) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0:
         raise HistoryError(f"{where}: {key!r} {raw!r} must be a number of seconds >= 0")
     return float(raw)
+
+
+def _failed_tries(raw: object, where: str) -> dict[str, tuple[FailedTry, ...]]:
+    example = '{"join": [{"seconds": 61.5, "fraction": 0.4}]}'
+    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+        raise HistoryError(f"{where}: 'failed_tries' {raw!r} must map step ids to lists of tries, e.g. {example}")
+    found: dict[str, tuple[FailedTry, ...]] = {}
+    for step, tries in raw.items():
+        parsed = []
+        for number, body in enumerate(tries):
+            at = f"{where} failed_tries[{step!r}][{number}]"
+            doc = _object(body, at, {"seconds"}, {"fraction"})
+            fraction = doc.get("fraction")
+            if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                         or not 0 <= fraction <= 1):
+                raise HistoryError(f"{at}: 'fraction' {fraction!r} must be a number in [0, 1], e.g. {example}")
+            parsed.append(FailedTry(_seconds(doc["seconds"], at, "seconds"),
+                                    None if fraction is None else float(fraction)))
+        found[str(step)] = tuple(parsed)
+    return found
 
 
 def _step(raw: object, where: str) -> StepTimes:

@@ -20,6 +20,21 @@ The model (the standard one for work that restarts from its start; Young 1974, D
   and the variance of a geometric sum: ``N`` failed attempts (mean q/p, variance q/p², p = e^{−m}, q = 1 − p),
   each losing a time ``X`` exponential at the wall rate ``m/W`` cut at ``W``, plus ``R``:
   ``Var = E[N]·Var(X) + Var(N)·(E[X] + R)²``;
+* where the history measured how far into their attempts failures came (``lost``: per step, the mean fraction
+  of its attempt a failed try ran, :attr:`.rate.FailureRate.lost_fraction`), a failure loses that much instead of
+  the exponential's share: failures need not be memoryless (a step that fails at the end of every first try
+  loses a whole attempt each time, one killed by a steady clock a part). A failed attempt running a fraction
+  ``φ`` of ``W`` and the rate ``m`` per ``W`` seconds of exposure (which counts the failed attempts' seconds,
+  :mod:`.rate`) leave ``m / (1 − m·φ)`` failed attempts per success (the renewal identity: failures per exposure
+  second = ``q / (q·φW + (1 − q)·W)``), so
+
+      E = W + m·(φ·W + R) / (1 − m·φ),     Var = N̄·(1 + N̄)·(φ·W + R)²,   N̄ = m / (1 − m·φ)
+
+  which is the formula above exactly when ``φ`` is the exponential's mean share ``1/m − e^{−m}/(1 − e^{−m})``;
+  ``m·φ`` is held to at most :data:`MAX_LOST_SHARE` (beyond it no attempt would finish). A region's ``φ`` weighs
+  its steps' by their failures: a failure of step ``s`` at fraction ``φ_s`` of its work loses the seconds before
+  ``s`` starts in the region (its longest path) and ``φ_s`` of its slowest subtask; a step with none measured
+  loses the exponential's share;
 * the plan's completion time is the longest path through the region graph (regions joined by BLOCKING results)
   weighted by each region's ``E`` — independent regions run side by side, as Airflow runs them given slots — and
   its spread the square root of the variances summed along that path (PERT's approximation);
@@ -51,20 +66,40 @@ from airflow_region_failover.planning.estimates import Estimates, read_share
 
 DEFAULT_RESTART_SECONDS = 10.0
 """R: seconds a restart loses besides the lost work (Airflow clearing and scheduling the tasks, a Spark session)."""
+MAX_LOST_SHARE = 0.95
+"""The most ``m·φ`` may be (module rule): at most ``m / 0.05`` failed attempts per success."""
 _TINY = 1e-6
 
 
-def expected_time(work: float, failures: float, restart_seconds: float = 0.0) -> float:
-    """Mean completion time of ``work`` wall seconds meeting ``failures`` (m) failures per attempt on average."""
+def failed_attempts(failures: float, lost: float) -> float:
+    """N̄: failed attempts per success at ``failures`` (m) per attempt's exposure, each running ``lost`` (φ) of it."""
+    return failures / (1 - min(failures * lost, MAX_LOST_SHARE))
+
+
+def memoryless_share(failures: float) -> float:
+    """The exponential's mean share of an attempt a failure loses at ``failures`` (m) per attempt (module rule)."""
+    if failures < _TINY:
+        return 0.5 - failures / 12
+    return 1 / failures - 1 / math.expm1(failures)
+
+
+def expected_time(work: float, failures: float, restart_seconds: float = 0.0, lost: float | None = None) -> float:
+    """Mean completion time of ``work`` wall seconds meeting ``failures`` (m) failures per attempt on average, each
+    losing the exponential's share of the attempt or ``lost`` of it (module rule)."""
+    if lost is not None:
+        return work + failed_attempts(failures, lost) * (lost * work + restart_seconds)
     if failures < _TINY:
         return work * (1 + failures / 2) + restart_seconds * failures
     return math.expm1(failures) * (work / failures + restart_seconds)
 
 
-def time_variance(work: float, failures: float, restart_seconds: float = 0.0) -> float:
+def time_variance(work: float, failures: float, restart_seconds: float = 0.0, lost: float | None = None) -> float:
     """Variance of that completion time (module rule)."""
     if work <= 0 or failures <= 0:
         return 0.0
+    if lost is not None:
+        attempts = failed_attempts(failures, lost)
+        return attempts * (1 + attempts) * (lost * work + restart_seconds) ** 2
     if failures < _TINY:  # at most one failure, at a uniform point of the attempt
         return failures * (work * work / 3 + work * restart_seconds + restart_seconds ** 2)
     p = math.exp(-failures)
@@ -72,8 +107,8 @@ def time_variance(work: float, failures: float, restart_seconds: float = 0.0) ->
     scale = work / failures  # 1 / the wall rate
     lost = scale - work * p / q  # E[X | X < W]
     lost_square = (2 * scale * scale - p * (work * work + 2 * work * scale + 2 * scale * scale)) / q
-    failed_attempts, attempts_variance = q / p, q / (p * p)
-    return failed_attempts * max(lost_square - lost * lost, 0.0) + attempts_variance * (lost + restart_seconds) ** 2
+    mean_failed, attempts_variance = q / p, q / (p * p)
+    return mean_failed * max(lost_square - lost * lost, 0.0) + attempts_variance * (lost + restart_seconds) ** 2
 
 
 @dataclass(frozen=True)
@@ -100,14 +135,16 @@ def _epochs_of(region: Region, segments: Mapping[str, Segments]) -> Segments | N
 
 
 def region_time(work: float, failures: float, restart_seconds: float,
-                epochs: Segments | None = None) -> tuple[float, float]:
-    """A region's expected completion seconds and their variance, whole or in epochs (module rule)."""
+                epochs: Segments | None = None, lost: float | None = None) -> tuple[float, float]:
+    """A region's expected completion seconds and their variance, whole or in epochs, a failure losing the
+    exponential's share of an attempt or ``lost`` of it (module rule)."""
     if epochs is None or work <= 0:
-        return expected_time(work, failures, restart_seconds), time_variance(work, failures, restart_seconds)
+        return (expected_time(work, failures, restart_seconds, lost),
+                time_variance(work, failures, restart_seconds, lost))
     seconds = work / epochs.epochs + epochs.seconds
     meets = failures * seconds / work
-    return (epochs.epochs * expected_time(seconds, meets, restart_seconds),
-            epochs.epochs * time_variance(seconds, meets, restart_seconds))
+    return (epochs.epochs * expected_time(seconds, meets, restart_seconds, lost),
+            epochs.epochs * time_variance(seconds, meets, restart_seconds, lost))
 
 
 @dataclass(frozen=True)
@@ -150,10 +187,12 @@ class PlanCost:
 
 def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_task_second: Mapping[str, float],
               restart_seconds: float = DEFAULT_RESTART_SECONDS,
-              serial: Sequence[frozenset[str]] = (), segments: Mapping[str, Segments] | None = None) -> PlanCost:
+              serial: Sequence[frozenset[str]] = (), segments: Mapping[str, Segments] | None = None,
+              lost: Mapping[str, float] | None = None) -> PlanCost:
     """The expected completion time of ``graph`` (with its AUTO edges) under ``plan``, each step failing at its
     rate ``per_task_second[step]``; ``serial``: the subtask ids (``step#i``) each task that runs several runs;
-    ``segments``: the steps that run in epochs (module rules)."""
+    ``segments``: the steps that run in epochs; ``lost``: per step, the fraction of its attempt a failure of it
+    was measured to lose (module rules)."""
     concrete = resolve(graph, plan)
     regions = compute_regions(concrete)
     costs = _subtask_seconds(concrete, estimates)
@@ -165,11 +204,15 @@ def plan_cost(graph: JobGraph, plan: ExchangePlan, estimates: Estimates, per_tas
         task = next((i for i, members in enumerate(serial) if ids <= members), None)
         if task is not None:
             tasks[task].append(number)
-        work = exposure if task is not None else _longest_path(
-            concrete, region.steps, {s: max(costs[(s, t.index)] for t in region.subtasks if t.step == s)
-                                     for s in region.steps})
-        failures = sum(per_task_second[t.step] * costs[(t.step, t.index)] for t in region.subtasks)
-        expected, variance = region_time(work, failures, restart_seconds, _epochs_of(region, segments or {}))
+        slowest = {s: max(costs[(s, t.index)] for t in region.subtasks if t.step == s) for s in region.steps}
+        starts = _starts(concrete, region.steps, slowest)
+        work = exposure if task is not None else max((starts[s] + slowest[s] for s in region.steps), default=0.0)
+        meets = {s: 0.0 for s in region.steps}
+        for t in region.subtasks:
+            meets[t.step] += per_task_second[t.step] * costs[(t.step, t.index)]
+        failures = sum(meets.values())
+        share = _lost_share(work, meets, starts, slowest, lost or {})
+        expected, variance = region_time(work, failures, restart_seconds, _epochs_of(region, segments or {}), share)
         region_costs.append(RegionCost(region.id, region.steps, work, exposure, expected, variance, failures))
     expected, variance, path = _critical_path(regions, region_costs, tasks)
     return PlanCost(plan, expected, math.sqrt(variance), tuple(region_costs), path)
@@ -209,14 +252,26 @@ def _topological(successors: Sequence[set[int]]) -> list[int]:
     return order
 
 
-def _longest_path(graph: JobGraph, steps: tuple[str, ...], cost: dict[str, float]) -> float:
-    """The longest path through ``steps`` (in topological order) along the graph's edges among them."""
+def _starts(graph: JobGraph, steps: tuple[str, ...], cost: dict[str, float]) -> dict[str, float]:
+    """Each of ``steps``' start: the longest path to it (in topological order) along the graph's edges among them."""
     inside = set(steps)
-    finish: dict[str, float] = {}
+    start: dict[str, float] = {}
     for step in steps:
-        before = [finish[e.source] for e in graph.inputs(step) if e.source in inside and e.source in finish]
-        finish[step] = max(before, default=0.0) + cost[step]
-    return max(finish.values(), default=0.0)
+        start[step] = max((start[e.source] + cost[e.source] for e in graph.inputs(step)
+                           if e.source in inside and e.source in start), default=0.0)
+    return start
+
+
+def _lost_share(work: float, meets: Mapping[str, float], starts: Mapping[str, float], slowest: Mapping[str, float],
+                lost: Mapping[str, float]) -> float | None:
+    """φ of a region: its steps' measured losses weighed by their failures (module rule); ``None`` when none of
+    its failing steps measured one (the exponential's share, as for one step)."""
+    failures = sum(meets.values())
+    if work <= 0 or failures <= 0 or not any(meets[s] > 0 and s in lost for s in meets):
+        return None
+    memoryless = memoryless_share(failures)
+    return sum(m * (min(1.0, (starts[s] + lost[s] * slowest[s]) / work) if s in lost else memoryless)
+               for s, m in meets.items()) / failures
 
 
 def _critical_path(regions: Regions, costs: list[RegionCost],

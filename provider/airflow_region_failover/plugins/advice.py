@@ -21,7 +21,9 @@ Rules:
   such steps gets its declared plan's expected completion time (``expected``,
   :func:`~airflow_region_failover.planning.choice.declared_cost`) — a history that cannot cost it leaves it out, with
   a ``note``;
-* :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers.
+* :meth:`Advice.to_json` is what ``advise DAG_ID -o json`` prints and ``/api/advise/DAG_ID`` answers, with the
+  history window it came from (``"history"``, the form ``advise --history FILE`` reads: saved, it replays the
+  advice — as the benchmarks keep it beside each prediction).
 """
 
 from __future__ import annotations
@@ -59,17 +61,20 @@ class Advice:
     note: str = ""
     epochs: Mapping[str, EpochsChoice] = field(default_factory=dict)
     expected: PlanCost | None = None
+    history: History | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """``{"dag_id": ..., "note": ..., "decision": <Decision.to_json()> | null}``, and ``"epochs": {<step>:
-        {"epochs": n, "reason": ...}}`` for a job with AUTO-epochs steps, and ``"expected": <PlanCost.to_json()>``
-        when there is a declared plan's cost."""
+        {"epochs": n, "reason": ...}}`` for a job with AUTO-epochs steps, ``"expected": <PlanCost.to_json()>``
+        when there is a declared plan's cost and ``"history": <History.to_json()>`` when one was read."""
         body = {"dag_id": self.dag_id, "note": self.note,
                 "decision": None if self.decision is None else self.decision.to_json()}
         if self.epochs:
             body["epochs"] = {step: c.to_json() for step, c in sorted(self.epochs.items())}
         if self.expected is not None:
             body["expected"] = self.expected.to_json()
+        if self.history is not None:
+            body["history"] = self.history.to_json()
         return body
 
 
@@ -98,14 +103,14 @@ def advise(dag_id: str, spec: JobSpec, source: HistorySource | None = None,
     if not spec.auto.results:
         note = f"DAG {dag_id!r} declares no AUTO edge: every exchange is as declared"
         try:
-            return Advice(dag_id, None, note, epochs, declared_cost(graph, history, policy, (), segments))
+            return Advice(dag_id, None, note, epochs, declared_cost(graph, history, policy, (), segments), window)
         except HistoryError as exc:
-            return Advice(dag_id, None, f"{note}; no expected completion time: {exc}", epochs)
+            return Advice(dag_id, None, f"{note}; no expected completion time: {exc}", epochs, history=window)
     try:
         return Advice(dag_id, decide(graph, history, policy, dict(spec.auto.pinned), serial_tasks(spec), segments),
-                      epochs=epochs)
+                      epochs=epochs, history=window)
     except HistoryError as exc:
-        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs)
+        return Advice(dag_id, None, f"DAG {dag_id!r}: {exc}", epochs, history=window)
 
 
 def job_epochs(spec: JobSpec, history: History) -> dict[str, EpochsChoice]:

@@ -42,7 +42,11 @@ Rules — how one run becomes a :class:`~airflow_region_failover.planning.histor
 * **Failures**: a step task's failed tries (``task_instance`` and ``task_instance_history`` rows in state
   ``failed``), each counted for the member whose function raised where the run's decision log names it (a fused
   task's members may sit in different regions of the run's plan, and a failure restarts the region it hits), else
-  for the task's first step (a chain's head, in the same region as its members);
+  for the task's first step (a chain's head, in the same region as its members); each failed try is also
+  recorded for that step (``failed_tries``): its duration, and how far into the task's attempt it failed — its
+  duration over that of the task's try that succeeded in the run, at most 1, Airflow's clock for both — unless
+  no try of the task succeeded in the run (an attempt's length is then unknown) or the task ran in epochs (a try
+  of it reported its epochs: a failure there loses what followed the last checkpoint, not its try's time);
   **task seconds**: the durations of all its step tasks' tries.
 * **Plan**: the plan the run ran, as the store keeps it (:meth:`~airflow_region_failover.decisions.plans.Plans
   .of_run`: a job rendered ``PER_RUN`` fixes one per run); a run without one (rendered with a fixed plan, or
@@ -62,7 +66,7 @@ from airflow_region_failover.graph.auto import ExchangePlan
 from airflow_region_failover.graph.ids import PartitionId, SubtaskId
 from airflow_region_failover.naming import OPERATOR_NAME, subtasks_of
 from airflow_region_failover.planning.estimates import DEFAULT_READ_BYTES_PER_SECOND, DEFAULT_WRITE_BYTES_PER_SECOND
-from airflow_region_failover.planning.history import History, ResultBytes, RunRecord, StepTimes
+from airflow_region_failover.planning.history import FailedTry, History, ResultBytes, RunRecord, StepTimes
 from airflow_region_failover.planning.policy import PlannerPolicy
 from airflow_region_failover.spark.ledger import TaskSummary
 
@@ -101,13 +105,23 @@ class TaskCost:
 @dataclass(frozen=True)
 class TaskTries:
     """One step task of a run: its failed tries, the seconds of all its tries, its summary (``None``: no
-    measured try) and ``partials``, what its failed tries measured (oldest first)."""
+    measured try) and ``partials``, what its failed tries measured (oldest first); ``durations``: each failed
+    try's seconds, oldest first, and ``succeeded``: the seconds of the try that succeeded (``None``: none did)."""
 
     task_id: str
     failed: int
     seconds: float
     summary: TaskSummary | None
     partials: tuple[TaskSummary, ...] = ()
+    durations: tuple[float, ...] = ()
+    succeeded: float | None = None
+
+    def failed_tries(self) -> tuple[FailedTry, ...]:
+        """Each failed try, oldest first, with how far into the task's attempt it failed (module rule)."""
+        whole = self.succeeded or 0.0
+        epochs = any(s.checkpoint is not None for s in (*self.partials, self.summary) if s is not None)
+        return tuple(FailedTry(round(d, 3), None if epochs or whole <= 0 else round(min(1.0, d / whole), 4))
+                     for d in self.durations)
 
 
 def task_cost(summary: TaskSummary, sizes: Sizes, cores: int = EXECUTOR_CORES) -> TaskCost:
@@ -194,15 +208,20 @@ def run_record(run_id: str, tasks: Sequence[TaskTries], sizes: Sizes, parallelis
     results = tuple(ResultBytes(r, size, writes.get(r) or None, reads.get(r) or None) for r, size in sizes_of.items()
                     if r not in unsized)
     failures: dict[str, int] = {}
+    failed: dict[str, list[FailedTry]] = {}
     for task in tasks:
         members = subtasks_of(task.task_id)
         if task.failed and members:
             own = {m.step for m in members}
             named = [SubtaskId.parse(s).step for s in (raised or {}).get(task.task_id, ())]
             counted = [step for step in named if step in own][:task.failed]
-            for step in (*counted, *[members[0].step] * (task.failed - len(counted))):
+            charged = (*counted, *[members[0].step] * (task.failed - len(counted)))
+            for step in charged:
                 failures[step] = failures.get(step, 0) + 1
-    return RunRecord(run_id, steps, results, failures, sum(t.seconds for t in tasks))
+            for step, tried in zip(charged, task.failed_tries(), strict=False):
+                failed.setdefault(step, []).append(tried)
+    return RunRecord(run_id, steps, results, failures, sum(t.seconds for t in tasks),
+                     failed_tries={k: tuple(v) for k, v in failed.items()})
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -308,20 +327,27 @@ def step_tries(dag_id: str, run_id: str) -> list[TaskTries]:
     from airflow.models.xcom import XComModel  # deferred: as above
     from airflow.utils.session import create_session  # deferred: as above
 
-    tries: dict[str, list[tuple[str, float]]] = {}
+    tries: dict[str, list[tuple[int, str, float]]] = {}
     with create_session() as session:
         for model in (TaskInstance, TaskInstanceHistory):
-            rows = (session.query(model.task_id, model.state, model.duration)
+            rows = (session.query(model.task_id, model.try_number, model.state, model.duration)
                     .filter(model.dag_id == dag_id, model.run_id == run_id, model.operator == OPERATOR_NAME).all())
-            for task_id, state, duration in rows:
-                tries.setdefault(str(task_id), []).append((str(getattr(state, "value", state)), float(duration or 0)))
+            for task_id, number, state, duration in rows:
+                tries.setdefault(str(task_id), []).append((int(number or 0), str(getattr(state, "value", state)),
+                                                           float(duration or 0)))
         rows = (session.query(XComModel)
                 .filter(XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == "return_value",
                         XComModel.task_id.in_(list(tries))).all())
         summaries = {str(row.task_id): XComModel.deserialize_value(row) for row in rows}
-    return [TaskTries(task_id, sum(1 for s, _ in found if s == "failed"), sum(d for _, d in found),
-                      _summary(summaries.get(task_id)))
-            for task_id, found in sorted(tries.items())]
+    return [tries_of(task_id, found, _summary(summaries.get(task_id))) for task_id, found in sorted(tries.items())]
+
+
+def tries_of(task_id: str, found: Sequence[tuple[int, str, float]], summary: TaskSummary | None) -> TaskTries:
+    """A step task's tries (``(try_number, state, duration)``) as a :class:`TaskTries`."""
+    ordered = sorted(found)
+    failed = tuple(d for _, s, d in ordered if s == "failed")
+    succeeded = next((d for _, s, d in reversed(ordered) if s == "success"), None)
+    return TaskTries(task_id, len(failed), sum(d for _, _, d in ordered), summary, (), failed, succeeded)
 
 
 def _summary(value: object) -> TaskSummary | None:

@@ -127,6 +127,18 @@ def test_advise_by_dag_id_reads_the_job_and_its_history(etl_dag: None, capsys: p
     assert document["decision"]["plan"]["choices"]["aggregate->report"] == "BLOCKING"
 
 
+def test_the_history_an_advice_printed_replays_it(etl_dag: None, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``advise DAG -o json`` carries the history window it came from, in the form ``--history FILE`` reads: saved,
+    it gives the same decision offline (how the benchmarks keep the history beside each prediction)."""
+    assert main(["advise", "etl", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    saved = tmp_path / "history.json"
+    saved.write_text(json.dumps(document["history"]))
+    assert main(["advise", GRAPH, "--history", str(saved), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == document["decision"]
+
+
 def test_a_dag_without_auto_edges_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from airflow_region_failover.plugins import advice
 

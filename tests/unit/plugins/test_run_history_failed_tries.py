@@ -6,17 +6,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_region_failover.decisions.failed_tries import FailedTries
 from airflow_region_failover.graph.ids import SubtaskId
-from airflow_region_failover.plugins.run_history import AirflowHistory, TaskTries, run_record, task_cost
-from airflow_region_failover.spark.ledger import OutputEntry, ReadTotals, TaskLedger, TaskSummary
+from airflow_region_failover.planning.history import FailedTry
+from airflow_region_failover.plugins.run_history import AirflowHistory, TaskTries, run_record, task_cost, tries_of
+from airflow_region_failover.spark.ledger import CheckpointEntry, OutputEntry, ReadTotals, TaskLedger, TaskSummary
 from airflow_region_failover.timeline import Span, Timeline
 from tests.support.metadata import add_run, add_task
 from tests.support.store import moto_store
-from tests.unit.plugins.test_run_history import DAG, session  # noqa: F401 - the fixture
+from tests.unit.plugins.test_run_history import DAG, _history_row, _returned, session  # noqa: F401 - the fixture
 
 GEN, AGG = SubtaskId("gen", 0), SubtaskId("agg", 0)
 TASK = "gen.agg.0"
@@ -81,3 +83,32 @@ def test_the_record_round_trips_and_keeping_never_raises() -> None:
         layout = store.objects.layout
         assert layout.failed_try(DAG, "r1", TASK, 1).startswith(f"{layout.failover_root}/runs/")
     assert list(found) == [TASK] and [TaskSummary.from_json(b) for b in found[TASK]] == [FAILED]
+
+
+def test_each_failed_try_records_its_seconds_and_how_far_into_the_attempt_it_failed(session: Any) -> None:  # noqa: F811
+    """gen.agg.0 failed twice (30 s, then 60 s — killed, as by a steady clock) before a 120 s try succeeded: the
+    failures count for gen (the task's first step; no decision names a member) with a quarter and a half of an
+    attempt lost; the run's task seconds are all three tries'."""
+    with moto_store() as store:
+        add_run(session, DAG, "r1", "success", datetime.now(timezone.utc) - timedelta(minutes=5))
+        add_task(session, DAG, "r1", TASK, "success", 3)
+        _history_row(session, "r1", TASK, 2, "failed", 60.0)
+        _history_row(session, "r1", TASK, 1, "failed", 30.0)
+        session.commit()
+        _returned(session, "r1", TASK, RESUMED.to_json(), 120.0)
+        (run,) = AirflowHistory(store, {"gen": 1, "agg": 1}).history(DAG).runs
+    assert run.failures == {"gen": 2} and run.task_seconds == 210.0
+    assert run.failed_tries == {"gen": (FailedTry(30.0, 0.25), FailedTry(60.0, 0.5))}
+
+
+def test_a_try_longer_than_the_one_that_succeeded_lost_one_attempt_and_epochs_lose_no_share() -> None:
+    """A failed try longer than the successful one (which resumed kept members) lost at most one attempt; a task
+    that ran in epochs lost what followed its last checkpoint, which its try's time does not say; in a run whose
+    task never succeeded an attempt's length is unknown (a try killed at 80 s is no late failure)."""
+    tries = tries_of(TASK, [(2, "success", 40.0), (1, "failed", 90.0)], RESUMED)
+    assert tries.failed_tries() == (FailedTry(90.0, 1.0),)
+    sliced = tries_of(TASK, [(2, "success", 40.0), (1, "failed", 90.0)],
+                      replace(RESUMED, checkpoint=CheckpointEntry(4, 1, 1, 2, 1000, sliced=True)))
+    assert sliced.failed_tries() == (FailedTry(90.0, None),)
+    never = tries_of(TASK, [(1, "failed", 20.0), (2, "failed", 80.0)], None)
+    assert never.failed == 2 and never.failed_tries() == (FailedTry(20.0), FailedTry(80.0))

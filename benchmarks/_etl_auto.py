@@ -16,9 +16,11 @@ Rules:
 * before each run the script waits until the watcher has stored the decision after the DAG's previous run, then
   asks the Failover plugin's ``/api/advise/<dag>`` for the model's figures on the same history: the chosen plan's
   expected seconds and spread, and all-BLOCKING's and all-fused's, with the history window they came from
-  (``predicted["history"]``, the form ``region-failover advise --history FILE`` reads: a later model can replay the
-  prediction on it). After the run, the plan it actually ran (fixed at its start, ``Plans.of_run``) is recorded
-  beside them, so the record shows what AUTO chose and what the model predicted against what the run measured.
+  (``predicted["history"]``, the form ``region-failover advise --history FILE`` reads) and the DAG's job document
+  (``predicted["job"]``, its ``region_failover_job`` param from Airflow's REST API): a later model replays the
+  prediction on them (``benchmarks/replay_predictions.py``). After the run, the plan it actually ran (fixed at its
+  start, ``Plans.of_run``) is recorded beside them, so the record shows what AUTO chose and what the model
+  predicted against what the run measured.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class AutoRuns:
         self.api, self.stack, self.timeout = api, stack, timeout
         self.plans = Plans(stack.store.objects)
         self.last: dict[str, str] = {}
+        self.jobs: dict[str, Any] = {}
 
     def run(self, dag_id: str, fail: bool, salt: int) -> dict[str, Any]:
         """One run of ``dag_id`` after its decision; :func:`~_etl_runs.run_airflow`'s figures plus ``plan`` (the
@@ -105,6 +108,15 @@ class AutoRuns:
             time.sleep(1.0)
         raise SystemExit(f"no decision after {dag_id} run {after} within {DECISION_TIMEOUT_S:.0f} s")
 
+    def job(self, dag_id: str) -> Any:
+        """The DAG's job document (its ``region_failover_job`` param, from ``/dags/{dag_id}/details``), once."""
+        if dag_id not in self.jobs:
+            from airflow_region_failover.naming import JOB_PARAM
+
+            param = self.api.call("GET", f"/dags/{dag_id}/details")["params"][JOB_PARAM]
+            self.jobs[dag_id] = param["value"] if isinstance(param, dict) and "value" in param else param
+        return self.jobs[dag_id]
+
     def predicted(self, dag_id: str) -> dict[str, Any] | None:
         """The model's figures on the DAG's history now (the plugin's advice): the chosen plan's, or for a DAG
         without AUTO edges its declared plan's (``chosen``, with its sliced chains' epochs); ``None`` when there
@@ -113,12 +125,12 @@ class AutoRuns:
         reply = httpx.get(url, headers={"Authorization": f"Bearer {self.api.token()}"}, timeout=120.0)
         reply.raise_for_status()
         body = reply.json()
-        decision, history = body["decision"], body.get("history")
+        decision, history, job = body["decision"], body.get("history"), self.job(dag_id)
         if decision is None and "expected" in body:
             declared = body["expected"]
             return {"plan": [], "reason": body["note"], "all_blocking": None, "all_fused": None,
                     "chosen": {"expected_s": declared["expected_seconds"], "spread_s": declared["spread_seconds"]},
-                    "failures_per_task_hour": None, "history": history}
+                    "failures_per_task_hour": None, "history": history, "job": job}
         if decision is None or decision["chosen"] is None:
             return None
 
@@ -130,4 +142,4 @@ class AutoRuns:
         fused = sorted(r for r, c in decision["plan"]["choices"].items() if c == "FUSED")
         return {"plan": fused, "reason": decision["reason"], "chosen": seconds("chosen"),
                 "all_blocking": seconds("all_blocking"), "all_fused": seconds("all_fused"),
-                "failures_per_task_hour": decision["failure_rate"]["per_task_hour"], "history": history}
+                "failures_per_task_hour": decision["failure_rate"]["per_task_hour"], "history": history, "job": job}

@@ -245,7 +245,7 @@ def measure(args: argparse.Namespace, stack: Any, procs: list[Any], sizes: list[
                                       "result": shown, "failures": run["failures"],
                                       "report_ok": run.get("report_ok"), "epochs": run.get("epochs"),
                                       "predicted": {k: v for k, v in (run.get("predicted") or {}).items()
-                                                    if k != "history"}}), flush=True)
+                                                    if k not in ("history", "job")}}), flush=True)
             print("\n| size | config | without failure s | T s | completion s | failures | x without | report |"
                   "\n|---|---|---:|---:|---:|---:|---:|---|")
             for (config, interval), run in results.items():

@@ -109,12 +109,18 @@ class AutoRuns:
         raise SystemExit(f"no decision after {dag_id} run {after} within {DECISION_TIMEOUT_S:.0f} s")
 
     def job(self, dag_id: str) -> Any:
-        """The DAG's job document (its ``region_failover_job`` param, from ``/dags/{dag_id}/details``), once."""
+        """The DAG's job document (its ``region_failover_job`` param, from ``/dags/{dag_id}/details``), once;
+        ``None`` (said once) when the answer holds none — the prediction is kept without it, the replay then needs
+        ``--job``."""
         if dag_id not in self.jobs:
             from airflow_region_failover.naming import JOB_PARAM
 
-            param = self.api.call("GET", f"/dags/{dag_id}/details")["params"][JOB_PARAM]
+            params = self.api.get(f"/dags/{dag_id}/details").get("params") or {}
+            param = params.get(JOB_PARAM)
             self.jobs[dag_id] = param["value"] if isinstance(param, dict) and "value" in param else param
+            if not isinstance(self.jobs[dag_id], dict):
+                print(f"{dag_id}: no job document in its REST details; predictions are kept without it", flush=True)
+                self.jobs[dag_id] = None
         return self.jobs[dag_id]
 
     def predicted(self, dag_id: str) -> dict[str, Any] | None:

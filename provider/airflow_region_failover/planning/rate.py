@@ -15,11 +15,11 @@ failed task tries in ``H`` task-hours the posterior is Gamma(α₀ + k, β₀ + 
   seconds and its failed tries' seconds (``failed_tries``; a try killed early exposed little, and counting only
   successful tries' seconds overstates a steady failure clock's rate by the failed tries' share of the time —
   measured: 12 failures of the join in 268 s of successful tries, in 1,040 s of all its tries, 2026-12-04). Its
-  prior is the DAG's rate
-  with the same weight (partial pooling): a step with little exposure takes the DAG's rate, a step that fails in
-  every run — a *late failure* — gets a rate of its own. Where failures happen matters: they restart the region
-  they hit, and how far into its attempt a failure comes is what it loses — the mean of the step's fractions
-  (``lost``, :attr:`FailureRate.lost_fraction`; none measured: the Poisson process's own, :mod:`.model`).
+  prior is the DAG's rate with the same weight (partial pooling): a step with little exposure takes the DAG's
+  rate, a step that fails in every run — a *late failure* — gets a rate of its own. Where failures happen
+  matters: they restart the region they hit, and how far into its attempt a failure comes is what it loses — the
+  mean of the step's fractions (``lost``, :attr:`FailureRate.lost_fraction`; none measured: the Poisson process's
+  own, :mod:`.model`).
 """
 
 from __future__ import annotations
